@@ -1,0 +1,1 @@
+//! forge-analyzer: Risk scoring, policy checks and audit reports for skills.

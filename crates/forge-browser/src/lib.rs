@@ -1,0 +1,1 @@
+//! forge-browser: The Chromium manager, page observation and the browser_* tools.

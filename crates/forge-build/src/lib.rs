@@ -1,0 +1,1 @@
+//! forge-build: Build context (Dockerfile from Dockerfile.tmpl), Kubernetes manifests and package checks.

@@ -1,0 +1,59 @@
+//! `forge`: run AI agents described by files, audit their skills, package them for production.
+//!
+//! This crate only parses arguments, renders output and maps errors to exit codes; the logic lives
+//! in the library crates. Each command family has its own module:
+//! `skills` (forge skills ...), `egress` (forge egress ...), `tool` (forge tool ...),
+//! `run` (forge run, forge audit ...), `build` (forge build, forge package).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod build;
+mod egress;
+mod run;
+mod skills;
+mod tool;
+
+/// Run AI agents described by files, audit their skills, and package them for production.
+#[derive(Parser)]
+#[command(name = "forge", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parse, list, validate and audit skills.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
+    /// Check URLs against the egress policy, or run the egress proxy standalone.
+    #[command(subcommand)]
+    Egress(egress::EgressCommand),
+    /// List, describe and call the tools an agent would have.
+    #[command(subcommand)]
+    Tool(tool::ToolCommand),
+    /// Run an agent: one task with --once, or serve A2A.
+    Run(run::RunArgs),
+    /// Work with audit logs.
+    #[command(subcommand)]
+    Audit(run::AuditCommand),
+    /// Write the container build context and Kubernetes manifests for an agent.
+    Build(build::BuildArgs),
+    /// Build the agent's container image.
+    Package(build::PackageArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Skills(c) => skills::run(c),
+        Command::Egress(c) => egress::run(c),
+        Command::Tool(c) => tool::run(c),
+        Command::Run(a) => run::run(a),
+        Command::Audit(c) => run::audit(c),
+        Command::Build(a) => build::build(a),
+        Command::Package(a) => build::package(a),
+    }
+}

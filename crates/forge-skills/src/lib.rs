@@ -1,0 +1,1 @@
+//! forge-skills: SKILL.md and forge.yaml parsing, requirement aggregation, derived configs.

