@@ -2,9 +2,11 @@
 //!
 //! - [`tool`]: the [`Tool`] trait, the [`ToolContext`] a call runs with, [`ToolOutput`] and [`ToolError`].
 //! - [`registry`]: the [`Registry`] of tools an agent has (register, lookup, remove, list).
+//! - [`builtins`]: the tools every agent gets (http_request, web_fetch, file_create, ...) and cli_execute.
 //! - [`fence`]: the untrusted-content fence that wraps everything that came from outside
 //!   (web pages, HTTP bodies) before a model sees it.
 
+pub mod builtins;
 pub mod fence;
 pub mod registry;
 pub mod tool;

@@ -1,0 +1,1 @@
+//! The builtin tools (to be written).
