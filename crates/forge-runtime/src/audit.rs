@@ -1,1 +1,468 @@
-//! (To be written.)
+//! The hash-chained NDJSON audit log: one JSON object per line, each carrying its sequence number
+//! and a SHA-256 hash that chains it to the line before, so that an altered, inserted or removed
+//! line is detected by [`verify`] (`forge audit verify FILE`).
+//!
+//! Line format (the `hash` key always comes first, so the hashed bytes are exactly what is on disk):
+//!
+//! ```text
+//! {"hash":"<64 hex>","event":"tool_exec","prev_hash":"<64 hex>","seq":3,"task_id":"...","time":"...",...}
+//! ```
+//!
+//! `hash = sha256(prev_hash_hex || body)` where `body` is the line with the leading
+//! `"hash":"<64 hex>",` member removed (that is, `{` followed by the rest of the line). The first line
+//! of a file has `seq` 1 and a `prev_hash` of 64 zeros. Appending to an existing file continues its
+//! chain. Every string value passes through a scrubber that replaces the values of secret-looking
+//! environment variables (API keys, tokens, passwords) and any registered secret with `[SECRET]`, so
+//! no secret value reaches the log even by accident.
+//!
+//! Removing the *last* lines of a log cannot be detected from the chain alone; [`verify`] reports
+//! whether every `session_start` has its `session_end`, which exposes a cut-off `--once` run.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Event names written by the runtime.
+pub mod events {
+    /// A task (session) starts: agent, provider, model, tool count.
+    pub const SESSION_START: &str = "session_start";
+    /// A task ends: status, iterations, duration.
+    pub const SESSION_END: &str = "session_end";
+    /// One model request (after retries): provider, model, host, status, tokens, duration.
+    pub const LLM_CALL: &str = "llm_call";
+    /// One tool execution: tool, outcome, sizes, duration (never the argument values).
+    pub const TOOL_EXEC: &str = "tool_exec";
+    /// The egress policy allowed a connection.
+    pub const EGRESS_ALLOWED: &str = "egress_allowed";
+    /// The egress policy refused a connection.
+    pub const EGRESS_BLOCKED: &str = "egress_blocked";
+    /// A guardrail looked at a prompt, tool input/output or response and acted.
+    pub const GUARDRAIL_CHECK: &str = "guardrail_check";
+    /// Chromium was launched.
+    pub const BROWSER_LAUNCH: &str = "browser_launch";
+    /// A task's browser session (its own browser context) was opened.
+    pub const BROWSER_SESSION_OPEN: &str = "browser_session_open";
+    /// A task's browser session was closed.
+    pub const BROWSER_SESSION_CLOSE: &str = "browser_session_close";
+}
+
+/// The `prev_hash` of the first line of a log.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Keys every line has; event fields with these names are dropped (they would be ambiguous).
+const RESERVED: [&str; 6] = ["hash", "prev_hash", "seq", "time", "event", "task_id"];
+
+const HASH_PREFIX: &str = "{\"hash\":\"";
+
+/// Why the audit log could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The file could not be opened or read.
+    #[error("cannot open audit file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file exists but its last line is not a forge audit line, so the chain cannot continue.
+    #[error(
+        "{path} is not a forge audit log (its last line has no valid hash chain fields); \
+         choose another --audit-file or move this file away"
+    )]
+    NotAnAuditLog {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+struct Inner {
+    out: Box<dyn Write + Send>,
+    prev_hash: String,
+    seq: u64,
+}
+
+/// The audit log writer. Cheap to clone; all clones append to the same chain.
+#[derive(Clone)]
+pub struct AuditLog {
+    inner: Arc<Mutex<Inner>>,
+    scrubber: Arc<Mutex<Scrubber>>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditLog")
+    }
+}
+
+impl AuditLog {
+    /// A log written to standard error.
+    pub fn stderr() -> Self {
+        Self::to_writer(Box::new(std::io::stderr()))
+    }
+
+    /// A log written to `out`, starting a new chain.
+    pub fn to_writer(out: Box<dyn Write + Send>) -> Self {
+        Self::with_chain(out, GENESIS_HASH.to_string(), 0)
+    }
+
+    /// A log appended to `path` (created if missing); an existing log's chain is continued.
+    pub fn open_file(path: &Path) -> Result<Self, AuditError> {
+        let io_err = |source| AuditError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(io_err)?;
+        let (prev, seq) = match last_line(&mut file).map_err(io_err)? {
+            None => (GENESIS_HASH.to_string(), 0),
+            Some(line) => {
+                let (hash, body) = split_line(&line).ok_or_else(|| AuditError::NotAnAuditLog {
+                    path: path.to_path_buf(),
+                })?;
+                let seq = serde_json::from_str::<Value>(body.as_str())
+                    .ok()
+                    .and_then(|v| v.get("seq").and_then(Value::as_u64))
+                    .ok_or_else(|| AuditError::NotAnAuditLog {
+                        path: path.to_path_buf(),
+                    })?;
+                (hash.to_string(), seq)
+            }
+        };
+        Ok(Self::with_chain(Box::new(file), prev, seq))
+    }
+
+    fn with_chain(out: Box<dyn Write + Send>, prev_hash: String, seq: u64) -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(Inner {
+                out,
+                prev_hash,
+                seq,
+            })),
+            scrubber: Arc::new(Mutex::new(Scrubber::from_env())),
+        }
+    }
+
+    /// Never write `secret` into the log (it is replaced by `[SECRET]` wherever it appears).
+    pub fn add_secret(&self, secret: &str) {
+        if let Ok(mut s) = self.scrubber.lock() {
+            s.add(secret);
+        }
+    }
+
+    /// Append one event. `fields` should be a JSON object; its members become top-level keys
+    /// (reserved keys are dropped). Write failures are reported through `tracing`, not returned:
+    /// auditing never aborts the work it describes.
+    pub fn emit(&self, task_id: Option<&str>, event: &str, fields: Value) {
+        let mut obj = Map::new();
+        if let Value::Object(m) = fields {
+            for (k, v) in m {
+                if !RESERVED.contains(&k.as_str()) {
+                    obj.insert(k, v);
+                }
+            }
+        } else if !fields.is_null() {
+            obj.insert("detail".into(), fields);
+        }
+        obj.insert("event".into(), Value::String(event.to_string()));
+        obj.insert(
+            "task_id".into(),
+            task_id.map_or(Value::Null, |t| Value::String(t.into())),
+        );
+        obj.insert("time".into(), Value::String(rfc3339_now()));
+        let mut value = Value::Object(obj);
+        if let Ok(s) = self.scrubber.lock() {
+            s.scrub(&mut value);
+        }
+        let Ok(mut inner) = self.inner.lock() else {
+            tracing::error!("audit log lock poisoned; event {event} not written");
+            return;
+        };
+        inner.seq += 1;
+        if let Value::Object(m) = &mut value {
+            m.insert("seq".into(), Value::from(inner.seq));
+            m.insert("prev_hash".into(), Value::String(inner.prev_hash.clone()));
+        }
+        let body = value.to_string();
+        let hash = chain_hash(&inner.prev_hash, &body);
+        // body always starts with '{' and has at least the members inserted above.
+        let line = format!("{HASH_PREFIX}{hash}\",{}\n", &body[1..]);
+        let res = inner
+            .out
+            .write_all(line.as_bytes())
+            .and_then(|_| inner.out.flush());
+        if let Err(e) = res {
+            tracing::error!("cannot write audit event {event}: {e}");
+        }
+        inner.prev_hash = hash;
+    }
+}
+
+fn chain_hash(prev: &str, body: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(prev.as_bytes());
+    h.update(body.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// Split a line into its hash and its body (`{` + the rest after the hash member).
+fn split_line(line: &str) -> Option<(&str, String)> {
+    let rest = line.strip_prefix(HASH_PREFIX)?;
+    let hash = rest.get(..64)?;
+    if !hash
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    {
+        return None;
+    }
+    let after = rest.get(64..)?.strip_prefix("\",")?;
+    Some((hash, format!("{{{after}")))
+}
+
+fn last_line(file: &mut File) -> std::io::Result<Option<String>> {
+    let len = file.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(None);
+    }
+    // Lines are small; read at most the last 1 MiB.
+    let start = len.saturating_sub(1 << 20);
+    file.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf);
+    Ok(text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(str::to_string))
+}
+
+/// What a successful [`verify`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifySummary {
+    /// Number of lines (events) checked.
+    pub events: u64,
+    /// The hash of the last line (the chain head), to compare with a copy kept elsewhere.
+    pub head: String,
+    /// Number of `session_start` events.
+    pub sessions_started: u64,
+    /// Number of `session_end` events.
+    pub sessions_ended: u64,
+    /// Count per event name, sorted by name.
+    pub counts: Vec<(String, u64)>,
+}
+
+/// Why a log failed verification: the 1-based line and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {reason}")]
+pub struct VerifyError {
+    /// The 1-based line number.
+    pub line: u64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// Check the hash chain of a log: every line well formed, `seq` increasing by one from 1,
+/// `prev_hash` equal to the previous line's hash (zeros for the first), and `hash` correct.
+pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
+    let mut prev = GENESIS_HASH.to_string();
+    let mut expect_seq = 1u64;
+    let mut counts = std::collections::BTreeMap::<String, u64>::new();
+    let mut lineno = 0u64;
+    for line in reader.lines() {
+        lineno += 1;
+        let err = |reason: String| VerifyError {
+            line: lineno,
+            reason,
+        };
+        let line = line.map_err(|e| err(format!("cannot read: {e}")))?;
+        if line.trim().is_empty() {
+            return Err(err(
+                "empty line (lines were removed or the file was edited)".into(),
+            ));
+        }
+        let (hash, body) = split_line(&line).ok_or_else(|| {
+            err("not an audit line: it must start with {\"hash\":\"<64 hex>\",".into())
+        })?;
+        let value: Value =
+            serde_json::from_str(&body).map_err(|e| err(format!("not valid JSON: {e}")))?;
+        let seq = value
+            .get("seq")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| err("no seq".into()))?;
+        if seq != expect_seq {
+            return Err(err(format!(
+                "seq is {seq}, expected {expect_seq} (a line was removed, inserted or reordered)"
+            )));
+        }
+        let line_prev = value
+            .get("prev_hash")
+            .and_then(Value::as_str)
+            .ok_or_else(|| err("no prev_hash".into()))?;
+        if line_prev != prev {
+            return Err(err(format!(
+                "prev_hash does not match the previous line's hash (chain broken: a line before \
+                 it was altered or removed)"
+            )));
+        }
+        let computed = chain_hash(&prev, &body);
+        if computed != hash {
+            return Err(err(
+                "hash does not match the line's content (the line was altered)".into(),
+            ));
+        }
+        let event = value
+            .get("event")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        *counts.entry(event).or_default() += 1;
+        prev = hash.to_string();
+        expect_seq += 1;
+    }
+    if lineno == 0 {
+        return Err(VerifyError {
+            line: 0,
+            reason: "the log is empty".into(),
+        });
+    }
+    let get = |k: &str| counts.get(k).copied().unwrap_or(0);
+    Ok(VerifySummary {
+        events: lineno,
+        head: prev,
+        sessions_started: get(events::SESSION_START),
+        sessions_ended: get(events::SESSION_END),
+        counts: counts.into_iter().collect(),
+    })
+}
+
+/// [`verify`] on a file.
+pub fn verify_file(path: &Path) -> Result<VerifySummary, VerifyError> {
+    let file = File::open(path).map_err(|e| VerifyError {
+        line: 0,
+        reason: format!("cannot open {}: {e}", path.display()),
+    })?;
+    verify(BufReader::new(file))
+}
+
+/// Replaces secret values with `[SECRET]` in every string of an event.
+#[derive(Default)]
+struct Scrubber {
+    secrets: Vec<String>,
+}
+
+/// Environment variable names whose values are treated as secrets.
+fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
+impl Scrubber {
+    fn from_env() -> Self {
+        let mut s = Scrubber::default();
+        for (k, v) in std::env::vars_os() {
+            if let (Some(k), Some(v)) = (k.to_str(), v.to_str()) {
+                if is_secret_name(k) {
+                    s.add(v);
+                }
+            }
+        }
+        s
+    }
+
+    fn add(&mut self, secret: &str) {
+        // Very short values would blank out ordinary words; real credentials are longer.
+        if secret.len() >= 6 && !self.secrets.iter().any(|s| s == secret) {
+            self.secrets.push(secret.to_string());
+            // Longest first, so a secret containing another is replaced whole.
+            self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        }
+    }
+
+    fn scrub(&self, v: &mut Value) {
+        match v {
+            Value::String(s) => {
+                for secret in &self.secrets {
+                    if s.contains(secret.as_str()) {
+                        *s = s.replace(secret.as_str(), "[SECRET]");
+                    }
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| self.scrub(x)),
+            Value::Object(m) => m.values_mut().for_each(|x| self.scrub(x)),
+            _ => {}
+        }
+    }
+}
+
+/// The current UTC time as RFC 3339 with milliseconds (`2026-11-22T17:45:07.123Z`).
+pub fn rfc3339_now() -> String {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    format_rfc3339(d.as_secs(), d.subsec_millis())
+}
+
+fn format_rfc3339(secs: u64, millis: u32) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_instants() {
+        assert_eq!(format_rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        // 2000-02-29T12:34:56Z (a leap day)
+        assert_eq!(format_rfc3339(951_827_696, 7), "2000-02-29T12:34:56.007Z");
+        assert_eq!(
+            format_rfc3339(1_795_283_107, 123),
+            "2026-11-21T17:45:07.123Z"
+        );
+    }
+
+    #[test]
+    fn split_line_rejects_uppercase_and_short_hashes() {
+        let h = "a".repeat(64);
+        assert!(split_line(&format!("{{\"hash\":\"{h}\",\"seq\":1}}")).is_some());
+        assert!(split_line(&format!("{{\"hash\":\"{}\",\"seq\":1}}", "A".repeat(64))).is_none());
+        assert!(split_line("{\"hash\":\"abc\",\"seq\":1}").is_none());
+    }
+}
