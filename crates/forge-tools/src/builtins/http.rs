@@ -1,0 +1,410 @@
+//! `http_request` and `web_fetch`: HTTP through the agent's egress client (the one policy, with
+//! redirects re-validated by the client), with a body size cap, and the response body fenced as
+//! untrusted outside content before the model sees it.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::html_text::html_to_text;
+use crate::fence;
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+/// Default cap on the response body bytes read by `http_request`.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
+/// Largest cap a caller may ask for.
+pub const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
+/// Largest request body accepted.
+pub const MAX_REQUEST_BODY_BYTES: usize = 5 * 1024 * 1024;
+/// Default per-request time limit (when the call has none).
+pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+/// `web_fetch`: default and largest number of characters returned per call.
+pub const WEB_FETCH_DEFAULT_CHARS: usize = 20_000;
+pub const WEB_FETCH_MAX_CHARS: usize = 100_000;
+/// `web_fetch` reads at most this many bytes of the page.
+pub const WEB_FETCH_MAX_BYTES: usize = 5 * 1024 * 1024;
+
+/// Response headers worth showing the model (others are dropped).
+const SHOWN_HEADERS: &[&str] = &[
+    "content-type",
+    "content-length",
+    "location",
+    "last-modified",
+    "etag",
+    "cache-control",
+    "retry-after",
+    "www-authenticate",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "link",
+];
+
+/// One request, as the tools build it.
+#[derive(Debug, Clone)]
+pub struct HttpCall {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+    pub max_body_bytes: usize,
+    pub timeout: Duration,
+}
+
+/// What came back.
+#[derive(Debug, Clone)]
+pub struct HttpReply {
+    pub status: u16,
+    pub final_url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The body was longer than the cap and was cut.
+    pub truncated: bool,
+}
+
+/// Send `call` through the egress client. This is the one place the builtins touch the client API.
+pub async fn send(ctx: &ToolContext, call: HttpCall) -> Result<HttpReply, ToolError> {
+    let Some(_client) = ctx.egress.as_ref() else {
+        return Err(ToolError::Failed(
+            "no egress client in this context: network tools run only inside an assembled agent"
+                .into(),
+        ));
+    };
+    let _ = call;
+    Err(ToolError::Failed(
+        "the egress HTTP client is not available in this build yet".into(),
+    ))
+}
+
+fn header_value(reply: &HttpReply, name: &str) -> Option<String> {
+    reply
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.clone())
+}
+
+fn is_textual(content_type: &str) -> bool {
+    let ct = content_type.to_ascii_lowercase();
+    ct.is_empty()
+        || ct.starts_with("text/")
+        || ct.contains("json")
+        || ct.contains("xml")
+        || ct.contains("javascript")
+        || ct.contains("x-www-form-urlencoded")
+        || ct.contains("yaml")
+}
+
+fn parse_url(url: &str) -> Result<(), ToolError> {
+    let lower = url.trim().to_ascii_lowercase();
+    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+        return Err(ToolError::InvalidInput(format!(
+            "`url` must be an http:// or https:// URL, got {url:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// The `http_request` tool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HttpRequest;
+
+#[async_trait]
+impl Tool for HttpRequest {
+    fn name(&self) -> &str {
+        "http_request"
+    }
+
+    fn description(&self) -> &str {
+        "Send an HTTP request (GET, POST, PUT, PATCH, DELETE, HEAD) to a host in this agent's egress \
+         allowlist. Returns the status, the final URL after redirects, selected headers and the body \
+         (fenced as untrusted content, cut at max_bytes). A \"blocked by egress policy\" error means \
+         the host is not allowed."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "method": {"type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"], "default": "GET"},
+                "url": {"type": "string", "description": "http:// or https:// URL"},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "body": {"description": "request body: a string, or any JSON value (sent as application/json)"},
+                "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BODY_BYTES, "default": DEFAULT_MAX_BODY_BYTES}
+            },
+            "required": ["url"],
+            "additionalProperties": false
+        })
+    }
+
+    async fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        let url = input
+            .get("url")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ToolError::InvalidInput("`url` (a string) is required".into()))?
+            .trim()
+            .to_string();
+        parse_url(&url)?;
+        let method = input
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("GET")
+            .to_ascii_uppercase();
+        if !matches!(
+            method.as_str(),
+            "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD" | "OPTIONS"
+        ) {
+            return Err(ToolError::InvalidInput(format!(
+                "`method` {method:?} is not supported"
+            )));
+        }
+        let mut headers = Vec::new();
+        match input.get("headers") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (k, v) in m {
+                    let v = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Number(_) | Value::Bool(_) => v.to_string(),
+                        _ => {
+                            return Err(ToolError::InvalidInput(format!(
+                                "header {k:?} must be a string"
+                            )))
+                        }
+                    };
+                    if k.is_empty()
+                        || !k
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-_!#$%&'*+.^`|~".contains(&b))
+                    {
+                        return Err(ToolError::InvalidInput(format!(
+                            "{k:?} is not a valid header name"
+                        )));
+                    }
+                    if v.contains(['\r', '\n', '\0']) {
+                        return Err(ToolError::InvalidInput(format!(
+                            "header {k:?} contains a line break"
+                        )));
+                    }
+                    let lk = k.to_ascii_lowercase();
+                    if matches!(
+                        lk.as_str(),
+                        "host" | "content-length" | "transfer-encoding" | "connection"
+                    ) || lk.starts_with("proxy-")
+                    {
+                        return Err(ToolError::InvalidInput(format!(
+                            "header {k:?} is set by forge and cannot be given"
+                        )));
+                    }
+                    headers.push((k.clone(), v));
+                }
+            }
+            Some(_) => {
+                return Err(ToolError::InvalidInput(
+                    "`headers` must be an object of strings".into(),
+                ))
+            }
+        }
+        let body = match input.get("body") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.as_bytes().to_vec()),
+            Some(v) => {
+                if !headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+                {
+                    headers.push(("content-type".into(), "application/json".into()));
+                }
+                Some(v.to_string().into_bytes())
+            }
+        };
+        if body
+            .as_ref()
+            .is_some_and(|b| b.len() > MAX_REQUEST_BODY_BYTES)
+        {
+            return Err(ToolError::InvalidInput(format!(
+                "`body` is larger than {MAX_REQUEST_BODY_BYTES} bytes"
+            )));
+        }
+        let max_body_bytes = match input.get("max_bytes").and_then(Value::as_u64) {
+            Some(n) if n >= 1 => (n as usize).min(MAX_BODY_BYTES),
+            _ => DEFAULT_MAX_BODY_BYTES,
+        };
+        let timeout = ctx.timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT);
+        let reply = send(
+            ctx,
+            HttpCall {
+                method: method.clone(),
+                url: url.clone(),
+                headers,
+                body,
+                max_body_bytes,
+                timeout,
+            },
+        )
+        .await?;
+
+        let content_type = header_value(&reply, "content-type").unwrap_or_default();
+        let body_text = if reply.body.is_empty() {
+            String::new()
+        } else if is_textual(&content_type) || std::str::from_utf8(&reply.body).is_ok() {
+            String::from_utf8_lossy(&reply.body).into_owned()
+        } else {
+            format!(
+                "[binary body: {} bytes of {content_type}; not shown]",
+                reply.body.len()
+            )
+        };
+        let note = format!(
+            "source=http_request url={} status={}",
+            reply.final_url, reply.status
+        );
+        let fenced = if body_text.is_empty() {
+            String::new()
+        } else {
+            fence::wrap(&note, &body_text)
+        };
+        let shown: serde_json::Map<String, Value> = reply
+            .headers
+            .iter()
+            .filter(|(k, _)| SHOWN_HEADERS.contains(&k.to_ascii_lowercase().as_str()))
+            .map(|(k, v)| (k.to_ascii_lowercase(), Value::String(v.clone())))
+            .collect();
+        let mut text = format!(
+            "HTTP {} {}\nfinal_url: {}\n",
+            reply.status, method, reply.final_url
+        );
+        for (k, v) in &shown {
+            text.push_str(&format!("{k}: {}\n", v.as_str().unwrap_or_default()));
+        }
+        if reply.truncated {
+            text.push_str(&format!("[body cut at {max_body_bytes} bytes; pass a larger max_bytes (up to {MAX_BODY_BYTES}) for more]\n"));
+        }
+        text.push('\n');
+        text.push_str(&fenced);
+        let data = json!({
+            "status": reply.status,
+            "url": reply.final_url,
+            "headers": shown,
+            "body": fenced,
+            "truncated": reply.truncated,
+        });
+        Ok(ToolOutput {
+            text,
+            data: Some(data),
+        })
+    }
+}
+
+/// The `web_fetch` tool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WebFetch;
+
+#[async_trait]
+impl Tool for WebFetch {
+    fn name(&self) -> &str {
+        "web_fetch"
+    }
+
+    fn description(&self) -> &str {
+        "Fetch a web page (GET, through the egress policy) and return it as readable text (scripts and \
+         styles removed, links as `text (url)`), fenced as untrusted content and paginated: a \
+         \"pass offset=N for more\" line says how to continue. No JavaScript runs; use the browser \
+         tools for pages that need it."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "url": {"type": "string"},
+                "max_chars": {"type": "integer", "minimum": 100, "maximum": WEB_FETCH_MAX_CHARS, "default": WEB_FETCH_DEFAULT_CHARS},
+                "offset": {"type": "integer", "minimum": 0, "default": 0}
+            },
+            "required": ["url"],
+            "additionalProperties": false
+        })
+    }
+
+    async fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        let url = input
+            .get("url")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ToolError::InvalidInput("`url` (a string) is required".into()))?
+            .trim()
+            .to_string();
+        parse_url(&url)?;
+        let max_chars = input
+            .get("max_chars")
+            .and_then(Value::as_u64)
+            .map(|n| (n as usize).clamp(100, WEB_FETCH_MAX_CHARS))
+            .unwrap_or(WEB_FETCH_DEFAULT_CHARS);
+        let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let timeout = ctx.timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT);
+        let reply = send(
+            ctx,
+            HttpCall {
+                method: "GET".into(),
+                url: url.clone(),
+                headers: vec![(
+                    "accept".into(),
+                    "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.8,*/*;q=0.5".into(),
+                )],
+                body: None,
+                max_body_bytes: WEB_FETCH_MAX_BYTES,
+                timeout,
+            },
+        )
+        .await?;
+        let content_type = header_value(&reply, "content-type").unwrap_or_default();
+        let raw = String::from_utf8_lossy(&reply.body);
+        let lower_ct = content_type.to_ascii_lowercase();
+        let (title, text) = if lower_ct.contains("html")
+            || (lower_ct.is_empty() && raw.trim_start().starts_with('<'))
+        {
+            html_to_text(&raw)
+        } else if is_textual(&content_type) {
+            (None, raw.into_owned())
+        } else {
+            return Err(ToolError::Failed(format!(
+                "{} returned {content_type}, which is not text; use http_request to see its headers",
+                reply.final_url
+            )));
+        };
+        let total = text.chars().count();
+        let page: String = text.chars().skip(offset).take(max_chars).collect();
+        let end = offset + page.chars().count();
+        let mut content = String::new();
+        if let Some(t) = &title {
+            content.push_str(&format!("Title: {t}\n\n"));
+        }
+        content.push_str(&page);
+        let note = format!(
+            "source=web_fetch url={} status={}",
+            reply.final_url, reply.status
+        );
+        let mut out = format!("HTTP {} final_url: {}\n", reply.status, reply.final_url);
+        out.push_str(&fence::wrap(&note, &content));
+        if end < total {
+            out.push_str(&format!(
+                "\n[showing characters {offset}..{end} of {total}; pass offset={end} for more]"
+            ));
+        } else if reply.truncated {
+            out.push_str(&format!(
+                "\n[the page was cut at {WEB_FETCH_MAX_BYTES} bytes]"
+            ));
+        }
+        let data = json!({
+            "status": reply.status,
+            "url": reply.final_url,
+            "content_type": content_type,
+            "offset": offset,
+            "next_offset": if end < total { Some(end) } else { None },
+            "total_chars": total,
+        });
+        Ok(ToolOutput {
+            text: out,
+            data: Some(data),
+        })
+    }
+}
