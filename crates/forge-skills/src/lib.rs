@@ -1,1 +1,38 @@
 //! forge-skills: SKILL.md and forge.yaml parsing, requirement aggregation, derived configs.
+//!
+//! What it offers and where it lives:
+//! - [`Skill`], [`ForgeMeta`] and the rest of the SKILL.md format, [`parse_skill`]: `skill.rs`
+//! - [`ForgeConfig`] (forge.yaml) with [`ForgeConfig::load`]: `config.rs`
+//! - [`discover`] (`skills/*/SKILL.md`, `skills/*.md`, symlink rules): `discovery.rs`
+//! - [`embedded_skills`] (the repo's `skills/` folder compiled in): `embedded.rs`
+//! - [`Aggregate`], [`BrowserView`], [`CliView`]: `aggregate.rs`
+//! - [`Agent::load`] (forge.yaml + active skills + aggregate): `agent.rs`
+//! - [`Error`], [`SourceDiagnostic`] (miette diagnostics with source spans): `error.rs`
+//! - the position-keeping YAML tree behind the diagnostics: `yaml.rs` (internal)
+
+mod agent;
+mod aggregate;
+mod config;
+mod discovery;
+mod embedded;
+mod error;
+mod skill;
+mod yaml;
+
+pub use agent::Agent;
+pub use aggregate::{
+    expand_domains, Aggregate, BrowserView, CliView, EnvAggregate, OneOfGroup, SHELLS,
+};
+pub use config::{
+    EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,
+    SkillsConfig, ToolConfig,
+};
+pub use discovery::{discover, load_skill_file, Discovery, MAX_SKILL_BYTES};
+pub use embedded::{embedded_names, embedded_skill, embedded_skills, EMBEDDED};
+pub use error::{Error, SourceDiagnostic};
+pub use miette;
+pub use skill::{
+    parse_skill, parse_tool_sections, BinRequirement, BrowserGuardrails, Capability,
+    EnvRequirements, ForgeMeta, Guardrails, Origin, OutputAction, OutputRule, PatternRule,
+    Requires, Skill, SkillSource, ToolSection, TrustHints, Use, KNOWN_CAPABILITIES,
+};

@@ -1,0 +1,283 @@
+//! forge.yaml: the agent file (`agent_id`, `version`, `model`, `tools`, `skills.path`, `egress`,
+//! `security.policy_path`). Errors are diagnostics pointing at the YAML; unknown keys are warnings
+//! that name them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use miette::NamedSource;
+use serde::{Deserialize, Serialize};
+
+use crate::skill::suggest;
+use crate::yaml::{Doc, Kind, Seg};
+use crate::{Error, SourceDiagnostic};
+
+/// The parsed forge.yaml.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ForgeConfig {
+    pub agent_id: String,
+    pub version: String,
+    #[serde(default)]
+    pub framework: Option<String>,
+    #[serde(default)]
+    pub model: Option<ModelConfig>,
+    #[serde(default)]
+    pub tools: Vec<ToolConfig>,
+    #[serde(default)]
+    pub skills: SkillsConfig,
+    #[serde(default)]
+    pub egress: EgressConfig,
+    #[serde(default)]
+    pub security: SecurityConfig,
+    /// Where the file was read from.
+    #[serde(skip)]
+    pub path: PathBuf,
+    /// Unknown keys, one warning each (severity Warning), pointing at the key.
+    #[serde(skip)]
+    pub warnings: Vec<SourceDiagnostic>,
+}
+
+/// `model`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    #[serde(default)]
+    pub provider: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub fallbacks: Vec<ModelFallback>,
+}
+
+/// An entry of `model.fallbacks`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelFallback {
+    pub provider: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub base_url: Option<String>,
+}
+
+/// An entry of `tools`: a builtin tool to register, with its tool-specific config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolConfig {
+    pub name: String,
+    #[serde(default)]
+    pub config: serde_json::Value,
+}
+
+/// `skills`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillsConfig {
+    /// The agent's root skill file, relative to the agent dir (default `SKILL.md`, loaded when it
+    /// exists; an explicit path that does not exist is an error).
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// forge extension: embedded skills to activate by name (e.g. `[web-browse]`).
+    #[serde(default)]
+    pub embedded: Vec<String>,
+}
+
+/// `egress.mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EgressMode {
+    /// Nothing leaves (the default).
+    #[default]
+    DenyAll,
+    /// Only listed hosts (plus the skills' egress_domains).
+    Allowlist,
+    /// Any host; the IP policy still applies.
+    DevOpen,
+}
+
+impl EgressMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EgressMode::DenyAll => "deny-all",
+            EgressMode::Allowlist => "allowlist",
+            EgressMode::DevOpen => "dev-open",
+        }
+    }
+}
+
+/// `egress`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressConfig {
+    #[serde(default)]
+    pub mode: EgressMode,
+    #[serde(default)]
+    pub allowed_domains: Vec<String>,
+    #[serde(default)]
+    pub allow_private_ips: bool,
+    #[serde(default)]
+    pub allowed_private_cidrs: Vec<String>,
+}
+
+/// `security`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityConfig {
+    /// Audit policy file (relative to the agent dir).
+    #[serde(default)]
+    pub policy_path: Option<PathBuf>,
+}
+
+const KNOWN: &[(&[&str], &[&str])] = &[
+    (
+        &[],
+        &[
+            "agent_id",
+            "version",
+            "framework",
+            "model",
+            "tools",
+            "skills",
+            "egress",
+            "security",
+        ],
+    ),
+    (&["model"], &["provider", "name", "base_url", "fallbacks"]),
+    (&["skills"], &["path", "embedded"]),
+    (
+        &["egress"],
+        &[
+            "mode",
+            "allowed_domains",
+            "allow_private_ips",
+            "allowed_private_cidrs",
+        ],
+    ),
+    (&["security"], &["policy_path"]),
+];
+
+impl ForgeConfig {
+    /// Read and parse forge.yaml at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<ForgeConfig, Error> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parse forge.yaml `text` (read from `path`, used in diagnostics).
+    pub fn parse(text: &str, path: &Path) -> Result<ForgeConfig, Error> {
+        let invalid = |problems: Vec<SourceDiagnostic>| Error::Invalid {
+            path: path.to_path_buf(),
+            problems,
+        };
+        let src = Arc::new(
+            NamedSource::new(path.display().to_string(), text.to_string()).with_language("yaml"),
+        );
+        let doc = Doc::new(path, src, 0, text).map_err(|d| invalid(vec![d]))?;
+        if !matches!(doc.tree.kind, Kind::Map(_)) {
+            return Err(invalid(vec![doc.diag(
+                "forge::config::not-a-mapping",
+                "forge.yaml is not a YAML mapping",
+                &[],
+                "expected `key: value` lines",
+                Some("a minimal forge.yaml is `agent_id: my-agent` and `version: 0.1.0`".into()),
+            )]));
+        }
+        let mut missing = Vec::new();
+        for key in ["agent_id", "version"] {
+            let present = doc
+                .tree
+                .get(&[Seg::Key(key)])
+                .is_some_and(|n| matches!(&n.kind, Kind::Scalar(s) if !s.trim().is_empty()));
+            if !present {
+                missing.push(doc.diag(
+                    "forge::config::missing-field",
+                    format!("forge.yaml is missing the required field `{key}`"),
+                    &[Seg::Key(key)],
+                    format!("`{key}` is required"),
+                    Some(format!(
+                        "add `{key}: {}` at the top level",
+                        if key == "version" {
+                            "0.1.0"
+                        } else {
+                            "my-agent"
+                        }
+                    )),
+                ));
+            }
+        }
+        if !missing.is_empty() {
+            return Err(invalid(missing));
+        }
+        // egress.mode gets a precise diagnostic (serde's "unknown variant" lacks the hint).
+        if let Some(node) = doc.tree.get(&[Seg::Key("egress"), Seg::Key("mode")]) {
+            if let Kind::Scalar(m) = &node.kind {
+                const MODES: &[&str] = &["deny-all", "allowlist", "dev-open"];
+                if !MODES.contains(&m.as_str()) {
+                    return Err(invalid(vec![doc.diag(
+                        "forge::config::egress-mode",
+                        format!("unknown egress mode \"{m}\" (known: {})", MODES.join(", ")),
+                        &[Seg::Key("egress"), Seg::Key("mode")],
+                        "unknown mode",
+                        Some(format!(
+                            "use one of {}{}",
+                            MODES.join(", "),
+                            suggest(m, MODES)
+                                .map(|s| format!(" (did you mean `{s}`?)"))
+                                .unwrap_or_default()
+                        )),
+                    )]));
+                }
+            }
+        }
+        let mut cfg: ForgeConfig = serde_norway::from_str(text)
+            .map_err(|e| invalid(vec![doc.serde_error(&e, "forge.yaml")]))?;
+        cfg.path = path.to_path_buf();
+        cfg.warnings = unknown_keys(&doc);
+        Ok(cfg)
+    }
+
+    /// The directory holding forge.yaml (the agent dir).
+    pub fn dir(&self) -> PathBuf {
+        match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    }
+}
+
+fn unknown_keys(doc: &Doc<'_>) -> Vec<SourceDiagnostic> {
+    let mut out = Vec::new();
+    for (sub, known) in KNOWN {
+        let path: Vec<Seg<'_>> = sub.iter().map(|k| Seg::Key(k)).collect();
+        let Some(node) = doc.tree.get(&path) else {
+            continue;
+        };
+        for (key, key_node) in node.map_keys() {
+            if known.contains(&key) {
+                continue;
+            }
+            let where_ = if sub.is_empty() {
+                "forge.yaml".to_string()
+            } else {
+                format!("forge.yaml `{}`", sub.join("."))
+            };
+            out.push(
+                doc.key_diag(
+                    "forge::config::unknown-key",
+                    format!("unknown key `{key}` in {where_}; it is ignored"),
+                    key_node,
+                    "unknown key",
+                    Some(format!(
+                        "known keys here: {}{}",
+                        known.join(", "),
+                        suggest(key, known)
+                            .map(|s| format!(" (did you mean `{s}`?)"))
+                            .unwrap_or_default()
+                    )),
+                )
+                .warning(),
+            );
+        }
+    }
+    out
+}

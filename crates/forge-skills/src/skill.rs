@@ -1,0 +1,869 @@
+//! The SKILL.md format: typed front matter (`name`, `description`, `category`, `tags`, `icon`,
+//! `metadata.forge`), the markdown body and its `## Tool:` sections, and the parser that turns a
+//! file into a [`Skill`] or into diagnostics pointing at the offending YAML.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use miette::NamedSource;
+use serde::{Deserialize, Serialize};
+
+use crate::yaml::{Doc, Kind, Seg};
+use crate::{Error, SourceDiagnostic};
+
+/// Capabilities a skill may require. Anything else is an error at parse time.
+pub const KNOWN_CAPABILITIES: &[&str] = &["browser"];
+
+/// Where a skill came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SkillSource {
+    /// Compiled into the forge binary (the repository's `skills/` folder).
+    Embedded,
+    /// A file in the agent's directory (or a directory given with `--dir`).
+    Local,
+}
+
+impl std::fmt::Display for SkillSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SkillSource::Embedded => "embedded",
+            SkillSource::Local => "local",
+        })
+    }
+}
+
+/// A parsed SKILL.md.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skill {
+    /// `name:` from the front matter, else the skill's directory name (or file stem).
+    pub name: String,
+    pub description: String,
+    pub category: Option<String>,
+    /// Lowercase kebab-case, de-duplicated keeping the first occurrence.
+    pub tags: Vec<String>,
+    pub icon: Option<String>,
+    /// The SKILL.md path (`embedded:<name>/SKILL.md` for embedded skills).
+    pub path: PathBuf,
+    /// The skill's own directory when it lives in `skills/<name>/` (scripts live there).
+    pub dir: Option<PathBuf>,
+    pub source: SkillSource,
+    /// `metadata.forge`, if present.
+    pub forge: Option<ForgeMeta>,
+    /// Other `metadata` namespaces, kept as-is and otherwise ignored.
+    pub other_metadata: BTreeMap<String, serde_json::Value>,
+    /// `## Tool: <name>` sections of the body.
+    pub tools: Vec<ToolSection>,
+    /// The markdown after the front matter (the whole file when there is none).
+    pub body: String,
+    /// Executable files shipped with the skill (`scripts/` or anywhere in its directory).
+    pub scripts: Vec<PathBuf>,
+    /// Non-fatal problems (unknown keys in `metadata.forge`), each pointing at the key.
+    #[serde(skip)]
+    pub warnings: Vec<SourceDiagnostic>,
+}
+
+impl Skill {
+    /// Capabilities this skill requires (empty without forge metadata).
+    pub fn capabilities(&self) -> &[Capability] {
+        self.forge
+            .as_ref()
+            .map(|f| f.requires.capabilities.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Whether the skill requires the headless browser.
+    pub fn requires_browser(&self) -> bool {
+        self.capabilities().contains(&Capability::Browser)
+    }
+
+    /// A skill with forge metadata and no tool sections (it still contributes requirements).
+    pub fn is_instructional(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+/// A known capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Capability {
+    /// The headless browser and its `browser_*` tools.
+    Browser,
+}
+
+impl Capability {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Capability::Browser => "browser",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "browser" => Some(Capability::Browser),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `metadata.forge` of a SKILL.md.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ForgeMeta {
+    /// `script` (default) or `binary`.
+    pub runtime: Option<String>,
+    pub requires: Requires,
+    pub uses: Vec<Use>,
+    /// Exact hosts, `*.suffix` wildcards and `$VAR`/`${VAR}` references (expanded at run time),
+    /// comma-split with empty entries dropped.
+    pub egress_domains: Vec<String>,
+    pub denied_tools: Vec<String>,
+    pub workflow_phase: Option<String>,
+    pub guardrails: Guardrails,
+    pub trust_hints: TrustHints,
+    /// Seconds.
+    pub timeout_hint: Option<u64>,
+    pub version: Option<String>,
+}
+
+/// `requires`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Requires {
+    pub bins: Vec<BinRequirement>,
+    pub env: EnvRequirements,
+    pub capabilities: Vec<Capability>,
+}
+
+/// A binary the skill needs: a bare name or a mapping with install hints.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BinRequirement {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub optional: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apk: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chmod: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run: Vec<String>,
+}
+
+impl BinRequirement {
+    /// How much install information the entry carries (aggregation keeps the richest).
+    pub fn richness(&self) -> usize {
+        [
+            self.version.is_some(),
+            self.apt.is_some(),
+            self.apk.is_some(),
+            self.url.is_some(),
+            self.dest.is_some(),
+            self.chmod.is_some(),
+            !self.run.is_empty(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count()
+    }
+}
+
+/// `requires.env`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvRequirements {
+    #[serde(default)]
+    pub required: Vec<String>,
+    /// At least one of these must be set.
+    #[serde(default)]
+    pub one_of: Vec<String>,
+    #[serde(default)]
+    pub optional: Vec<String>,
+}
+
+/// An entry of `uses` (a dependency the skill calls: `{type: mcp, ref: mcp.linear, operations}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Use {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    #[serde(default)]
+    pub operations: Vec<String>,
+}
+
+/// Where a guardrail rule was declared (for error messages about it later, e.g. a bad regex).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    pub skill: String,
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "skill \"{}\" ({}:{}:{})",
+            self.skill,
+            self.file.display(),
+            self.line,
+            self.column
+        )
+    }
+}
+
+/// A `{pattern, message}` rule (`deny_commands`, `deny_prompts`, `deny_responses`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatternRule {
+    /// A regular expression (validated by the runtime, which reports `origin` on failure).
+    pub pattern: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(skip_deserializing)]
+    pub origin: Origin,
+}
+
+/// What to do with tool output matching a `deny_output` pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputAction {
+    Block,
+    Redact,
+}
+
+/// A `deny_output` rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputRule {
+    pub pattern: String,
+    pub action: OutputAction,
+    #[serde(skip_deserializing)]
+    pub origin: Origin,
+}
+
+/// `guardrails`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Guardrails {
+    pub deny_commands: Vec<PatternRule>,
+    pub deny_output: Vec<OutputRule>,
+    pub deny_prompts: Vec<PatternRule>,
+    pub deny_responses: Vec<PatternRule>,
+    pub browser: BrowserGuardrails,
+}
+
+impl Guardrails {
+    pub fn is_empty(&self) -> bool {
+        self.deny_commands.is_empty()
+            && self.deny_output.is_empty()
+            && self.deny_prompts.is_empty()
+            && self.deny_responses.is_empty()
+    }
+}
+
+/// `guardrails.browser`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrowserGuardrails {
+    /// Allow `browser_fill` into password/credit-card fields. Only honoured for a skill that
+    /// itself declares the `browser` capability.
+    #[serde(default)]
+    pub allow_sensitive_fill: bool,
+}
+
+/// `trust_hints`: what the skill author says the skill needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrustHints {
+    #[serde(default)]
+    pub network: Option<bool>,
+    #[serde(default)]
+    pub filesystem: Option<bool>,
+    #[serde(default)]
+    pub shell: Option<bool>,
+}
+
+/// A `## Tool: <name>` section of the body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolSection {
+    pub name: String,
+    /// Paragraph text of the section, joined with spaces.
+    pub description: String,
+    /// `**Input:** ...`
+    pub input: Option<String>,
+    /// `**Output:** ...`
+    pub output: Option<String>,
+    /// `**Output format:** ...`
+    pub output_format: Option<String>,
+}
+
+// ---- raw serde shapes --------------------------------------------------------------------------
+
+#[derive(Deserialize, Default)]
+struct RawFront {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    category: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    icon: Option<String>,
+    #[serde(default)]
+    metadata: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawForge {
+    #[serde(default)]
+    runtime: Option<String>,
+    #[serde(default)]
+    requires: RawRequires,
+    #[serde(default)]
+    uses: Vec<Use>,
+    #[serde(default)]
+    egress_domains: Vec<String>,
+    #[serde(default)]
+    denied_tools: Vec<String>,
+    #[serde(default)]
+    workflow_phase: Option<String>,
+    #[serde(default)]
+    guardrails: RawGuardrails,
+    #[serde(default)]
+    trust_hints: TrustHints,
+    #[serde(default)]
+    timeout_hint: Option<u64>,
+    #[serde(default)]
+    version: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawRequires {
+    #[serde(default)]
+    bins: Vec<RawBin>,
+    #[serde(default)]
+    env: EnvRequirements,
+    #[serde(default)]
+    capabilities: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawBin {
+    Name(String),
+    Full(BinRequirement),
+}
+
+#[derive(Deserialize, Default)]
+struct RawGuardrails {
+    #[serde(default)]
+    deny_commands: Vec<PatternRule>,
+    #[serde(default)]
+    deny_output: Vec<OutputRule>,
+    #[serde(default)]
+    deny_prompts: Vec<PatternRule>,
+    #[serde(default)]
+    deny_responses: Vec<PatternRule>,
+    #[serde(default)]
+    browser: BrowserGuardrails,
+}
+
+// ---- parsing -----------------------------------------------------------------------------------
+
+/// Split `content` into (front matter YAML, its byte offset, body). `None` front matter when the
+/// file does not start with a `---` line closed by another `---` line.
+pub(crate) fn split_front_matter(content: &str) -> (Option<(&str, usize)>, &str) {
+    let lead = content.len() - content.trim_start_matches([' ', '\t', '\r', '\n']).len();
+    let rest = &content[lead..];
+    let Some(first_nl) = rest.find('\n') else {
+        return (None, content);
+    };
+    if rest[..first_nl].trim_end() != "---" {
+        return (None, content);
+    }
+    let fm_start = lead + first_nl + 1;
+    let mut pos = fm_start;
+    for line in content[fm_start..].split_inclusive('\n') {
+        if line.trim() == "---" {
+            let yaml = &content[fm_start..pos];
+            let body = &content[pos + line.len()..];
+            return (Some((yaml, fm_start)), body);
+        }
+        pos += line.len();
+    }
+    (None, content)
+}
+
+fn is_kebab(s: &str) -> bool {
+    !s.is_empty()
+        && s.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+}
+
+/// Parse SKILL.md `content` read from `path`.
+///
+/// `default_name` is used when the front matter has no `name` (the directory or file stem).
+pub fn parse_skill(
+    content: &str,
+    path: &Path,
+    default_name: &str,
+    source: SkillSource,
+) -> Result<Skill, Error> {
+    let src = Arc::new(
+        NamedSource::new(path.display().to_string(), content.to_string()).with_language("yaml"),
+    );
+    let (front, body) = split_front_matter(content);
+    let mut skill = Skill {
+        name: default_name.to_string(),
+        description: String::new(),
+        category: None,
+        tags: Vec::new(),
+        icon: None,
+        path: path.to_path_buf(),
+        dir: None,
+        source,
+        forge: None,
+        other_metadata: BTreeMap::new(),
+        tools: parse_tool_sections(body),
+        body: body.trim().to_string(),
+        scripts: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let Some((yaml, base)) = front else {
+        return Ok(skill);
+    };
+    let invalid = |problems: Vec<SourceDiagnostic>| Error::Invalid {
+        path: path.to_path_buf(),
+        problems,
+    };
+    let doc = Doc::new(path, src, base, yaml).map_err(|d| invalid(vec![d]))?;
+    if yaml.trim().is_empty() {
+        return Ok(skill);
+    }
+    if !matches!(doc.tree.kind, Kind::Map(_)) {
+        return Err(invalid(vec![doc.diag(
+            "forge::skill::front-matter",
+            "SKILL.md front matter is not a YAML mapping",
+            &[],
+            "expected `key: value` lines",
+            Some("front matter looks like `name: my-skill` / `description: ...` between two `---` lines".into()),
+        )]));
+    }
+    let raw: RawFront = serde_norway::from_str(yaml)
+        .map_err(|e| invalid(vec![doc.serde_error(&e, "SKILL.md front matter")]))?;
+
+    let mut problems = Vec::new();
+    if let Some(name) = raw.name.filter(|n| !n.trim().is_empty()) {
+        skill.name = name.trim().to_string();
+    }
+    skill.description = raw.description.unwrap_or_default().trim().to_string();
+    skill.icon = raw.icon.filter(|s| !s.is_empty());
+    if let Some(cat) = raw.category.filter(|c| !c.is_empty()) {
+        let lower = cat.to_lowercase();
+        if is_kebab(&lower) {
+            skill.category = Some(lower);
+        } else {
+            problems.push(doc.diag(
+                "forge::skill::invalid-category",
+                format!("invalid category \"{cat}\": must be lowercase kebab-case"),
+                &[Seg::Key("category")],
+                "not kebab-case",
+                Some("use lowercase letters, digits and single dashes, e.g. `sre` or `dev-tools`".into()),
+            ));
+        }
+    }
+    for (i, tag) in raw.tags.iter().enumerate() {
+        let lower = tag.to_lowercase();
+        if !is_kebab(&lower) {
+            problems.push(doc.diag(
+                "forge::skill::invalid-tag",
+                format!("invalid tag \"{tag}\": must be lowercase kebab-case"),
+                &[Seg::Key("tags"), Seg::Index(i)],
+                "not kebab-case",
+                Some("use lowercase letters, digits and single dashes, e.g. `kubernetes` or `incident-response`".into()),
+            ));
+        } else if !skill.tags.contains(&lower) {
+            skill.tags.push(lower);
+        }
+    }
+
+    let mut metadata = raw.metadata;
+    if let Some(forge_val) = metadata.remove("forge") {
+        let raw_forge = if forge_val.is_null() {
+            RawForge::default()
+        } else {
+            // Deserialize the forge namespace from the YAML text (not from the JSON value) so that
+            // serde errors keep their line and column.
+            deserialize_forge(&doc, yaml).map_err(|d| invalid(vec![d]))?
+        };
+        skill.warnings = unknown_forge_keys(&doc);
+        skill.forge = Some(build_forge(raw_forge, &doc, &skill.name, &mut problems));
+    }
+    skill.other_metadata = metadata;
+
+    if problems.is_empty() {
+        Ok(skill)
+    } else {
+        Err(invalid(problems))
+    }
+}
+
+/// Deserialize `metadata.forge` from the front matter text with positions intact.
+fn deserialize_forge(doc: &Doc<'_>, yaml: &str) -> Result<RawForge, SourceDiagnostic> {
+    #[derive(Deserialize)]
+    struct Outer {
+        #[serde(default)]
+        metadata: Option<Meta>,
+    }
+    #[derive(Deserialize)]
+    struct Meta {
+        #[serde(default)]
+        forge: Option<RawForge>,
+    }
+    let outer: Outer =
+        serde_norway::from_str(yaml).map_err(|e| doc.serde_error(&e, "SKILL.md front matter"))?;
+    Ok(outer.metadata.and_then(|m| m.forge).unwrap_or_default())
+}
+
+fn build_forge(
+    raw: RawForge,
+    doc: &Doc<'_>,
+    skill: &str,
+    problems: &mut Vec<SourceDiagnostic>,
+) -> ForgeMeta {
+    const F: [Seg<'static>; 2] = [Seg::Key("metadata"), Seg::Key("forge")];
+    let at = |rest: &[Seg<'static>]| -> Vec<Seg<'static>> {
+        let mut v = F.to_vec();
+        v.extend_from_slice(rest);
+        v
+    };
+    let origin = |path: Vec<Seg<'static>>| -> Origin {
+        let (start, _) = doc.locate(&path);
+        let (line, column) = crate::error::line_col(doc.src.inner(), start);
+        Origin {
+            skill: skill.to_string(),
+            file: doc.path.to_path_buf(),
+            line,
+            column,
+        }
+    };
+
+    let mut capabilities = Vec::new();
+    for (i, cap) in raw.requires.capabilities.iter().enumerate() {
+        match Capability::parse(cap.trim()) {
+            Some(c) => {
+                if !capabilities.contains(&c) {
+                    capabilities.push(c)
+                }
+            }
+            None => problems.push(doc.diag(
+                "forge::skill::unknown-capability",
+                format!(
+                    "unknown capability \"{cap}\" in requires.capabilities (known: {})",
+                    KNOWN_CAPABILITIES.join(", ")
+                ),
+                &at(&[
+                    Seg::Key("requires"),
+                    Seg::Key("capabilities"),
+                    Seg::Index(i),
+                ]),
+                "unknown capability",
+                Some(format!(
+                    "known capabilities: {}{}",
+                    KNOWN_CAPABILITIES.join(", "),
+                    suggest(cap, KNOWN_CAPABILITIES)
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default()
+                )),
+            )),
+        }
+    }
+
+    let mut bins = Vec::new();
+    for (i, b) in raw.requires.bins.into_iter().enumerate() {
+        let bin = match b {
+            RawBin::Name(name) => BinRequirement {
+                name,
+                ..Default::default()
+            },
+            RawBin::Full(full) => full,
+        };
+        if bin.name.trim().is_empty() {
+            problems.push(doc.diag(
+                "forge::skill::empty-bin",
+                "requires.bins entry has an empty name",
+                &at(&[Seg::Key("requires"), Seg::Key("bins"), Seg::Index(i)]),
+                "empty binary name",
+                Some("give the binary name, e.g. `- jq` or `- {name: jq, apt: jq}`".into()),
+            ));
+            continue;
+        }
+        bins.push(bin);
+    }
+
+    let egress_domains = raw
+        .egress_domains
+        .iter()
+        .flat_map(|d| d.split(','))
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty())
+        .collect();
+
+    if let Some(t) = raw.timeout_hint {
+        if t == 0 {
+            problems.push(doc.diag(
+                "forge::skill::timeout-hint",
+                "timeout_hint must be a positive number of seconds",
+                &at(&[Seg::Key("timeout_hint")]),
+                "zero",
+                Some("remove timeout_hint to use the default, or give seconds, e.g. `timeout_hint: 120`".into()),
+            ));
+        }
+    }
+
+    let g = raw.guardrails;
+    let cmd_rules =
+        |rules: Vec<PatternRule>, key: &'static str, problems: &mut Vec<SourceDiagnostic>| {
+            rules
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, mut r)| {
+                    let path = at(&[
+                        Seg::Key("guardrails"),
+                        Seg::Key(key),
+                        Seg::Index(i),
+                        Seg::Key("pattern"),
+                    ]);
+                    if r.pattern.is_empty() {
+                        problems.push(doc.diag(
+                            "forge::skill::empty-pattern",
+                            format!("guardrails.{key}[{i}] has an empty pattern"),
+                            &path,
+                            "empty pattern",
+                            Some("give a regular expression, or remove the rule".into()),
+                        ));
+                        return None;
+                    }
+                    r.origin = origin(path);
+                    Some(r)
+                })
+                .collect::<Vec<_>>()
+        };
+    let deny_commands = cmd_rules(g.deny_commands, "deny_commands", problems);
+    let deny_prompts = cmd_rules(g.deny_prompts, "deny_prompts", problems);
+    let deny_responses = cmd_rules(g.deny_responses, "deny_responses", problems);
+    let deny_output = g
+        .deny_output
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, mut r)| {
+            let path = at(&[
+                Seg::Key("guardrails"),
+                Seg::Key("deny_output"),
+                Seg::Index(i),
+                Seg::Key("pattern"),
+            ]);
+            if r.pattern.is_empty() {
+                problems.push(doc.diag(
+                    "forge::skill::empty-pattern",
+                    format!("guardrails.deny_output[{i}] has an empty pattern"),
+                    &path,
+                    "empty pattern",
+                    Some("give a regular expression, or remove the rule".into()),
+                ));
+                return None;
+            }
+            r.origin = origin(path);
+            Some(r)
+        })
+        .collect();
+
+    ForgeMeta {
+        runtime: raw.runtime,
+        requires: Requires {
+            bins,
+            env: raw.requires.env,
+            capabilities,
+        },
+        uses: raw.uses,
+        egress_domains,
+        denied_tools: raw.denied_tools,
+        workflow_phase: raw.workflow_phase,
+        guardrails: Guardrails {
+            deny_commands,
+            deny_output,
+            deny_prompts,
+            deny_responses,
+            browser: g.browser,
+        },
+        trust_hints: raw.trust_hints,
+        timeout_hint: raw.timeout_hint,
+        version: raw.version,
+    }
+}
+
+/// The known value closest to `got` (edit distance at most 2), for "did you mean" hints.
+pub(crate) fn suggest<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (edit_distance(got, k), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut cur = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Extract `## Tool: <name>` sections (`**Input:**`, `**Output:**`, `**Output format:**` lines,
+/// other paragraph text as the description). Another heading ends a section.
+pub fn parse_tool_sections(body: &str) -> Vec<ToolSection> {
+    let mut out = Vec::new();
+    let mut cur: Option<ToolSection> = None;
+    let mut in_fence = false;
+    for line in body.lines() {
+        let t = line.trim();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        if !in_fence {
+            if let Some(name) = t.strip_prefix("## Tool:") {
+                if let Some(s) = cur.take() {
+                    out.push(s);
+                }
+                let name = name.trim();
+                if !name.is_empty() {
+                    cur = Some(ToolSection {
+                        name: name.to_string(),
+                        description: String::new(),
+                        input: None,
+                        output: None,
+                        output_format: None,
+                    });
+                }
+                continue;
+            }
+            if t.starts_with('#') {
+                if let Some(s) = cur.take() {
+                    out.push(s);
+                }
+                continue;
+            }
+        }
+        let Some(s) = cur.as_mut() else { continue };
+        if let Some(v) = t.strip_prefix("**Input:**") {
+            s.input = Some(v.trim().to_string());
+        } else if let Some(v) = t.strip_prefix("**Output format:**") {
+            s.output_format = Some(v.trim().to_string());
+        } else if let Some(v) = t.strip_prefix("**Output:**") {
+            s.output = Some(v.trim().to_string());
+        } else if !t.is_empty() {
+            if !s.description.is_empty() {
+                s.description.push(' ');
+            }
+            s.description.push_str(t);
+        }
+    }
+    if let Some(s) = cur {
+        out.push(s);
+    }
+    out
+}
+
+/// Known keys of each mapping under `metadata.forge` (unknown ones become warnings, since
+/// initializ/forge ignores them silently and a typo would otherwise lose a requirement).
+const FORGE_KEYS: &[(&[&str], &[&str])] = &[
+    (
+        &[],
+        &[
+            "runtime",
+            "requires",
+            "uses",
+            "egress_domains",
+            "denied_tools",
+            "workflow_phase",
+            "guardrails",
+            "trust_hints",
+            "timeout_hint",
+            "version",
+        ],
+    ),
+    (&["requires"], &["bins", "env", "capabilities"]),
+    (&["requires", "env"], &["required", "one_of", "optional"]),
+    (
+        &["guardrails"],
+        &[
+            "deny_commands",
+            "deny_output",
+            "deny_prompts",
+            "deny_responses",
+            "browser",
+        ],
+    ),
+    (&["guardrails", "browser"], &["allow_sensitive_fill"]),
+    (&["trust_hints"], &["network", "filesystem", "shell"]),
+];
+
+fn unknown_forge_keys(doc: &Doc<'_>) -> Vec<SourceDiagnostic> {
+    let mut out = Vec::new();
+    for (sub, known) in FORGE_KEYS {
+        let mut path = vec![Seg::Key("metadata"), Seg::Key("forge")];
+        path.extend(sub.iter().map(|k| Seg::Key(k)));
+        let Some(node) = doc.tree.get(&path) else {
+            continue;
+        };
+        for (key, key_node) in node.map_keys() {
+            if known.contains(&key) {
+                continue;
+            }
+            let dotted: Vec<&str> = ["metadata", "forge"]
+                .iter()
+                .chain(sub.iter())
+                .copied()
+                .collect();
+            out.push(
+                doc.key_diag(
+                    "forge::skill::unknown-key",
+                    format!("unknown key `{key}` in {}", dotted.join(".")),
+                    key_node,
+                    "not a known key; ignored",
+                    Some(format!(
+                        "known keys here: {}{}",
+                        known.join(", "),
+                        suggest(key, known)
+                            .map(|s| format!(" (did you mean `{s}`?)"))
+                            .unwrap_or_default()
+                    )),
+                )
+                .warning(),
+            );
+        }
+    }
+    out
+}
