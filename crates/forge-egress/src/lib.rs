@@ -1,3 +1,29 @@
-//! forge-egress: Egress policy, SSRF-safe resolve-and-dial, the loopback proxy and the egress HTTP client.
+//! forge-egress: one egress policy and every place it is enforced.
+//!
+//! What it offers, and where each part lives:
+//! - `policy.rs`: [`policy::EgressPolicy`] built from [`policy::EgressSettings`] (forge.yaml `egress`,
+//!   skill `egress_domains`, `--allow`, model provider hosts); host entries, port rule, decisions
+//!   ([`policy::Allowed`] or [`policy::Refusal`]).
+//! - `host.rs`: host normalisation (lowercase, trailing dot, IDN) and canonical-IP-only literals.
+//! - `ip.rs`: the IP rule (always-blocked ranges, IPv6 forms embedding IPv4, private ranges).
+//! - `resolve.rs`: the [`resolve::Resolver`] trait, [`resolve::SystemResolver`],
+//!   [`resolve::StaticResolver`] (tests and `--resolve`).
+//! - `connect.rs`: resolve once, validate every answer, dial only a validated address through an
+//!   injectable [`connect::Dialer`].
+//! - `proxy.rs`: [`proxy::EgressProxy`], the loopback HTTP/1.1 forward proxy (absolute-form http and
+//!   CONNECT) with limits and an [`proxy::EgressObserver`] for audit events.
+//! - `client.rs`: [`client::EgressClient`], the HTTP(S) client for tools and LLM providers: same
+//!   policy and dialer, redirects followed and re-validated by the client, rustls with webpki roots.
+//! - `error.rs`: [`error::EgressError`]; a refusal displays as `blocked by egress policy: ...`.
 
 pub mod client;
+pub mod connect;
+pub mod error;
+pub mod host;
+pub mod ip;
+pub mod policy;
+pub mod proxy;
+pub mod resolve;
+
+pub use error::EgressError;
+pub use policy::{EgressMode, EgressPolicy, EgressSettings};

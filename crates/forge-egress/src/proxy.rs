@@ -1,0 +1,965 @@
+//! The loopback HTTP/1.1 forward proxy that puts a program (Chromium, skill scripts, anything honouring
+//! `HTTP_PROXY`) under the egress policy.
+//!
+//! - Binds 127.0.0.1 only (ephemeral port by default); never another interface.
+//! - Absolute-form `http://` requests are routed by the URI authority (Host is rewritten to it),
+//!   hop-by-hop headers and client-sent `Proxy-*`, `Forwarded`, `X-Forwarded-*` are stripped, redirects
+//!   are passed back, never followed. Origin-form and non-http schemes are refused (400).
+//! - `CONNECT host:port` (authority-form only, no body) becomes a blind tunnel to the validated address.
+//! - Every decision goes through [`Connector`] (resolve once, validate all answers, dial a validated
+//!   address) and is reported to the [`EgressObserver`] once the request or tunnel has finished.
+//!
+//! Status codes: policy refusal 403 (header `x-forge-egress-reason`: `blocked-host`, `blocked-ip`,
+//! `blocked-port`), malformed 400 (`malformed`), over-long target 414, too many tunnels 429 with
+//! `Retry-After`, upstream failure 502 (`upstream-error`), DNS/connect/response timeout 504
+//! (`timeout`). Oversized or too many headers get 431 and slow headers are cut off, both by hyper
+//! (with a timer set on the builder, without which hyper's header timeout does nothing).
+
+use std::convert::Infallible;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::connect::{ConnectLimits, Connector, Dialer, TcpDialer};
+use crate::error::EgressError;
+use crate::host::{normalize_host, split_authority, NormalHost};
+use crate::policy::{EgressPolicy, Kind};
+use crate::resolve::{Resolver, SystemResolver};
+
+/// The response header naming why the proxy refused a request.
+pub const REASON_HEADER: &str = "x-forge-egress-reason";
+
+/// Limits of the proxy. Defaults suit a browser on a developer machine.
+#[derive(Debug, Clone)]
+pub struct ProxyLimits {
+    /// Time a client has to send the complete request head (slowloris protection).
+    pub header_read_timeout: Duration,
+    /// Maximum size of the request head (request line and headers); past it: 431.
+    pub max_header_bytes: usize,
+    /// Maximum number of request headers; past it: 431.
+    pub max_headers: usize,
+    /// Maximum length of the request target; past it: 414.
+    pub max_target_len: usize,
+    /// A tunnel with no traffic in either direction for this long is closed.
+    pub idle_tunnel_timeout: Duration,
+    /// Concurrent CONNECT tunnels; past it: 429 with `Retry-After`.
+    pub max_tunnels: usize,
+    /// Concurrent client connections; past it new connections get 503 and are closed.
+    pub max_connections: usize,
+    /// DNS lookup time limit (504 past it).
+    pub dns_timeout: Duration,
+    /// TCP connect time limit (504 past it).
+    pub connect_timeout: Duration,
+    /// Time the upstream has to answer a forwarded request with a response head (504 past it).
+    pub upstream_response_timeout: Duration,
+    /// On shutdown, time in-flight plain HTTP exchanges get to finish before they are dropped.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ProxyLimits {
+    fn default() -> Self {
+        ProxyLimits {
+            header_read_timeout: Duration::from_secs(10),
+            max_header_bytes: 32 * 1024,
+            max_headers: 100,
+            max_target_len: 8 * 1024,
+            idle_tunnel_timeout: Duration::from_secs(120),
+            max_tunnels: 256,
+            max_connections: 1024,
+            dns_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
+            upstream_response_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What happened to a request or tunnel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The policy allowed it and the upstream was reached.
+    Allowed,
+    /// The policy refused it (403).
+    Blocked,
+    /// The request was malformed (400/414).
+    Malformed,
+    /// Allowed by policy, but DNS, connect or the upstream failed (502/504), or the tunnel limit was
+    /// reached (429).
+    Failed,
+}
+
+/// One proxy decision, reported to the observer when the request or tunnel has finished.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// `CONNECT` or the HTTP method of an absolute-form request.
+    pub method: String,
+    /// The normalised host (or the raw input when malformed).
+    pub host: String,
+    pub port: u16,
+    /// Every address the lookup returned.
+    pub resolved: Vec<IpAddr>,
+    /// The address dialed.
+    pub chosen: Option<SocketAddr>,
+    pub outcome: Outcome,
+    /// The rule that allowed it, or why it was refused or failed.
+    pub reason: String,
+    /// The status the proxy answered with (200 for an established tunnel).
+    pub status: u16,
+    /// Bytes from the client to the upstream (request body, or tunnel bytes).
+    pub bytes_up: u64,
+    /// Bytes from the upstream to the client (response body, or tunnel bytes).
+    pub bytes_down: u64,
+    /// From the request head to the end of the exchange or tunnel.
+    pub duration: Duration,
+}
+
+/// Receives every decision (the runtime writes audit events from them).
+pub trait EgressObserver: Send + Sync {
+    fn on_decision(&self, decision: &Decision);
+}
+
+/// How to run the proxy.
+#[derive(Clone)]
+pub struct ProxyOptions {
+    pub observer: Option<Arc<dyn EgressObserver>>,
+    pub resolver: Arc<dyn Resolver>,
+    pub dialer: Arc<dyn Dialer>,
+    pub limits: ProxyLimits,
+    /// Port on 127.0.0.1; 0 picks an ephemeral port.
+    pub listen_port: u16,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> Self {
+        ProxyOptions {
+            observer: None,
+            resolver: Arc::new(SystemResolver),
+            dialer: Arc::new(TcpDialer),
+            limits: ProxyLimits::default(),
+            listen_port: 0,
+        }
+    }
+}
+
+/// A running proxy. Dropping it stops accepting and closes everything (like [`ProxyHandle::shutdown`]
+/// without waiting).
+pub struct ProxyHandle {
+    addr: SocketAddr,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    accept: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ProxyHandle {
+    /// The listening address (always 127.0.0.1).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The proxy URL for `HTTP_PROXY`/`--proxy-server`: `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A token that stops the proxy when cancelled.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Stop accepting, close tunnels, give in-flight HTTP exchanges the grace period, and wait until
+    /// every connection task has ended.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(a) = self.accept.take() {
+            let _ = a.await;
+        }
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+
+    /// Number of live connection and tunnel tasks (0 after shutdown).
+    pub fn live_tasks(&self) -> usize {
+        self.tracker.len()
+    }
+}
+
+impl Drop for ProxyHandle {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+struct Shared {
+    connector: Connector,
+    limits: ProxyLimits,
+    observer: Option<Arc<dyn EgressObserver>>,
+    tunnels: Arc<Semaphore>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Shared {
+    fn report(&self, d: Decision) {
+        match d.outcome {
+            Outcome::Allowed => {
+                tracing::debug!(host = %d.host, port = d.port, reason = %d.reason, "egress allowed")
+            }
+            _ => {
+                tracing::info!(host = %d.host, port = d.port, reason = %d.reason, status = d.status, "egress refused or failed")
+            }
+        }
+        if let Some(o) = &self.observer {
+            o.on_decision(&d);
+        }
+    }
+}
+
+/// The proxy itself.
+pub struct EgressProxy;
+
+impl EgressProxy {
+    /// Bind 127.0.0.1:`listen_port` and serve until the handle is shut down or dropped.
+    pub async fn serve(
+        policy: Arc<EgressPolicy>,
+        options: ProxyOptions,
+    ) -> io::Result<(SocketAddr, ProxyHandle)> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, options.listen_port)).await?;
+        let addr = listener.local_addr()?;
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let limits = options.limits.clone();
+        let shared = Arc::new(Shared {
+            connector: Connector {
+                policy,
+                resolver: options.resolver,
+                dialer: options.dialer,
+                limits: ConnectLimits {
+                    dns_timeout: limits.dns_timeout,
+                    connect_timeout: limits.connect_timeout,
+                },
+            },
+            tunnels: Arc::new(Semaphore::new(limits.max_tunnels)),
+            limits,
+            observer: options.observer,
+            cancel: cancel.clone(),
+            tracker: tracker.clone(),
+        });
+        let accept = tokio::spawn(accept_loop(listener, shared));
+        Ok((
+            addr,
+            ProxyHandle {
+                addr,
+                cancel,
+                tracker,
+                accept: Some(accept),
+            },
+        ))
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let conns = Arc::new(Semaphore::new(shared.limits.max_connections));
+    loop {
+        let accepted = tokio::select! {
+            _ = shared.cancel.cancelled() => break,
+            r = listener.accept() => r,
+        };
+        let (sock, _peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                tracing::warn!("egress proxy accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = conns.clone().try_acquire_owned() else {
+            let _ = sock.try_write(
+                b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+            continue;
+        };
+        let _ = sock.set_nodelay(true);
+        let s = shared.clone();
+        shared.tracker.spawn(async move {
+            serve_connection(sock, s).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn serve_connection(sock: tokio::net::TcpStream, shared: Arc<Shared>) {
+    let io = TokioIo::new(sock);
+    let s = shared.clone();
+    let svc = service_fn(move |req| {
+        let s = s.clone();
+        async move { Ok::<_, Infallible>(handle(s, req).await) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.limits.header_read_timeout)
+        .max_header_size(shared.limits.max_header_bytes)
+        .keep_alive(true);
+    if shared.limits.max_headers != 100 {
+        builder.max_headers(shared.limits.max_headers);
+    }
+    let conn = builder.serve_connection(io, svc).with_upgrades();
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!("egress proxy connection ended: {e}");
+            }
+        }
+        _ = shared.cancel.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(shared.limits.shutdown_grace, conn).await;
+        }
+    }
+}
+
+type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+fn text_response(status: StatusCode, code: &str, body: String, close: bool) -> Response<ProxyBody> {
+    let mut resp = Response::new(
+        Full::new(Bytes::from(body + "\n"))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if let Ok(v) = HeaderValue::from_str(code) {
+        h.insert(REASON_HEADER, v);
+    }
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        h.insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if close {
+        h.insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// The fields of a decision known before the outcome.
+struct Pending {
+    method: String,
+    host: String,
+    port: u16,
+    start: Instant,
+}
+
+impl Pending {
+    fn finish(
+        self,
+        outcome: Outcome,
+        reason: String,
+        status: StatusCode,
+        resolved: Vec<IpAddr>,
+        chosen: Option<SocketAddr>,
+    ) -> Decision {
+        Decision {
+            method: self.method,
+            host: self.host,
+            port: self.port,
+            resolved,
+            chosen,
+            outcome,
+            reason,
+            status: status.as_u16(),
+            bytes_up: 0,
+            bytes_down: 0,
+            duration: self.start.elapsed(),
+        }
+    }
+}
+
+/// Answer a failure: refusal 403, malformed 400, timeout 504, anything else 502.
+fn fail(
+    shared: &Shared,
+    pending: Pending,
+    err: EgressError,
+    resolved: Vec<IpAddr>,
+    close: bool,
+) -> Response<ProxyBody> {
+    let (status, code, outcome) = match &err {
+        EgressError::Blocked(r) if r.is_malformed() => {
+            (StatusCode::BAD_REQUEST, r.code(), Outcome::Malformed)
+        }
+        EgressError::Blocked(r) => (StatusCode::FORBIDDEN, r.code(), Outcome::Blocked),
+        e if e.is_timeout() => (StatusCode::GATEWAY_TIMEOUT, "timeout", Outcome::Failed),
+        _ => (StatusCode::BAD_GATEWAY, "upstream-error", Outcome::Failed),
+    };
+    let msg = err.to_string();
+    shared.report(pending.finish(outcome, msg.clone(), status, resolved, None));
+    text_response(status, code, msg, close)
+}
+
+fn malformed(
+    shared: &Shared,
+    pending: Pending,
+    status: StatusCode,
+    why: String,
+    close: bool,
+) -> Response<ProxyBody> {
+    let msg = format!("malformed proxy request: {why}");
+    shared.report(pending.finish(Outcome::Malformed, msg.clone(), status, Vec::new(), None));
+    text_response(status, "malformed", msg, close)
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let start = Instant::now();
+    let is_connect = req.method() == Method::CONNECT;
+    let target_len = req.uri().to_string().len();
+    let pending = Pending {
+        method: req.method().to_string(),
+        host: req
+            .uri()
+            .authority()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+        port: 0,
+        start,
+    };
+    if target_len > shared.limits.max_target_len {
+        return malformed(
+            &shared,
+            pending,
+            StatusCode::URI_TOO_LONG,
+            format!(
+                "request target longer than {} bytes",
+                shared.limits.max_target_len
+            ),
+            is_connect,
+        );
+    }
+    if is_connect {
+        handle_connect(shared, req, pending).await
+    } else {
+        handle_http(shared, req, pending).await
+    }
+}
+
+/// Parse and normalise the authority of a proxy request.
+fn parse_target(uri: &Uri, default_port: Option<u16>) -> Result<(NormalHost, u16), String> {
+    let authority = uri
+        .authority()
+        .ok_or_else(|| "missing authority".to_string())?;
+    let (host, port) = split_authority(authority.as_str()).map_err(|m| m.to_string())?;
+    let port = match (port, default_port) {
+        (Some(p), _) => p,
+        (None, Some(d)) => d,
+        (None, None) => return Err("CONNECT target must name a port (host:port)".into()),
+    };
+    let host = normalize_host(host, false).map_err(|m| m.to_string())?;
+    Ok((host, port))
+}
+
+async fn handle_connect(
+    shared: Arc<Shared>,
+    mut req: Request<Incoming>,
+    mut pending: Pending,
+) -> Response<ProxyBody> {
+    let uri = req.uri().clone();
+    if uri.scheme().is_some()
+        || uri
+            .path_and_query()
+            .is_some_and(|p| !p.as_str().is_empty() && p.as_str() != "/")
+    {
+        return malformed(
+            &shared,
+            pending,
+            StatusCode::BAD_REQUEST,
+            "CONNECT needs an authority-form target (host:port)".into(),
+            true,
+        );
+    }
+    let has_body = req.headers().contains_key(TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    if has_body {
+        return malformed(
+            &shared,
+            pending,
+            StatusCode::BAD_REQUEST,
+            "CONNECT must not have a body".into(),
+            true,
+        );
+    }
+    let (host, port) = match parse_target(&uri, None) {
+        Ok(x) => x,
+        Err(why) => {
+            // Distinguish policy-malformed hosts (reported as such) from framing errors: both are 400.
+            return malformed(&shared, pending, StatusCode::BAD_REQUEST, why, true);
+        }
+    };
+    pending.host = host.to_string();
+    pending.port = port;
+    // Cheap policy check first, so that refusals are reported as such even at the tunnel limit.
+    if let Err(r) = shared.connector.policy.check_host(&host, port, Kind::Tls) {
+        return fail(&shared, pending, EgressError::Blocked(r), Vec::new(), true);
+    }
+    let Ok(permit) = shared.tunnels.clone().try_acquire_owned() else {
+        let msg = format!(
+            "too many concurrent tunnels (limit {}); retry shortly",
+            shared.limits.max_tunnels
+        );
+        shared.report(pending.finish(
+            Outcome::Failed,
+            msg.clone(),
+            StatusCode::TOO_MANY_REQUESTS,
+            Vec::new(),
+            None,
+        ));
+        return text_response(StatusCode::TOO_MANY_REQUESTS, "too-many-tunnels", msg, true);
+    };
+    let validated = match shared.connector.validate(&host, port, Kind::Tls).await {
+        Ok(v) => v,
+        Err((e, resolved)) => return fail(&shared, pending, e, resolved, true),
+    };
+    let connected = match shared.connector.dial_validated(validated).await {
+        Ok(c) => c,
+        Err((e, v)) => return fail(&shared, pending, e, v.resolved, true),
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let s = shared.clone();
+    shared.tracker.spawn(async move {
+        let rule = connected.validated.allowed.rule.clone();
+        let resolved = connected.validated.resolved.clone();
+        let chosen = connected.chosen;
+        let (up, down, end) = match on_upgrade.await {
+            Ok(upgraded) => {
+                tunnel(
+                    TokioIo::new(upgraded),
+                    connected.stream,
+                    s.limits.idle_tunnel_timeout,
+                    &s.cancel,
+                )
+                .await
+            }
+            Err(e) => (0, 0, format!("upgrade failed: {e}")),
+        };
+        drop(permit);
+        let mut d = pending.finish(
+            Outcome::Allowed,
+            format!("{rule}; tunnel {end}"),
+            StatusCode::OK,
+            resolved,
+            Some(chosen),
+        );
+        d.bytes_up = up;
+        d.bytes_down = down;
+        s.report(d);
+    });
+    Response::new(
+        Full::new(Bytes::new())
+            .map_err(|never| match never {})
+            .boxed(),
+    )
+}
+
+/// Relay bytes both ways until both sides are done, the tunnel idles out, or the proxy stops.
+/// Half-close: EOF from one side shuts down the write half towards the other, the other direction
+/// keeps flowing. Returns (client->upstream bytes, upstream->client bytes, how it ended).
+async fn tunnel<A, B>(
+    client: A,
+    upstream: B,
+    idle: Duration,
+    cancel: &CancellationToken,
+) -> (u64, u64, String)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let epoch = Instant::now();
+    let last = Arc::new(AtomicU64::new(0));
+    let up = Arc::new(AtomicU64::new(0));
+    let down = Arc::new(AtomicU64::new(0));
+    let mut a = Metered {
+        inner: client,
+        read: up.clone(),
+        last: last.clone(),
+        epoch,
+    };
+    let mut b = Metered {
+        inner: upstream,
+        read: down.clone(),
+        last: last.clone(),
+        epoch,
+    };
+    let idle_watch = async {
+        let tick = (idle / 4).max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(tick).await;
+            let since = epoch
+                .elapsed()
+                .saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
+            if since >= idle {
+                break;
+            }
+        }
+    };
+    let end = tokio::select! {
+        r = tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, 64 * 1024, 64 * 1024) => match r {
+            Ok(_) => "closed".to_string(),
+            Err(e) => format!("ended with error: {e}"),
+        },
+        _ = idle_watch => format!("closed after {idle:?} idle"),
+        _ = cancel.cancelled() => "closed by proxy shutdown".to_string(),
+    };
+    (
+        up.load(Ordering::Relaxed),
+        down.load(Ordering::Relaxed),
+        end,
+    )
+}
+
+/// Counts bytes read and records the time of the last activity.
+struct Metered<T> {
+    inner: T,
+    read: Arc<AtomicU64>,
+    last: Arc<AtomicU64>,
+    epoch: Instant,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Metered<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+            self.last
+                .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Metered<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Request headers that never travel past the proxy.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    let n = name.as_str();
+    matches!(
+        n,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+fn connection_tokens(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn strip_request_headers(headers: &HeaderMap) -> HeaderMap {
+    let named = connection_tokens(headers);
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let n = name.as_str();
+        if is_hop_by_hop(name)
+            || n == "host"
+            || n == "forwarded"
+            || n.starts_with("proxy-")
+            || n.starts_with("x-forwarded-")
+            || named.iter().any(|t| t == n)
+        {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    out
+}
+
+fn strip_response_headers(headers: &mut HeaderMap) {
+    let named = connection_tokens(headers);
+    let remove: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| is_hop_by_hop(n) || named.iter().any(|t| t == n.as_str()))
+        .cloned()
+        .collect();
+    for n in remove {
+        headers.remove(&n);
+    }
+}
+
+async fn handle_http(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    mut pending: Pending,
+) -> Response<ProxyBody> {
+    let uri = req.uri().clone();
+    match uri.scheme_str() {
+        Some("http") => {}
+        None => {
+            return malformed(
+                &shared,
+                pending,
+                StatusCode::BAD_REQUEST,
+                "origin-form request: this is a forward proxy; send an absolute-form http:// URI, or CONNECT for https".into(),
+                false,
+            )
+        }
+        Some(other) => {
+            return malformed(
+                &shared,
+                pending,
+                StatusCode::BAD_REQUEST,
+                format!("scheme {other:?} is not proxied as absolute-form (only http://; use CONNECT for https)"),
+                false,
+            )
+        }
+    }
+    let (host, port) = match parse_target(&uri, Some(80)) {
+        Ok(x) => x,
+        Err(why) => return malformed(&shared, pending, StatusCode::BAD_REQUEST, why, false),
+    };
+    pending.host = host.to_string();
+    pending.port = port;
+    let validated = match shared.connector.validate(&host, port, Kind::Http).await {
+        Ok(v) => v,
+        Err((e, resolved)) => return fail(&shared, pending, e, resolved, false),
+    };
+    let connected = match shared.connector.dial_validated(validated).await {
+        Ok(c) => c,
+        Err((e, v)) => return fail(&shared, pending, e, v.resolved, false),
+    };
+    let chosen = connected.chosen;
+    let resolved = connected.validated.resolved.clone();
+    let rule = connected.validated.allowed.rule.clone();
+    let (mut sender, conn) =
+        match hyper::client::conn::http1::handshake(TokioIo::new(connected.stream)).await {
+            Ok(x) => x,
+            Err(e) => {
+                let err = EgressError::Http {
+                    host: host.to_string(),
+                    message: e.to_string(),
+                };
+                return fail(&shared, pending, err, resolved, false);
+            }
+        };
+    let cancel = shared.cancel.clone();
+    shared.tracker.spawn(async move {
+        tokio::select! {
+            _ = conn => {}
+            _ = cancel.cancelled() => {}
+        }
+    });
+
+    let (parts, body) = req.into_parts();
+    let mut headers = strip_request_headers(&parts.headers);
+    let host_header = if port == 80 {
+        host.authority_form()
+    } else {
+        format!("{}:{port}", host.authority_form())
+    };
+    // Invariant: the host is a normalised name or IP literal, both valid header values.
+    if let Ok(v) = HeaderValue::from_str(&host_header) {
+        headers.insert(HOST, v);
+    }
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    let up_bytes = Arc::new(AtomicU64::new(0));
+    let body = Counted {
+        inner: body,
+        count: up_bytes.clone(),
+    };
+    let mut out = Request::new(body);
+    *out.method_mut() = parts.method;
+    *out.version_mut() = Version::HTTP_11;
+    *out.headers_mut() = headers;
+    *out.uri_mut() = match path.parse() {
+        Ok(u) => u,
+        Err(_) => {
+            return malformed(
+                &shared,
+                pending,
+                StatusCode::BAD_REQUEST,
+                "invalid path".into(),
+                false,
+            )
+        }
+    };
+    let resp = match tokio::time::timeout(
+        shared.limits.upstream_response_timeout,
+        sender.send_request(out),
+    )
+    .await
+    {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let err = EgressError::Http {
+                host: host.to_string(),
+                message: e.to_string(),
+            };
+            return fail(&shared, pending, err, resolved, false);
+        }
+        Err(_) => {
+            let err = EgressError::Timeout {
+                url: format!("http://{host_header}{path}"),
+                after: shared.limits.upstream_response_timeout,
+            };
+            return fail(&shared, pending, err, resolved, false);
+        }
+    };
+    let (mut rparts, rbody) = resp.into_parts();
+    strip_response_headers(&mut rparts.headers);
+    let status = rparts.status;
+    let s = shared.clone();
+    let finish = Box::new(move |down: u64| {
+        let mut d = pending.finish(Outcome::Allowed, rule, status, resolved, Some(chosen));
+        d.bytes_up = up_bytes.load(Ordering::Relaxed);
+        d.bytes_down = down;
+        s.report(d);
+    });
+    let body = Observed {
+        inner: rbody,
+        bytes: 0,
+        finish: Some(finish),
+    };
+    Response::from_parts(rparts, body.boxed())
+}
+
+/// Counts the bytes of a body passing through.
+struct Counted<B> {
+    inner: B,
+    count: Arc<AtomicU64>,
+}
+
+impl<B> Body for Counted<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &r {
+            if let Some(d) = f.data_ref() {
+                self.count.fetch_add(d.len() as u64, Ordering::Relaxed);
+            }
+        }
+        r
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+type Finish = Box<dyn FnOnce(u64) + Send + Sync>;
+
+/// A response body that reports the decision (with byte count) when it ends or is dropped.
+struct Observed<B> {
+    inner: B,
+    bytes: u64,
+    finish: Option<Finish>,
+}
+
+impl<B> Body for Observed<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(Some(Ok(f))) => {
+                if let Some(d) = f.data_ref() {
+                    self.bytes += d.len() as u64;
+                }
+            }
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
+                if let Some(f) = self.finish.take() {
+                    f(self.bytes);
+                }
+            }
+            Poll::Pending => {}
+        }
+        r
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Drop for Observed<B> {
+    fn drop(&mut self) {
+        if let Some(f) = self.finish.take() {
+            f(self.bytes);
+        }
+    }
+}

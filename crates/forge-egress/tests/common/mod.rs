@@ -1,0 +1,250 @@
+//! Test support: loopback upstream servers, a raw proxy client, a dialer that records attempts and
+//! never leaves loopback, and an observer that collects decisions.
+#![allow(dead_code)]
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use forge_egress::connect::{Dialer, TcpDialer};
+use forge_egress::proxy::{Decision, EgressObserver};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Every test I/O step is bounded by this.
+pub const STEP: Duration = Duration::from_secs(10);
+
+/// Records every dial; dials loopback for real and refuses anything else without sending a packet.
+#[derive(Default, Clone)]
+pub struct LoopbackDialer {
+    count: Arc<AtomicUsize>,
+    pub dialed: Arc<Mutex<Vec<SocketAddr>>>,
+}
+
+impl LoopbackDialer {
+    pub fn attempts(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+    pub fn dialed(&self) -> Vec<SocketAddr> {
+        self.dialed.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl Dialer for LoopbackDialer {
+    async fn dial(&self, addr: SocketAddr) -> io::Result<TcpStream> {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        self.dialed.lock().unwrap().push(addr);
+        if !addr.ip().is_loopback() {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                "test dialer: non-loopback address not dialed",
+            ));
+        }
+        TcpDialer.dial(addr).await
+    }
+}
+
+/// Collects decisions.
+#[derive(Default)]
+pub struct Collect(pub Mutex<Vec<Decision>>);
+
+impl EgressObserver for Collect {
+    fn on_decision(&self, d: &Decision) {
+        self.0.lock().unwrap().push(d.clone());
+    }
+}
+
+impl Collect {
+    pub fn all(&self) -> Vec<Decision> {
+        self.0.lock().unwrap().clone()
+    }
+    /// Wait (bounded) until at least `n` decisions have arrived.
+    pub async fn wait_for(&self, n: usize) -> Vec<Decision> {
+        for _ in 0..200 {
+            if self.0.lock().unwrap().len() >= n {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        self.all()
+    }
+}
+
+/// A loopback HTTP/1.1 server answering every request with
+/// `upstream saw host=<Host> path=<path> headers=<names>` (and `Connection: close`).
+pub async fn http_upstream() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let head = match tokio::time::timeout(STEP, read_head(&mut s)).await {
+                    Ok(Ok(h)) => h,
+                    _ => return,
+                };
+                let mut lines = head.split("\r\n");
+                let request_line = lines.next().unwrap_or("").to_string();
+                let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
+                let mut host = String::new();
+                let mut names = Vec::new();
+                let mut content_length = 0usize;
+                for l in lines {
+                    if let Some((k, v)) = l.split_once(':') {
+                        let k = k.trim().to_ascii_lowercase();
+                        if k == "host" {
+                            host = v.trim().to_string();
+                        }
+                        if k == "content-length" {
+                            content_length = v.trim().parse().unwrap_or(0);
+                        }
+                        names.push(k);
+                    }
+                }
+                let mut body = vec![0u8; content_length];
+                if content_length > 0 {
+                    let _ = tokio::time::timeout(STEP, s.read_exact(&mut body)).await;
+                }
+                let text = format!(
+                    "upstream saw host={host} path={path} headers={} body={}",
+                    names.join(","),
+                    String::from_utf8_lossy(&body)
+                );
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\nx-upstream: yes\r\n\r\n{text}",
+                    text.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// Read until the end of an HTTP head; returns the head without the final CRLFCRLF.
+pub async fn read_head(s: &mut TcpStream) -> io::Result<String> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut byte).await?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "eof in head"));
+        }
+        buf.push(byte[0]);
+        if buf.len() > 1 << 20 {
+            return Err(io::Error::other("head too long"));
+        }
+    }
+    buf.truncate(buf.len() - 4);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// A parsed response.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.head.split("\r\n").skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
+        })
+    }
+}
+
+/// Read one response (head, then body to EOF or content-length).
+pub async fn read_response(s: &mut TcpStream) -> io::Result<Resp> {
+    let head = read_head(s).await?;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let mut r = Resp {
+        status,
+        head,
+        body: String::new(),
+    };
+    if let Some(cl) = r.header("content-length") {
+        let n: usize = cl.parse().unwrap_or(0);
+        let mut body = vec![0u8; n];
+        s.read_exact(&mut body).await?;
+        r.body = String::from_utf8_lossy(&body).into_owned();
+    } else if status != 200 || r.header("connection").as_deref() == Some("close") {
+        let mut body = Vec::new();
+        s.read_to_end(&mut body).await?;
+        r.body = String::from_utf8_lossy(&body).into_owned();
+    }
+    Ok(r)
+}
+
+/// Send raw bytes to the proxy and read one response.
+pub async fn raw(proxy: SocketAddr, request: &str) -> Resp {
+    tokio::time::timeout(STEP, async {
+        let mut s = TcpStream::connect(proxy).await.unwrap();
+        s.write_all(request.as_bytes()).await.unwrap();
+        read_response(&mut s).await.unwrap()
+    })
+    .await
+    .expect("proxy answered within the step limit")
+}
+
+/// `GET <url>` through the proxy in absolute form.
+pub async fn get_via(proxy: SocketAddr, url: &str, host_header: &str) -> Resp {
+    raw(
+        proxy,
+        &format!("GET {url} HTTP/1.1\r\nHost: {host_header}\r\nConnection: close\r\n\r\n"),
+    )
+    .await
+}
+
+/// CONNECT through the proxy; returns the response to the CONNECT and, on 200, the tunnel stream.
+pub async fn connect_via(proxy: SocketAddr, authority: &str) -> (Resp, Option<TcpStream>) {
+    tokio::time::timeout(STEP, async {
+        let mut s = TcpStream::connect(proxy).await.unwrap();
+        s.write_all(
+            format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let head = read_head(&mut s).await.unwrap();
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let mut r = Resp {
+            status,
+            head,
+            body: String::new(),
+        };
+        if status == 200 {
+            return (r, Some(s));
+        }
+        if let Some(cl) = r.header("content-length") {
+            let mut body = vec![0u8; cl.parse().unwrap_or(0)];
+            s.read_exact(&mut body).await.unwrap();
+            r.body = String::from_utf8_lossy(&body).into_owned();
+        }
+        (r, None)
+    })
+    .await
+    .expect("proxy answered CONNECT within the step limit")
+}
+
+pub fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
