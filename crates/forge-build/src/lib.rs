@@ -1,1 +1,47 @@
-//! forge-build: Build context (Dockerfile from Dockerfile.tmpl), Kubernetes manifests and package checks.
+//! forge-build: turns an agent into a container build context and Kubernetes manifests
+//! (`forge build`), checks it for production (`forge package --prod`) and builds the image with
+//! docker, podman or buildah (`forge package`).
+//!
+//! - [`BuildSpec`] (`spec.rs`): the build's input in plain data, with the name checks.
+//! - [`spec_from_agent`] (`agent.rs`): fills a [`BuildSpec`] from `forge_skills` + `forge_analyzer`.
+//! - [`render_dockerfile`] (`dockerfile.rs`): the repo-root `Dockerfile.tmpl`, embedded and
+//!   rendered with minijinja; `.dockerignore`; the apt package lists (Chromium only for browser agents).
+//! - [`render_manifests`] (`k8s.rs`): Deployment, Service, Secret (keys only), NetworkPolicy.
+//! - [`documented_tool_plan`] (`tools.rs`): which tools register, for agent.json.
+//! - [`write_build`] (`context.rs`): writes the whole output dir deterministically, with
+//!   build-manifest.json and checksums.json.
+//! - [`prod_problems`] (`prod.rs`): the `--prod` checks.
+//! - [`detect_builder`], [`build_image`], [`stale_reason`] (`package.rs`): the image build.
+//! - [`BuildError`] (`error.rs`): every failure, naming file, field and fix.
+
+mod agent;
+mod context;
+mod dockerfile;
+mod error;
+mod k8s;
+mod package;
+mod prod;
+mod spec;
+mod tools;
+
+pub use agent::{spec_from_agent, AgentInputs};
+pub use context::{
+    build_timestamp, rfc3339, write_build, BuildOptions, BuildOutput, DECLARED_TIMESTAMPS,
+    DEFAULT_OUTPUT_DIR,
+};
+pub use dockerfile::{
+    apt_packages, render_dockerfile, render_dockerignore, AGENT_PORT, AGENT_UID, BASE_IMAGE,
+    BASE_PACKAGES, BROWSER_BIN, BROWSER_PACKAGES, DOCKERFILE_TEMPLATE,
+};
+pub use error::BuildError;
+pub use k8s::{render_manifests, secret_name};
+pub use package::{
+    build_args, build_command, build_image, detect_builder, find_on_path, stale_reason, Builder,
+    ImageManifest, ImageRequest, BUILDERS,
+};
+pub use prod::{is_open_wildcard, prod_problems, ProdProblem, DEV_ONLY_TOOLS};
+pub use spec::{
+    AptPackage, AuditOutcome, BrowserSpec, BuildSpec, EgressSpec, EnvSpec, ModelSpec, SkillSpec,
+    SkillTool,
+};
+pub use tools::{documented_tool_plan, PlannedTool, BROWSER_TOOLS, BUILTIN_TOOLS};

@@ -1,0 +1,201 @@
+//! `forge package --prod`: configurations that must not reach production. Each problem names the
+//! file, the field and the fix. All checks run and all problems are reported at once.
+//!
+//! Rejected: egress mode `dev-open`; a browser agent whose allowlist (forge.yaml
+//! `egress.allowed_domains` plus the skills' `egress_domains`, model hosts not counted) is empty
+//! or only `$VAR` entries that cannot be reviewed at package time; any allowlist entry that
+//! amounts to open egress (`*`, `*.*`, `*.com`-style single-label wildcards, or `*` anywhere but
+//! a leading `*.`), browser or not; dev-only tools in forge.yaml `tools`; an audit with errors;
+//! `allow_private_ips: true` without `allowed_private_cidrs` narrowing it (rejected, not warned:
+//! it opens the whole cluster network to the agent).
+
+use std::fmt;
+
+use crate::spec::BuildSpec;
+
+/// Tools meant for local development only (same list as initializ/forge).
+pub const DEV_ONLY_TOOLS: &[&str] = &["local_shell", "local_file_browser", "debug_console", "test_runner"];
+
+/// One reason a production build is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProdProblem {
+    /// The file to change (forge.yaml or a SKILL.md).
+    pub file: String,
+    /// The field in that file.
+    pub field: String,
+    /// What is wrong.
+    pub problem: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl fmt::Display for ProdProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "  - {}: field `{}`: {}\n    fix: {}",
+            self.file, self.field, self.problem, self.fix
+        )
+    }
+}
+
+const CURATED_HINT: &str = "general browsing needs a curated `egress_domains` list: a production browser agent may only visit the sites you name";
+
+/// True when an allowlist entry lets the agent reach (nearly) any host.
+pub fn is_open_wildcard(entry: &str) -> bool {
+    let host = entry.trim().trim_end_matches('.');
+    let host = match host.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host,
+    };
+    if !host.contains('*') {
+        return false;
+    }
+    match host.strip_prefix("*.") {
+        // `*.example.com` is a curated suffix; `*.com`, `*.*` and `*.co.*` are not.
+        Some(rest) => rest.contains('*') || !rest.contains('.'),
+        None => true,
+    }
+}
+
+/// Runs every production check on `spec`.
+pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
+    let config = spec.config_path.display().to_string();
+    let browser = spec.needs_browser();
+    let browser_skills: Vec<&crate::spec::SkillSpec> = spec
+        .skills
+        .iter()
+        .filter(|s| s.capabilities.iter().any(|c| c == "browser"))
+        .collect();
+    let mut out = Vec::new();
+
+    if spec.egress.mode == "dev-open" {
+        let mut problem = "egress mode `dev-open` lets the agent reach any public host".to_string();
+        let mut fix = "set `egress.mode: allowlist` and list the hosts the agent needs in `egress.allowed_domains`".to_string();
+        if browser {
+            problem.push_str(&format!(
+                "; this agent has the browser (skills: {}), so any web page could be loaded",
+                browser_skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+            fix = format!("{fix}; {CURATED_HINT}");
+        }
+        out.push(ProdProblem {
+            file: config.clone(),
+            field: "egress.mode".into(),
+            problem,
+            fix,
+        });
+    }
+
+    // Open wildcards anywhere in the allowlist.
+    for d in &spec.egress.allowed_domains {
+        if is_open_wildcard(d) {
+            out.push(ProdProblem {
+                file: config.clone(),
+                field: "egress.allowed_domains".into(),
+                problem: format!("`{d}` matches (nearly) every host, which amounts to open egress"),
+                fix: format!(
+                    "replace it with the exact hosts or `*.yourdomain.example` suffixes the agent needs{}",
+                    if browser { format!("; {CURATED_HINT}") } else { String::new() }
+                ),
+            });
+        }
+    }
+    for skill in &spec.skills {
+        for d in &skill.egress_domains {
+            if is_open_wildcard(d) {
+                out.push(ProdProblem {
+                    file: skill.file.clone(),
+                    field: "metadata.forge.egress_domains".into(),
+                    problem: format!("`{d}` matches (nearly) every host, which amounts to open egress"),
+                    fix: format!("list exact hosts instead; {CURATED_HINT}"),
+                });
+            }
+        }
+    }
+
+    // A browser agent must name what it may browse.
+    if browser && spec.egress.mode != "dev-open" {
+        let reviewable: Vec<&String> = spec
+            .egress
+            .allowed_domains
+            .iter()
+            .chain(&spec.egress.skill_domains)
+            .filter(|d| !d.contains('$') && !d.trim().is_empty())
+            .collect();
+        if reviewable.is_empty() {
+            let files: Vec<String> = browser_skills.iter().map(|s| s.file.clone()).collect();
+            let unresolved: Vec<&String> = spec
+                .egress
+                .allowed_domains
+                .iter()
+                .chain(&spec.egress.skill_domains)
+                .filter(|d| d.contains('$'))
+                .collect();
+            let mut problem = format!(
+                "the browser (skills: {}) has an empty effective allowlist",
+                browser_skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            if !unresolved.is_empty() {
+                problem.push_str(&format!(
+                    " (only {} which expand at run time and cannot be reviewed here)",
+                    unresolved.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", ")
+                ));
+            }
+            out.push(ProdProblem {
+                file: config.clone(),
+                field: "egress.allowed_domains".into(),
+                problem,
+                fix: format!(
+                    "{CURATED_HINT}: set `egress.mode: allowlist` and list them in `egress.allowed_domains` (or in `metadata.forge.egress_domains` of {})",
+                    if files.is_empty() { "the browser skill".to_string() } else { files.join(", ") }
+                ),
+            });
+        }
+    }
+
+    for tool in &spec.configured_tools {
+        if DEV_ONLY_TOOLS.contains(&tool.as_str()) {
+            out.push(ProdProblem {
+                file: config.clone(),
+                field: format!("tools[name={tool}]"),
+                problem: format!("`{tool}` is a development-only tool"),
+                fix: "remove it from `tools` for production builds".into(),
+            });
+        }
+    }
+
+    for reason in &spec.audit.errors {
+        out.push(ProdProblem {
+            file: "skills (forge skills audit)".into(),
+            field: "audit".into(),
+            problem: reason.clone(),
+            fix: "change the skill so `forge skills audit` passes".into(),
+        });
+    }
+
+    if spec.egress.allow_private_ips && spec.egress.allowed_private_cidrs.is_empty() {
+        out.push(ProdProblem {
+            file: config.clone(),
+            field: "egress.allow_private_ips".into(),
+            problem: "`allow_private_ips: true` without `allowed_private_cidrs` opens every private network (10/8, 172.16/12, 192.168/16, fc00::/7) to the agent".into(),
+            fix: "set `allow_private_ips: false` and list only the ranges the agent needs in `egress.allowed_private_cidrs` (e.g. `10.20.0.0/16`)".into(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_wildcards_are_recognised() {
+        for open in ["*", "*.*", "*.com", "*:443", "*.co.*", "foo.*", "*.", "**.example.com"] {
+            assert!(is_open_wildcard(open), "{open}");
+        }
+        for curated in ["example.com", "*.example.com", "*.example.com:8443", "api.example.org"] {
+            assert!(!is_open_wildcard(curated), "{curated}");
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! The build's input: [`BuildSpec`], everything `forge build` needs to know about an agent, in
+//! plain data. The adapter in `agent.rs` fills it from a loaded `forge_skills::Agent`; tests can
+//! build one by hand. Also the checks on names that end up in a Dockerfile or a manifest
+//! (agent id, version, apt package names), because those strings are pasted into files that
+//! other programs parse.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::error::BuildError;
+
+/// Everything the build reads about one agent.
+#[derive(Debug, Clone, Default)]
+pub struct BuildSpec {
+    /// forge.yaml `agent_id`: image name, Kubernetes object names and labels.
+    pub agent_id: String,
+    /// forge.yaml `version`: the image tag.
+    pub version: String,
+    /// forge.yaml `framework`, when set.
+    pub framework: Option<String>,
+    /// Path of forge.yaml (used in messages and copied into the image).
+    pub config_path: PathBuf,
+    /// The agent directory (forge.yaml's parent).
+    pub agent_dir: PathBuf,
+    /// Other agent files to copy into the image besides forge.yaml and `skills/` (the root skill
+    /// file named by forge.yaml `skills.path`), relative to `agent_dir`.
+    pub extra_agent_files: Vec<PathBuf>,
+    /// forge.yaml `model`.
+    pub model: ModelSpec,
+    /// Active skills, in load order.
+    pub skills: Vec<SkillSpec>,
+    /// Aggregated capabilities of the active skills (e.g. `browser`).
+    pub capabilities: Vec<String>,
+    /// The derived browser view: `Some` when an active skill declares `browser`.
+    pub browser: Option<BrowserSpec>,
+    /// apt packages declared by skills (`requires.bins[].apt`).
+    pub apt_packages: Vec<AptPackage>,
+    /// Environment variable names the agent needs.
+    pub env: EnvSpec,
+    /// Egress settings (forge.yaml `egress` plus the skills' `egress_domains`).
+    pub egress: EgressSpec,
+    /// forge.yaml `tools[].name`.
+    pub configured_tools: Vec<String>,
+    /// Binaries `cli_execute` would allow, derived from the skills' bins (shells removed).
+    pub cli_binaries: Vec<String>,
+    /// Tools removed by `denied_tools` (skills and forge.yaml).
+    pub denied_tools: Vec<String>,
+    /// The security audit of the active skills.
+    pub audit: AuditOutcome,
+}
+
+/// forge.yaml `model`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ModelSpec {
+    pub provider: Option<String>,
+    pub name: Option<String>,
+    pub base_url: Option<String>,
+}
+
+/// One active skill, as far as the build cares.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct SkillSpec {
+    pub name: String,
+    /// `embedded` or `local`.
+    pub source: String,
+    /// Path of the SKILL.md relative to the agent directory (or `<embedded>/name`), for messages.
+    pub file: String,
+    pub capabilities: Vec<String>,
+    /// The skill's own `egress_domains`.
+    pub egress_domains: Vec<String>,
+    /// `## Tool:` sections and whether a script backs each.
+    pub tools: Vec<SkillTool>,
+}
+
+/// A `## Tool: name` section of a skill.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct SkillTool {
+    pub name: String,
+    /// The script that implements it (relative to the skill dir), when one exists.
+    pub script: Option<String>,
+}
+
+/// The browser view: which skills asked for the browser.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct BrowserSpec {
+    pub skills: Vec<String>,
+    pub allow_sensitive_fill: bool,
+}
+
+/// An apt package a skill asks for.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct AptPackage {
+    /// Debian package name, optionally `name=version`.
+    pub name: String,
+    /// The skill that declared it.
+    pub skill: String,
+    /// The binary it provides.
+    pub bin: String,
+}
+
+/// Environment variable names (never values).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct EnvSpec {
+    pub required: Vec<String>,
+    pub optional: Vec<String>,
+    pub one_of: Vec<Vec<String>>,
+}
+
+/// Egress settings.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct EgressSpec {
+    /// `deny-all`, `allowlist` or `dev-open`.
+    pub mode: String,
+    /// forge.yaml `egress.allowed_domains`.
+    pub allowed_domains: Vec<String>,
+    /// Union of the active skills' `egress_domains`.
+    pub skill_domains: Vec<String>,
+    pub allow_private_ips: bool,
+    pub allowed_private_cidrs: Vec<String>,
+}
+
+/// The audit of the active skills, already run.
+#[derive(Debug, Clone, Default)]
+pub struct AuditOutcome {
+    /// The `forge skills audit --format json` document.
+    pub report: serde_json::Value,
+    /// One line per error-level or critical violation: `skill: rule: message`. Non-empty fails
+    /// the build.
+    pub errors: Vec<String>,
+}
+
+impl BuildSpec {
+    /// True when the image needs Chromium: some active skill declares the `browser` capability
+    /// (tool-bearing or instructional alike).
+    pub fn needs_browser(&self) -> bool {
+        self.browser.is_some() || self.capabilities.iter().any(|c| c == "browser")
+    }
+
+    /// The hosts the model provider is reached at; forge adds them to the allowlist itself.
+    pub fn model_domains(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(base) = self.model.base_url.as_deref().filter(|b| !b.trim().is_empty()) {
+            if let Ok(u) = url::Url::parse(base) {
+                if let Some(host) = u.host_str() {
+                    let host = host.to_ascii_lowercase();
+                    match u.port() {
+                        Some(p) => out.push(format!("{host}:{p}")),
+                        None => out.push(host),
+                    }
+                }
+            }
+        } else {
+            match self.model.provider.as_deref() {
+                Some("openai") => out.push("api.openai.com".to_string()),
+                Some("anthropic") => out.push("api.anthropic.com".to_string()),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// forge.yaml domains, then skill domains, then model domains, de-duplicated keeping the
+    /// first occurrence.
+    pub fn all_domains(&self) -> Vec<String> {
+        let mut all = Vec::new();
+        for d in self
+            .egress
+            .allowed_domains
+            .iter()
+            .chain(&self.egress.skill_domains)
+            .cloned()
+            .chain(self.model_domains())
+        {
+            push_unique(&mut all, d);
+        }
+        all
+    }
+
+    /// The environment the container needs: skill env plus the model provider's API key.
+    /// Returns (required, optional), sorted and de-duplicated; a name in both is required.
+    pub fn env_names(&self) -> (Vec<String>, Vec<String>) {
+        let mut required: Vec<String> = self.env.required.clone();
+        let mut optional: Vec<String> = self.env.optional.clone();
+        for group in &self.env.one_of {
+            optional.extend(group.iter().cloned());
+        }
+        let key = match self.model.provider.as_deref() {
+            Some("openai") => Some("OPENAI_API_KEY"),
+            Some("anthropic") => Some("ANTHROPIC_API_KEY"),
+            _ => None,
+        };
+        if let Some(key) = key {
+            // A custom base_url (Ollama, vLLM, ...) often needs no key; the vendor's API does.
+            if self.model.base_url.is_some() {
+                optional.push(key.to_string());
+            } else {
+                required.push(key.to_string());
+            }
+        }
+        required.sort();
+        required.dedup();
+        optional.sort();
+        optional.dedup();
+        optional.retain(|o| !required.contains(o));
+        (required, optional)
+    }
+
+    /// The image reference this build produces: `[registry/]agent_id:tag`.
+    pub fn image_tag(&self, registry: Option<&str>, tag: Option<&str>) -> String {
+        if let Some(t) = tag {
+            if t.contains(':') || t.contains('/') {
+                return t.to_string();
+            }
+        }
+        let tag = tag.unwrap_or(&self.version);
+        match registry.map(|r| r.trim_end_matches('/')).filter(|r| !r.is_empty()) {
+            Some(r) => format!("{r}/{}:{tag}", self.agent_id),
+            None => format!("{}:{tag}", self.agent_id),
+        }
+    }
+
+    /// Checks the strings that are pasted into the Dockerfile and the manifests.
+    pub fn validate(&self) -> Result<(), BuildError> {
+        let config = self.config_path.display().to_string();
+        if !is_dns_label(&self.agent_id) {
+            return Err(BuildError::invalid(
+                &config,
+                "agent_id",
+                format!("`{}` cannot name an image and Kubernetes objects", self.agent_id),
+                "use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters (e.g. `research-agent`)",
+            ));
+        }
+        if !is_image_tag(&self.version) {
+            return Err(BuildError::invalid(
+                &config,
+                "version",
+                format!("`{}` is not a valid image tag", self.version),
+                "use letters, digits, '.', '_' and '-', not starting with '.' or '-', at most 128 characters (e.g. `1.2.0`)",
+            ));
+        }
+        if !matches!(self.egress.mode.as_str(), "deny-all" | "allowlist" | "dev-open") {
+            return Err(BuildError::invalid(
+                &config,
+                "egress.mode",
+                format!("unknown egress mode `{}`", self.egress.mode),
+                "use one of deny-all, allowlist, dev-open",
+            ));
+        }
+        for p in &self.apt_packages {
+            if !is_apt_package(&p.name) {
+                let file = self
+                    .skills
+                    .iter()
+                    .find(|s| s.name == p.skill)
+                    .map(|s| s.file.clone())
+                    .unwrap_or_else(|| p.skill.clone());
+                return Err(BuildError::invalid(
+                    &file,
+                    &format!("metadata.forge.requires.bins[{}].apt", p.bin),
+                    format!("`{}` is not a Debian package name", p.name),
+                    "name one Debian package (lowercase letters, digits, '+', '-', '.'), optionally `=version`",
+                ));
+            }
+        }
+        for name in self.env.required.iter().chain(&self.env.optional) {
+            if !is_env_name(name) {
+                return Err(BuildError::invalid(
+                    &config,
+                    "requires.env",
+                    format!("`{name}` is not a valid environment variable name"),
+                    "use letters, digits and '_', not starting with a digit",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Appends `item` unless already present.
+pub(crate) fn push_unique(v: &mut Vec<String>, item: String) {
+    if !v.contains(&item) {
+        v.push(item);
+    }
+}
+
+/// RFC 1123 label: what Kubernetes accepts as a Deployment/Service name and docker as a repo name.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Docker tag grammar: `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`.
+pub fn is_image_tag(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphanumeric() || b == b'_' => {}
+        _ => return false,
+    }
+    s.len() <= 128 && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Debian package name (policy 5.6.1), optionally `=version`.
+pub fn is_apt_package(s: &str) -> bool {
+    let (name, version) = match s.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (s, None),
+    };
+    let name_ok = name.len() >= 2
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'+' | b'-' | b'.'));
+    let version_ok = version.is_none_or(|v| {
+        !v.is_empty()
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'+' | b'~' | b':' | b'-'))
+    });
+    name_ok && version_ok
+}
+
+/// POSIX-ish environment variable name.
+pub fn is_env_name(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_pasted_into_files_are_checked() {
+        assert!(is_dns_label("research-agent"));
+        assert!(!is_dns_label("Research"));
+        assert!(!is_dns_label("a b"));
+        assert!(!is_dns_label("-x"));
+        assert!(!is_dns_label(&"a".repeat(64)));
+        assert!(is_image_tag("1.2.0"));
+        assert!(!is_image_tag(".1"));
+        assert!(!is_image_tag("1.0 && rm"));
+        assert!(is_apt_package("jq"));
+        assert!(is_apt_package("libfoo1=1.2-3+deb12u1"));
+        assert!(!is_apt_package("jq; curl evil"));
+        assert!(!is_apt_package("JQ"));
+        assert!(!is_apt_package("jq \\\n&& rm"));
+        assert!(is_env_name("OPENAI_API_KEY"));
+        assert!(!is_env_name("1X"));
+        assert!(!is_env_name("A-B"));
+    }
+
+    #[test]
+    fn model_domains_and_image_tags() {
+        let mut spec = BuildSpec {
+            agent_id: "a".into(),
+            version: "1.0".into(),
+            ..Default::default()
+        };
+        spec.model.provider = Some("openai".into());
+        assert_eq!(spec.model_domains(), vec!["api.openai.com"]);
+        spec.model.base_url = Some("http://Ollama.internal:11434/v1".into());
+        assert_eq!(spec.model_domains(), vec!["ollama.internal:11434"]);
+        assert_eq!(spec.image_tag(None, None), "a:1.0");
+        assert_eq!(spec.image_tag(Some("ghcr.io/org/"), None), "ghcr.io/org/a:1.0");
+        assert_eq!(spec.image_tag(Some("r"), Some("dev")), "r/a:dev");
+        assert_eq!(spec.image_tag(Some("r"), Some("x/y:z")), "x/y:z");
+    }
+}
