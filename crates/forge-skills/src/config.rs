@@ -172,7 +172,7 @@ impl ForgeConfig {
         let src = Arc::new(
             NamedSource::new(path.display().to_string(), text.to_string()).with_language("yaml"),
         );
-        let doc = Doc::new(path, src, 0, text).map_err(|d| invalid(vec![d]))?;
+        let doc = Doc::new(path, src, 0, text).map_err(|d| invalid(vec![*d]))?;
         if !matches!(doc.tree.kind, Kind::Map(_)) {
             return Err(invalid(vec![doc.diag(
                 "forge::config::not-a-mapping",

@@ -25,8 +25,7 @@ pub fn embedded_names() -> Vec<String> {
 pub fn embedded_skills() -> Result<Vec<Skill>, Error> {
     EMBEDDED
         .iter()
-        .map(|(name, _)| embedded_skill(name).transpose())
-        .filter_map(|r| r)
+        .filter_map(|(name, _)| embedded_skill(name).transpose())
         .collect()
 }
 

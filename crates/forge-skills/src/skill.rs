@@ -450,7 +450,7 @@ pub fn parse_skill(
         path: path.to_path_buf(),
         problems,
     };
-    let doc = Doc::new(path, src, base, yaml).map_err(|d| invalid(vec![d]))?;
+    let doc = Doc::new(path, src, base, yaml).map_err(|d| invalid(vec![*d]))?;
     if yaml.trim().is_empty() {
         return Ok(skill);
     }
@@ -508,7 +508,7 @@ pub fn parse_skill(
         } else {
             // Deserialize the forge namespace from the YAML text (not from the JSON value) so that
             // serde errors keep their line and column.
-            deserialize_forge(&doc, yaml).map_err(|d| invalid(vec![d]))?
+            deserialize_forge(&doc, yaml).map_err(|d| invalid(vec![*d]))?
         };
         skill.warnings = unknown_forge_keys(&doc);
         skill.forge = Some(build_forge(raw_forge, &doc, &skill.name, &mut problems));
@@ -523,7 +523,7 @@ pub fn parse_skill(
 }
 
 /// Deserialize `metadata.forge` from the front matter text with positions intact.
-fn deserialize_forge(doc: &Doc<'_>, yaml: &str) -> Result<RawForge, SourceDiagnostic> {
+fn deserialize_forge(doc: &Doc<'_>, yaml: &str) -> Result<RawForge, Box<SourceDiagnostic>> {
     #[derive(Deserialize)]
     struct Outer {
         #[serde(default)]
@@ -534,8 +534,8 @@ fn deserialize_forge(doc: &Doc<'_>, yaml: &str) -> Result<RawForge, SourceDiagno
         #[serde(default)]
         forge: Option<RawForge>,
     }
-    let outer: Outer =
-        serde_norway::from_str(yaml).map_err(|e| doc.serde_error(&e, "SKILL.md front matter"))?;
+    let outer: Outer = serde_norway::from_str(yaml)
+        .map_err(|e| Box::new(doc.serde_error(&e, "SKILL.md front matter")))?;
     Ok(outer.metadata.and_then(|m| m.forge).unwrap_or_default())
 }
 

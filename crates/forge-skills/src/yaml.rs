@@ -240,43 +240,6 @@ impl MarkedEventReceiver for Builder<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spans_point_at_values_with_non_ascii_before_them() {
-        let text = "icon: 🌐\nrequires:\n  capabilities: [browser, browsr]\n";
-        let root = parse(text).unwrap();
-        let node = root
-            .get(&[
-                Seg::Key("requires"),
-                Seg::Key("capabilities"),
-                Seg::Index(1),
-            ])
-            .unwrap();
-        assert_eq!(&text[node.start..node.end], "browsr");
-        let key = root.key_node(&[Seg::Key("requires")]).unwrap();
-        assert_eq!(&text[key.start..key.end], "requires");
-    }
-
-    #[test]
-    fn quoted_scalars_span_their_quotes() {
-        let text = "a:\n  - \"x y\"\n  - 'z'\n";
-        let root = parse(text).unwrap();
-        let n = root.get(&[Seg::Key("a"), Seg::Index(0)]).unwrap();
-        assert_eq!(&text[n.start..n.end], "\"x y\"");
-        let n = root.get(&[Seg::Key("a"), Seg::Index(1)]).unwrap();
-        assert_eq!(&text[n.start..n.end], "'z'");
-    }
-
-    #[test]
-    fn syntax_error_has_offset() {
-        let err = parse("a: [1, 2\nb: c\n").unwrap_err();
-        assert!(err.offset > 0, "{err:?}");
-    }
-}
-
 /// A YAML document inside a file (all of forge.yaml, or a SKILL.md front matter), with what is
 /// needed to turn problems into [`SourceDiagnostic`]s pointing into the whole file.
 pub(crate) struct Doc<'a> {
@@ -295,7 +258,7 @@ impl<'a> Doc<'a> {
         src: std::sync::Arc<miette::NamedSource<String>>,
         base: usize,
         yaml: &'a str,
-    ) -> Result<Self, crate::SourceDiagnostic> {
+    ) -> Result<Self, Box<crate::SourceDiagnostic>> {
         match parse(yaml) {
             Ok(tree) => Ok(Self {
                 path,
@@ -306,7 +269,7 @@ impl<'a> Doc<'a> {
             }),
             Err(e) => {
                 let at = base + e.offset;
-                Err(crate::SourceDiagnostic::new(
+                Err(Box::new(crate::SourceDiagnostic::new(
                     path,
                     &src,
                     "forge::yaml::syntax",
@@ -316,7 +279,7 @@ impl<'a> Doc<'a> {
                     Some(
                         "fix the YAML syntax (indentation, quotes, brackets) at this point".into(),
                     ),
-                ))
+                )))
             }
         }
     }
@@ -434,4 +397,41 @@ fn offset_of_line_col(text: &str, line: usize, column: usize) -> usize {
         off += l.len();
     }
     text.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_point_at_values_with_non_ascii_before_them() {
+        let text = "icon: 🌐\nrequires:\n  capabilities: [browser, browsr]\n";
+        let root = parse(text).unwrap();
+        let node = root
+            .get(&[
+                Seg::Key("requires"),
+                Seg::Key("capabilities"),
+                Seg::Index(1),
+            ])
+            .unwrap();
+        assert_eq!(&text[node.start..node.end], "browsr");
+        let key = root.key_node(&[Seg::Key("requires")]).unwrap();
+        assert_eq!(&text[key.start..key.end], "requires");
+    }
+
+    #[test]
+    fn quoted_scalars_span_their_quotes() {
+        let text = "a:\n  - \"x y\"\n  - 'z'\n";
+        let root = parse(text).unwrap();
+        let n = root.get(&[Seg::Key("a"), Seg::Index(0)]).unwrap();
+        assert_eq!(&text[n.start..n.end], "\"x y\"");
+        let n = root.get(&[Seg::Key("a"), Seg::Index(1)]).unwrap();
+        assert_eq!(&text[n.start..n.end], "'z'");
+    }
+
+    #[test]
+    fn syntax_error_has_offset() {
+        let err = parse("a: [1, 2\nb: c\n").unwrap_err();
+        assert!(err.offset > 0, "{err:?}");
+    }
 }

@@ -1,0 +1,159 @@
+//! Rendered diagnostics for bad SKILL.md and forge.yaml files (insta snapshots).
+//!
+//! Rendering uses miette's graphical handler without colors or unicode at a fixed width so the
+//! snapshots are stable across terminals.
+
+use std::path::{Path, PathBuf};
+
+use forge_skills::{parse_skill, Error, ForgeConfig, SkillSource};
+use miette::{GraphicalReportHandler, GraphicalTheme};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn render(diag: &dyn miette::Diagnostic) -> String {
+    let mut out = String::new();
+    GraphicalReportHandler::new_themed(GraphicalTheme::none())
+        .with_width(100)
+        .render_report(&mut out, diag)
+        .unwrap();
+    out
+}
+
+/// Parse a fixture skill under a repo-relative name (stable in snapshots).
+fn skill_error(rel: &str) -> Error {
+    let content = std::fs::read_to_string(repo().join(rel)).unwrap();
+    parse_skill(&content, Path::new(rel), "x", SkillSource::Local)
+        .expect_err("fixture must be invalid")
+}
+
+#[test]
+fn unknown_capability_points_at_the_entry() {
+    let err = skill_error("fixtures/skills/bad/unknown-capability/SKILL.md");
+    let p = &err.problems()[0];
+    assert_eq!(p.code, "forge::skill::unknown-capability");
+    assert_eq!((p.line, p.column), (8, 22));
+    assert!(p.message.contains("\"browsr\"") && p.message.contains("known: browser"));
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn bad_tag_points_at_the_tag() {
+    let err = skill_error("fixtures/skills/bad/bad-tag/SKILL.md");
+    let p = &err.problems()[0];
+    assert_eq!((p.line, p.column), (7, 5));
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn bad_category() {
+    let err = skill_error("fixtures/skills/bad/bad-category/SKILL.md");
+    assert_eq!(err.problems()[0].line, 4);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn yaml_syntax_error() {
+    let err = skill_error("fixtures/skills/bad/bad-yaml/SKILL.md");
+    assert_eq!(err.problems()[0].code, "forge::yaml::syntax");
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn wrong_type_points_at_the_value() {
+    let err = skill_error("fixtures/skills/bad/bad-type/SKILL.md");
+    let p = &err.problems()[0];
+    assert_eq!(p.line, 8, "{p:?}");
+    assert!(p.message.contains("timeout_hint"), "{}", p.message);
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn unknown_forge_key_is_a_warning() {
+    let rel = "fixtures/skills/bad/unknown-forge-key/SKILL.md";
+    let content = std::fs::read_to_string(repo().join(rel)).unwrap();
+    let skill = parse_skill(&content, Path::new(rel), "x", SkillSource::Local).unwrap();
+    assert_eq!(skill.warnings.len(), 1);
+    assert_eq!(skill.warnings[0].line, 6);
+    insta::assert_snapshot!(render(&skill.warnings[0]));
+}
+
+#[test]
+fn several_problems_are_all_reported() {
+    let text = "---\nname: x\ntags: [Good, bad_one]\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser, camera]\n---\n";
+    let err = parse_skill(
+        text,
+        Path::new("skills/x/SKILL.md"),
+        "x",
+        SkillSource::Local,
+    )
+    .unwrap_err();
+    let lines: Vec<_> = err
+        .problems()
+        .iter()
+        .map(|p| (p.code, p.line, p.column))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("forge::skill::invalid-tag", 3, 14),
+            ("forge::skill::unknown-capability", 7, 31)
+        ]
+    );
+    insta::assert_snapshot!(render(&err));
+}
+
+fn config_error(text: &str) -> Error {
+    ForgeConfig::parse(text, Path::new("agent/forge.yaml")).expect_err("must be invalid")
+}
+
+#[test]
+fn config_missing_version() {
+    let err = config_error("agent_id: a\nmodel:\n  provider: openai\n");
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn config_bad_egress_mode() {
+    let err = config_error("agent_id: a\nversion: 0.1.0\negress:\n  mode: allow-list\n");
+    let p = &err.problems()[0];
+    assert_eq!((p.line, p.column), (4, 9));
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn config_wrong_type() {
+    let err = config_error("agent_id: a\nversion: 0.1.0\negress:\n  allow_private_ips: maybe\n");
+    let p = &err.problems()[0];
+    assert_eq!(p.line, 4, "{p:?}");
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn config_unknown_keys_are_warnings_naming_them() {
+    let cfg = ForgeConfig::parse(
+        "agent_id: a\nversion: 0.1.0\nentrypoint: main.py\negress:\n  mode: allowlist\n  allowed_domain: [x.com]\n",
+        Path::new("agent/forge.yaml"),
+    )
+    .unwrap();
+    let keys: Vec<_> = cfg
+        .warnings
+        .iter()
+        .map(|w| (w.message.clone(), w.line))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (
+                "unknown key `entrypoint` in forge.yaml; it is ignored".to_string(),
+                3
+            ),
+            (
+                "unknown key `allowed_domain` in forge.yaml `egress`; it is ignored".to_string(),
+                6
+            ),
+        ]
+    );
+    insta::assert_snapshot!(render(&cfg.warnings[1]));
+}
