@@ -19,7 +19,7 @@ fn skill(name: &str, forge: &str) -> Skill {
     parse_skill(&text, Path::new("t/SKILL.md"), name, SkillSource::Local).unwrap()
 }
 
-fn pick<'a>(all: &'a [Skill], names: &[&str]) -> Vec<Skill> {
+fn pick(all: &[Skill], names: &[&str]) -> Vec<Skill> {
     names
         .iter()
         .map(|n| all.iter().find(|s| s.name == *n).unwrap().clone())
