@@ -1,6 +1,549 @@
-//! The egress HTTP client (placeholder until the egress issue fills it).
+//! The egress HTTP client used by `http_request`, `web_fetch` and the LLM providers.
+//!
+//! Every hop goes through the same [`Connector`] as the proxy (policy check, one lookup, every answer
+//! validated, only a validated address dialed), so the client obeys exactly the proxy's policy.
+//! Redirects are followed by the client itself (at most [`ClientOptions::max_redirects`], default
+//! 10), each hop re-validated from scratch; `Authorization`, `Proxy-Authorization` and `Cookie` are
+//! dropped on the first hop that leaves the original origin and never restored. HTTPS uses rustls with
+//! the webpki root certificates (no OpenSSL, no system trust store). One connection per hop, no
+//! pooling: a connection is always to an address validated for that very request.
+//! Proxy environment variables are ignored: the client enforces the policy itself.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{
+    HeaderName, HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HOST,
+    LOCATION, PROXY_AUTHORIZATION, TRANSFER_ENCODING, USER_AGENT,
+};
+use http::{HeaderMap, Method, Request, StatusCode, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use rustls::RootCertStore;
+
+use crate::connect::{ConnectLimits, Connector, Dialer, TcpDialer};
+use crate::error::EgressError;
+use crate::host::{normalize_host, split_authority, NormalHost};
+use crate::policy::{EgressPolicy, Kind, Refusal};
+use crate::resolve::{Resolver, SystemResolver};
+
+/// How the client behaves.
+#[derive(Clone)]
+pub struct ClientOptions {
+    pub resolver: Arc<dyn Resolver>,
+    pub dialer: Arc<dyn Dialer>,
+    pub limits: ConnectLimits,
+    /// Redirects followed before giving up (default 10).
+    pub max_redirects: usize,
+    /// Largest response body accepted (default 10 MiB); larger bodies are an error.
+    pub max_body_bytes: usize,
+    /// Time limit for the whole request, redirects and body included (default 60 s).
+    pub timeout: Duration,
+    /// `User-Agent` sent when the caller sets none.
+    pub user_agent: String,
+    /// Trust anchors; `None` means the webpki roots (Mozilla's list). Tests pass their own CA.
+    pub root_store: Option<Arc<RootCertStore>>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            resolver: Arc::new(SystemResolver),
+            dialer: Arc::new(TcpDialer),
+            limits: ConnectLimits::default(),
+            max_redirects: 10,
+            max_body_bytes: 10 * 1024 * 1024,
+            timeout: Duration::from_secs(60),
+            user_agent: concat!("forge/", env!("CARGO_PKG_VERSION")).to_string(),
+            root_store: None,
+        }
+    }
+}
+
+/// A complete response.
+#[derive(Debug, Clone)]
+pub struct EgressResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// The URL that produced this response (after redirects).
+    pub url: String,
+    /// The locations followed, in order.
+    pub redirects: Vec<String>,
+    /// The address the final response came from.
+    pub remote: SocketAddr,
+}
+
+impl EgressResponse {
+    /// The body as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
 
 /// The HTTP client that applies the egress policy.
+#[derive(Clone)]
 pub struct EgressClient {
-    _private: (),
+    connector: Connector,
+    tls: tokio_rustls::TlsConnector,
+    options: ClientOptions,
+}
+
+impl std::fmt::Debug for EgressClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EgressClient")
+            .field("policy", &self.connector.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A parsed `http(s)://` URL (host normalised, never interpreted WHATWG-style).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedUrl {
+    pub tls: bool,
+    pub host: NormalHost,
+    pub port: u16,
+    /// Path and query, origin-form, percent-encoded.
+    pub path: String,
+}
+
+impl ParsedUrl {
+    fn default_port(&self) -> u16 {
+        if self.tls {
+            443
+        } else {
+            80
+        }
+    }
+    /// The `Host` header value.
+    pub fn host_header(&self) -> String {
+        if self.port == self.default_port() {
+            self.host.authority_form()
+        } else {
+            format!("{}:{}", self.host.authority_form(), self.port)
+        }
+    }
+    pub fn kind(&self) -> Kind {
+        if self.tls {
+            Kind::Tls
+        } else {
+            Kind::Http
+        }
+    }
+    fn origin(&self) -> (bool, NormalHost, u16) {
+        (self.tls, self.host.clone(), self.port)
+    }
+}
+
+impl std::fmt::Display for ParsedUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.host_header(), self.path)
+    }
+}
+
+/// Parse an absolute `http://` or `https://` URL. The host goes through forge's normalisation
+/// (Unicode names become punycode; non-canonical IP spellings are refused as malformed).
+pub fn parse_url(input: &str) -> Result<ParsedUrl, EgressError> {
+    let s = input.trim_matches(|c: char| c.is_ascii_whitespace());
+    let Some(colon) = s.find("://") else {
+        return Err(EgressError::InvalidRequest(format!(
+            "{input:?} is not an absolute http:// or https:// URL"
+        )));
+    };
+    let scheme = s[..colon].to_ascii_lowercase();
+    let tls = match scheme.as_str() {
+        "http" => false,
+        "https" => true,
+        _ => {
+            return Err(EgressError::InvalidRequest(format!(
+                "unsupported scheme {scheme:?} in {input:?} (only http and https)"
+            )))
+        }
+    };
+    let rest = &s[colon + 3..];
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let mut path = rest[end..].to_string();
+    if let Some(h) = path.find('#') {
+        path.truncate(h);
+    }
+    let (raw_host, port) =
+        split_authority(authority).map_err(|m| EgressError::Blocked(Refusal::Malformed(m)))?;
+    let host =
+        normalize_host(raw_host, true).map_err(|m| EgressError::Blocked(Refusal::Malformed(m)))?;
+    let port = port.unwrap_or(if tls { 443 } else { 80 });
+    if path.is_empty() {
+        path = "/".into();
+    } else if path.starts_with('?') {
+        path.insert(0, '/');
+    }
+    let path = percent_encode_path(&path);
+    if path.parse::<http::uri::PathAndQuery>().is_err() {
+        return Err(EgressError::InvalidRequest(format!(
+            "invalid path in {input:?}"
+        )));
+    }
+    Ok(ParsedUrl {
+        tls,
+        host,
+        port,
+        path,
+    })
+}
+
+fn percent_encode_path(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    for b in p.bytes() {
+        if b.is_ascii_graphic() {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Resolve a redirect `Location` against the current URL.
+fn resolve_location(current: &ParsedUrl, location: &str) -> Result<ParsedUrl, EgressError> {
+    let loc = location.trim();
+    let has_scheme = loc
+        .find(':')
+        .map(|i| {
+            let sch = &loc[..i];
+            !sch.is_empty()
+                && sch.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && sch
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        })
+        .unwrap_or(false);
+    if has_scheme {
+        return parse_url(loc);
+    }
+    if loc.starts_with("//")
+        || loc.starts_with("\\\\")
+        || loc.starts_with("/\\")
+        || loc.starts_with("\\/")
+    {
+        let scheme = if current.tls { "https:" } else { "http:" };
+        return parse_url(&format!("{scheme}{}", loc.replace('\\', "/")));
+    }
+    // A relative reference: resolve the path against a fixed placeholder origin, so that nothing in
+    // the location can change the host.
+    let base = url::Url::parse(&format!("http://base.invalid{}", current.path))
+        .map_err(|e| EgressError::InvalidRequest(format!("bad base path: {e}")))?;
+    let joined = base.join(loc).map_err(|e| {
+        EgressError::InvalidRequest(format!("bad redirect location {location:?}: {e}"))
+    })?;
+    if joined.host_str() != Some("base.invalid")
+        || joined.port().is_some()
+        || joined.scheme() != "http"
+    {
+        return Err(EgressError::InvalidRequest(format!(
+            "redirect location {location:?} is not a valid relative reference"
+        )));
+    }
+    let mut path = joined.path().to_string();
+    if let Some(q) = joined.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    Ok(ParsedUrl {
+        tls: current.tls,
+        host: current.host.clone(),
+        port: current.port,
+        path,
+    })
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+    )
+}
+
+impl EgressClient {
+    /// A client enforcing `policy`.
+    pub fn new(policy: Arc<EgressPolicy>, options: ClientOptions) -> EgressClient {
+        let roots = options.root_store.clone().unwrap_or_else(|| {
+            Arc::new(RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            })
+        });
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // Invariant: the ring provider supports the default protocol versions, so this cannot fail;
+        // should it ever, fall back to the builder's defaults for the same provider.
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap_or_else(|_| {
+                rustls::ClientConfig::builder_with_provider(provider)
+                    .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+                    .expect("ring supports the default TLS versions")
+            });
+        let mut cfg = builder.with_root_certificates(roots).with_no_client_auth();
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        EgressClient {
+            connector: Connector {
+                policy,
+                resolver: options.resolver.clone(),
+                dialer: options.dialer.clone(),
+                limits: options.limits,
+            },
+            tls: tokio_rustls::TlsConnector::from(Arc::new(cfg)),
+            options,
+        }
+    }
+
+    /// The policy this client enforces.
+    pub fn policy(&self) -> &Arc<EgressPolicy> {
+        &self.connector.policy
+    }
+
+    /// `GET url`.
+    pub async fn get(&self, url: &str) -> Result<EgressResponse, EgressError> {
+        self.request(Method::GET, url, HeaderMap::new(), Bytes::new())
+            .await
+    }
+
+    /// Send a request, following redirects (each hop re-validated), and read the whole body
+    /// (up to `max_body_bytes`).
+    pub async fn request(
+        &self,
+        method: Method,
+        url: &str,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<EgressResponse, EgressError> {
+        let limit = self.options.timeout;
+        match tokio::time::timeout(limit, self.request_inner(method, url, headers, body)).await {
+            Ok(r) => r,
+            Err(_) => Err(EgressError::Timeout {
+                url: url.to_string(),
+                after: limit,
+            }),
+        }
+    }
+
+    async fn request_inner(
+        &self,
+        mut method: Method,
+        url: &str,
+        mut headers: HeaderMap,
+        mut body: Bytes,
+    ) -> Result<EgressResponse, EgressError> {
+        let mut current = parse_url(url)?;
+        let first_origin = current.origin();
+        let mut redirects: Vec<String> = Vec::new();
+        loop {
+            let (resp, remote) = self
+                .send_once(&method, &current, &headers, body.clone())
+                .await?;
+            let status = resp.status();
+            let location = resp
+                .headers()
+                .get(LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let is_redirect = matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308);
+            match (is_redirect, location) {
+                (true, Some(loc)) => {
+                    drop(resp);
+                    if redirects.len() >= self.options.max_redirects {
+                        return Err(EgressError::TooManyRedirects {
+                            limit: self.options.max_redirects,
+                            location: loc,
+                        });
+                    }
+                    let next = resolve_location(&current, &loc)?;
+                    if next.origin() != first_origin {
+                        for h in [AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE] {
+                            headers.remove(h);
+                        }
+                        headers.remove("cookie2");
+                    }
+                    let to_get = status == StatusCode::SEE_OTHER && method != Method::HEAD
+                        || (matches!(status.as_u16(), 301 | 302) && method == Method::POST);
+                    if to_get {
+                        method = Method::GET;
+                        body = Bytes::new();
+                        headers.remove(CONTENT_TYPE);
+                        headers.remove(CONTENT_LENGTH);
+                    }
+                    redirects.push(next.to_string());
+                    current = next;
+                }
+                _ => {
+                    let (parts, incoming) = resp.into_parts();
+                    let body = self.read_body(incoming, &current).await?;
+                    return Ok(EgressResponse {
+                        status,
+                        headers: parts.headers,
+                        body,
+                        url: current.to_string(),
+                        redirects,
+                        remote,
+                    });
+                }
+            }
+        }
+    }
+
+    async fn read_body(
+        &self,
+        mut incoming: Incoming,
+        url: &ParsedUrl,
+    ) -> Result<Bytes, EgressError> {
+        let limit = self.options.max_body_bytes;
+        let mut buf = BytesMut::new();
+        while let Some(frame) = incoming.frame().await {
+            let frame = frame.map_err(|e| EgressError::Http {
+                host: url.host.to_string(),
+                message: e.to_string(),
+            })?;
+            if let Some(d) = frame.data_ref() {
+                if buf.len() + d.len() > limit {
+                    return Err(EgressError::BodyTooLarge { limit });
+                }
+                buf.extend_from_slice(d);
+            }
+        }
+        Ok(buf.freeze())
+    }
+
+    async fn send_once(
+        &self,
+        method: &Method,
+        url: &ParsedUrl,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<(http::Response<Incoming>, SocketAddr), EgressError> {
+        let connected = self
+            .connector
+            .connect(&url.host, url.port, url.kind())
+            .await?;
+        let remote = connected.chosen;
+        let host_s = url.host.to_string();
+        let http_err = |e: hyper::Error| EgressError::Http {
+            host: host_s.clone(),
+            message: e.to_string(),
+        };
+        let mut req = Request::new(Full::new(body));
+        *req.method_mut() = method.clone();
+        *req.version_mut() = Version::HTTP_11;
+        *req.uri_mut() = url
+            .path
+            .parse()
+            .map_err(|_| EgressError::InvalidRequest(format!("invalid path {:?}", url.path)))?;
+        let h = req.headers_mut();
+        for (k, v) in headers {
+            if !is_hop_by_hop(k) {
+                h.append(k.clone(), v.clone());
+            }
+        }
+        h.remove(TRANSFER_ENCODING);
+        h.remove(CONNECTION);
+        let host_value = HeaderValue::from_str(&url.host_header())
+            .map_err(|_| EgressError::InvalidRequest("invalid host".into()))?;
+        h.insert(HOST, host_value);
+        if !h.contains_key(USER_AGENT) {
+            if let Ok(v) = HeaderValue::from_str(&self.options.user_agent) {
+                h.insert(USER_AGENT, v);
+            }
+        }
+        let resp = if url.tls {
+            let name = match &url.host {
+                NormalHost::Name(n) => {
+                    ServerName::try_from(n.clone()).map_err(|e| EgressError::Tls {
+                        host: host_s.clone(),
+                        message: e.to_string(),
+                    })?
+                }
+                NormalHost::Ip(ip) => ServerName::IpAddress((*ip).into()),
+            };
+            let tls = self
+                .tls
+                .connect(name, connected.stream)
+                .await
+                .map_err(|e| EgressError::Tls {
+                    host: host_s.clone(),
+                    message: e.to_string(),
+                })?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+                .await
+                .map_err(http_err)?;
+            tokio::spawn(conn);
+            sender.send_request(req).await.map_err(http_err)?
+        } else {
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(connected.stream))
+                    .await
+                    .map_err(http_err)?;
+            tokio::spawn(conn);
+            sender.send_request(req).await.map_err(http_err)?
+        };
+        Ok((resp, remote))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_parsed_without_interpreting_hosts() {
+        let u = parse_url("https://Bücher.DE./a b?q=ü#frag").unwrap();
+        assert_eq!(u.host, NormalHost::Name("xn--bcher-kva.de".into()));
+        assert_eq!(u.port, 443);
+        assert_eq!(u.path, "/a%20b?q=%C3%BC");
+        assert!(parse_url("http://0x7f.1/")
+            .unwrap_err()
+            .refusal()
+            .unwrap()
+            .is_malformed());
+        assert!(parse_url("http://user:pw@example.com/")
+            .unwrap_err()
+            .refusal()
+            .is_some());
+        assert!(parse_url("http://example.com\\@evil.com/")
+            .unwrap_err()
+            .refusal()
+            .is_some());
+        assert!(parse_url("ftp://example.com/").is_err());
+        assert_eq!(parse_url("http://a.com?x").unwrap().path, "/?x");
+        assert_eq!(
+            parse_url("http://[::1]:8080").unwrap().host_header(),
+            "[::1]:8080"
+        );
+    }
+
+    #[test]
+    fn redirect_locations_resolve_without_changing_host_unexpectedly() {
+        let cur = parse_url("https://a.com/dir/page?x=1").unwrap();
+        assert_eq!(resolve_location(&cur, "next").unwrap().path, "/dir/next");
+        assert_eq!(resolve_location(&cur, "../up").unwrap().path, "/up");
+        assert_eq!(
+            resolve_location(&cur, "?y=2").unwrap().path,
+            "/dir/page?y=2"
+        );
+        let other = resolve_location(&cur, "//b.com/p").unwrap();
+        assert_eq!(other.host, NormalHost::Name("b.com".into()));
+        assert!(other.tls);
+        let back = resolve_location(&cur, "/\\evil.com/p").unwrap();
+        assert_eq!(back.host, NormalHost::Name("evil.com".into()));
+        assert!(resolve_location(&cur, "javascript:alert(1)").is_err());
+        assert!(resolve_location(&cur, "file:///etc/passwd").is_err());
+    }
 }

@@ -248,3 +248,140 @@ pub async fn connect_via(proxy: SocketAddr, authority: &str) -> (Resp, Option<Tc
 pub fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
+
+/// A request as seen by [`routed_upstream`].
+#[derive(Debug, Clone)]
+pub struct SeenRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl SeenRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A canned response: status, extra headers, body.
+pub type Reply = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// A loopback HTTP/1.1 server (one request per connection) answering with `handler`. Over TLS when
+/// `tls` is set (the fixture certificate for localhost/secure.test/127.0.0.1).
+pub async fn routed_upstream<F>(handler: F, tls: bool) -> SocketAddr
+where
+    F: Fn(&SeenRequest) -> Reply + Send + Sync + 'static,
+{
+    let handler = Arc::new(handler);
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let acceptor = tls.then(tls_acceptor);
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = l.accept().await else { return };
+            let handler = handler.clone();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                match acceptor {
+                    Some(a) => {
+                        if let Ok(Ok(t)) = tokio::time::timeout(STEP, a.accept(s)).await {
+                            serve_one(t, &*handler).await;
+                        }
+                    }
+                    None => serve_one(s, &*handler).await,
+                }
+            });
+        }
+    });
+    addr
+}
+
+async fn serve_one<S, F>(mut s: S, handler: &F)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    F: Fn(&SeenRequest) -> Reply,
+{
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match tokio::time::timeout(STEP, s.read(&mut byte)).await {
+            Ok(Ok(1)) => buf.push(byte[0]),
+            _ => return,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let mut lines = head.split("\r\n");
+    let rl: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
+    let mut seen = SeenRequest {
+        method: rl.first().unwrap_or(&"").to_string(),
+        path: rl.get(1).unwrap_or(&"").to_string(),
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    for l in lines {
+        if let Some((k, v)) = l.split_once(':') {
+            seen.headers
+                .push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let cl: usize = seen
+        .header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; cl];
+    if cl > 0
+        && tokio::time::timeout(STEP, s.read_exact(&mut body))
+            .await
+            .is_err()
+    {
+        return;
+    }
+    seen.body = body;
+    let (status, headers, body) = handler(&seen);
+    let mut resp = format!(
+        "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        resp.push_str(&format!("{k}: {v}\r\n"));
+    }
+    resp.push_str("\r\n");
+    let _ = s.write_all(resp.as_bytes()).await;
+    let _ = s.write_all(&body).await;
+    let _ = s.shutdown().await;
+}
+
+fn tls_acceptor() -> tokio_rustls::TlsAcceptor {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    let certs = vec![CertificateDer::from_pem_file(format!("{dir}/leaf.pem")).unwrap()];
+    let key = PrivateKeyDer::from_pem_file(format!("{dir}/leaf.key")).unwrap();
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
+}
+
+/// A root store holding only the fixture CA.
+pub fn test_roots() -> Arc<rustls::RootCertStore> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let ca = CertificateDer::from_pem_file(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/ca.pem"
+    ))
+    .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca).unwrap();
+    Arc::new(roots)
+}
