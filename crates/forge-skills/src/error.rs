@@ -63,6 +63,18 @@ impl SourceDiagnostic {
         }
     }
 
+    /// A diagnostic for a serde_norway error in the YAML file `path` with content `text`
+    /// (for other crates' YAML files, e.g. the audit policy). `what` names the format.
+    pub fn from_yaml_error(path: &Path, text: &str, err: &serde_norway::Error, what: &str) -> Self {
+        let src = Arc::new(
+            NamedSource::new(path.display().to_string(), text.to_string()).with_language("yaml"),
+        );
+        match crate::yaml::Doc::new(path, src, 0, text) {
+            Ok(doc) => doc.serde_error(err, what),
+            Err(d) => *d,
+        }
+    }
+
     pub(crate) fn warning(mut self) -> Self {
         self.severity = Severity::Warning;
         self
