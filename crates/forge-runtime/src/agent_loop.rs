@@ -30,16 +30,23 @@ use tokio_util::sync::CancellationToken;
 use forge_tools::{Registry, ToolContext, ToolError, ToolOutput};
 
 use crate::audit::{events, AuditLog};
-use crate::providers::{ChatRequest, Message, Provider, ProviderError, ToolCall, ToolResult, ToolSpec};
+use crate::providers::{
+    ChatRequest, Message, Provider, ProviderError, ToolCall, ToolResult, ToolSpec,
+};
 
 /// The tools the loop can run. Implemented for [`forge_tools::Registry`] (plain execution) and by
 /// the runner's assembled tool set (guardrails, fencing, egress).
 #[async_trait]
-pub trait ToolRunner: Send + Sync {
+pub trait LoopTools: Send + Sync {
     /// The tools, as described to the model.
     fn specs(&self) -> Vec<ToolSpec>;
     /// Run tool `name` with `input`.
-    async fn run(&self, ctx: &ToolContext, name: &str, input: Value) -> Result<ToolOutput, ToolError>;
+    async fn run(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        input: Value,
+    ) -> Result<ToolOutput, ToolError>;
     /// Check the user's message against prompt guardrails; `Err` is the refusal message.
     fn check_prompt(&self, _prompt: &str) -> Result<(), String> {
         Ok(())
@@ -51,18 +58,29 @@ pub trait ToolRunner: Send + Sync {
 }
 
 #[async_trait]
-impl ToolRunner for Registry {
+impl LoopTools for Registry {
     fn specs(&self) -> Vec<ToolSpec> {
         self.list()
             .iter()
-            .map(|t| ToolSpec { name: t.name().to_string(), description: t.description().to_string(), input_schema: t.input_schema() })
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                input_schema: t.input_schema(),
+            })
             .collect()
     }
 
-    async fn run(&self, ctx: &ToolContext, name: &str, input: Value) -> Result<ToolOutput, ToolError> {
+    async fn run(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        input: Value,
+    ) -> Result<ToolOutput, ToolError> {
         match self.get(name) {
             Some(t) => t.execute(ctx, input).await,
-            None => Err(ToolError::InvalidInput(format!("there is no tool named '{name}'"))),
+            None => Err(ToolError::InvalidInput(format!(
+                "there is no tool named '{name}'"
+            ))),
         }
     }
 }
@@ -87,7 +105,11 @@ pub struct LoopConfig {
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        Self { max_iterations: 50, max_tool_output_chars: 24_000, tool_timeout: None }
+        Self {
+            max_iterations: 50,
+            max_tool_output_chars: 24_000,
+            tool_timeout: None,
+        }
     }
 }
 
@@ -160,7 +182,7 @@ pub struct AgentLoop {
     /// The model.
     pub provider: Arc<dyn Provider>,
     /// The tools.
-    pub tools: Arc<dyn ToolRunner>,
+    pub tools: Arc<dyn LoopTools>,
     /// The system prompt (see [`system_prompt`]).
     pub system_prompt: String,
     /// The audit log.
@@ -200,7 +222,10 @@ pub fn truncate_output(text: &str, max: usize) -> String {
 /// browser_screenshot).
 fn artifact_paths(out: &ToolOutput) -> Vec<PathBuf> {
     let mut v = Vec::new();
-    let data = out.data.clone().or_else(|| serde_json::from_str::<Value>(&out.text).ok());
+    let data = out
+        .data
+        .clone()
+        .or_else(|| serde_json::from_str::<Value>(&out.text).ok());
     if let Some(d) = data {
         if let Some(p) = d.get("path").and_then(Value::as_str) {
             if d.get("size_bytes").is_some() || d.get("mime_type").is_some() {
@@ -250,19 +275,37 @@ impl AgentLoop {
             json!({"provider": self.provider.name(), "model": self.provider.model(), "tools": specs.len(), "prompt_chars": prompt.chars().count()}),
         );
         let browser_used = std::sync::atomic::AtomicBool::new(false);
-        let result = self.drive(task_id, prompt, history, &specs, &cancel, events.as_ref(), &browser_used).await;
+        let result = self
+            .drive(
+                task_id,
+                prompt,
+                history,
+                &specs,
+                &cancel,
+                events.as_ref(),
+                &browser_used,
+            )
+            .await;
         if browser_used.load(std::sync::atomic::Ordering::SeqCst) {
             if let Some(s) = &self.sessions {
                 s.close_session(task_id).await;
             }
-            self.audit.emit(Some(task_id), events::BROWSER_SESSION_CLOSE, json!({"session": task_id}));
+            self.audit.emit(
+                Some(task_id),
+                events::BROWSER_SESSION_CLOSE,
+                json!({"session": task_id}),
+            );
         }
         let (status, extra) = match &result {
-            Ok(o) => ("completed", json!({"iterations": o.iterations, "artifacts": o.artifacts.len()})),
+            Ok(o) => (
+                "completed",
+                json!({"iterations": o.iterations, "artifacts": o.artifacts.len()}),
+            ),
             Err(LoopError::Cancelled) => ("canceled", json!({})),
             Err(e) => ("failed", json!({"error": e.to_string()})),
         };
-        let mut fields = json!({"status": status, "duration_ms": started.elapsed().as_millis() as u64});
+        let mut fields =
+            json!({"status": status, "duration_ms": started.elapsed().as_millis() as u64});
         if let (Value::Object(f), Value::Object(x)) = (&mut fields, extra) {
             f.extend(x);
         }
@@ -287,7 +330,11 @@ impl AgentLoop {
             }
         };
         if let Err(why) = self.tools.check_prompt(prompt) {
-            self.audit.emit(Some(task_id), events::GUARDRAIL_CHECK, json!({"stage": "prompt", "action": "block", "reason": why}));
+            self.audit.emit(
+                Some(task_id),
+                events::GUARDRAIL_CHECK,
+                json!({"stage": "prompt", "action": "block", "reason": why}),
+            );
             return Err(LoopError::Guardrail(why));
         }
         let mut messages = history;
@@ -298,7 +345,11 @@ impl AgentLoop {
                 return Err(LoopError::Cancelled);
             }
             send(LoopEvent::ModelCall { iteration });
-            let req = ChatRequest { system: self.system_prompt.clone(), messages: messages.clone(), tools: specs.to_vec() };
+            let req = ChatRequest {
+                system: self.system_prompt.clone(),
+                messages: messages.clone(),
+                tools: specs.to_vec(),
+            };
             let t0 = Instant::now();
             let resp = self.provider.chat(&req, cancel).await;
             let mut fields = json!({
@@ -331,20 +382,41 @@ impl AgentLoop {
                 let answer = match self.tools.check_response(&resp.text) {
                     Ok(a) => a,
                     Err(why) => {
-                        self.audit.emit(Some(task_id), events::GUARDRAIL_CHECK, json!({"stage": "response", "action": "block", "reason": why}));
+                        self.audit.emit(
+                            Some(task_id),
+                            events::GUARDRAIL_CHECK,
+                            json!({"stage": "response", "action": "block", "reason": why}),
+                        );
                         return Err(LoopError::Guardrail(why));
                     }
                 };
-                messages.push(Message::Assistant { text: answer.clone(), tool_calls: vec![] });
-                return Ok(TaskOutcome { answer, iterations: iteration, artifacts, messages });
+                messages.push(Message::Assistant {
+                    text: answer.clone(),
+                    tool_calls: vec![],
+                });
+                return Ok(TaskOutcome {
+                    answer,
+                    iterations: iteration,
+                    artifacts,
+                    messages,
+                });
             }
             if !resp.text.trim().is_empty() {
                 send(LoopEvent::Thought(resp.text.clone()));
             }
             let calls = resp.tool_calls.clone();
-            messages.push(Message::Assistant { text: resp.text, tool_calls: resp.tool_calls });
-            if calls.iter().any(|c| is_browser_tool(&c.name)) && !browser_used.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                self.audit.emit(Some(task_id), events::BROWSER_SESSION_OPEN, json!({"session": task_id}));
+            messages.push(Message::Assistant {
+                text: resp.text,
+                tool_calls: resp.tool_calls,
+            });
+            if calls.iter().any(|c| is_browser_tool(&c.name))
+                && !browser_used.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                self.audit.emit(
+                    Some(task_id),
+                    events::BROWSER_SESSION_OPEN,
+                    json!({"session": task_id}),
+                );
             }
             let results = tokio::select! {
                 _ = cancel.cancelled() => return Err(LoopError::Cancelled),
@@ -367,10 +439,18 @@ impl AgentLoop {
                 .zip(results)
                 .map(|(c, (out, _))| {
                     let (content, is_error) = match out {
-                        Ok(o) => (truncate_output(&o.text, self.config.max_tool_output_chars), false),
+                        Ok(o) => (
+                            truncate_output(&o.text, self.config.max_tool_output_chars),
+                            false,
+                        ),
                         Err(e) => (format!("error: {e}"), true),
                     };
-                    ToolResult { call_id: c.id.clone(), name: c.name.clone(), content, is_error }
+                    ToolResult {
+                        call_id: c.id.clone(),
+                        name: c.name.clone(),
+                        content,
+                        is_error,
+                    }
                 })
                 .collect();
             messages.push(Message::ToolResults(tool_results));
@@ -391,7 +471,9 @@ impl AgentLoop {
         ctx.egress = self.egress.clone();
         ctx.timeout = self.config.tool_timeout;
         let ctx = &ctx;
-        let browser_idx: Vec<usize> = (0..calls.len()).filter(|&i| is_browser_tool(&calls[i].name)).collect();
+        let browser_idx: Vec<usize> = (0..calls.len())
+            .filter(|&i| is_browser_tool(&calls[i].name))
+            .collect();
         let browser_chain = async {
             let mut out = Vec::new();
             for &i in &browser_idx {
@@ -405,7 +487,8 @@ impl AgentLoop {
                 .map(|i| async move { (i, self.run_one(task_id, ctx, &calls[i], send).await) }),
         );
         let (a, b) = futures::join!(browser_chain, others);
-        let mut all: Vec<(usize, (Result<ToolOutput, ToolError>, u64))> = a.into_iter().chain(b).collect();
+        let mut all: Vec<(usize, (Result<ToolOutput, ToolError>, u64))> =
+            a.into_iter().chain(b).collect();
         all.sort_by_key(|(i, _)| *i);
         all.into_iter().map(|(_, r)| r).collect()
     }
@@ -417,7 +500,11 @@ impl AgentLoop {
         call: &ToolCall,
         send: &(dyn Fn(LoopEvent) + Sync),
     ) -> (Result<ToolOutput, ToolError>, u64) {
-        send(LoopEvent::ToolStart { call_id: call.id.clone(), name: call.name.clone(), arguments: call.arguments.clone() });
+        send(LoopEvent::ToolStart {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
         let t0 = Instant::now();
         let input = call.arguments.clone();
         let input_bytes = input.to_string().len();
@@ -431,10 +518,12 @@ impl AgentLoop {
             let fut = self.tools.run(ctx, &call.name, input);
             match ctx.timeout {
                 // The tool enforces its own limit; this backstop (with grace) catches one that does not.
-                Some(limit) => match tokio::time::timeout(limit + Duration::from_secs(5), fut).await {
-                    Ok(r) => r,
-                    Err(_) => Err(ToolError::Timeout(limit)),
-                },
+                Some(limit) => {
+                    match tokio::time::timeout(limit + Duration::from_secs(5), fut).await {
+                        Ok(r) => r,
+                        Err(_) => Err(ToolError::Timeout(limit)),
+                    }
+                }
                 None => fut.await,
             }
         };
@@ -469,7 +558,13 @@ impl AgentLoop {
             Ok(o) => (true, short(&o.text, 160)),
             Err(e) => (false, short(&e.to_string(), 300)),
         };
-        send(LoopEvent::ToolEnd { call_id: call.id.clone(), name: call.name.clone(), ok, summary, duration_ms: ms });
+        send(LoopEvent::ToolEnd {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            ok,
+            summary,
+            duration_ms: ms,
+        });
         (result, ms)
     }
 }
@@ -486,10 +581,17 @@ pub struct PromptSkill {
 }
 
 /// The system prompt: who the agent is, the skill catalog, then every skill's instructions.
-pub fn system_prompt(agent_id: &str, description: Option<&str>, skills: &[PromptSkill], tools: &[ToolSpec]) -> String {
+pub fn system_prompt(
+    agent_id: &str,
+    description: Option<&str>,
+    skills: &[PromptSkill],
+    tools: &[ToolSpec],
+) -> String {
     let mut s = String::new();
     match description {
-        Some(d) if !d.trim().is_empty() => s.push_str(&format!("You are {agent_id}: {}\n", d.trim())),
+        Some(d) if !d.trim().is_empty() => {
+            s.push_str(&format!("You are {agent_id}: {}\n", d.trim()))
+        }
         _ => s.push_str(&format!("You are {agent_id}, an AI agent run by forge.\n")),
     }
     s.push_str(
@@ -501,7 +603,11 @@ pub fn system_prompt(agent_id: &str, description: Option<&str>, skills: &[Prompt
     if !tools.is_empty() {
         s.push_str(&format!(
             "\nTools available: {}.\n",
-            tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+            tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     if !skills.is_empty() {
@@ -536,7 +642,9 @@ mod tests {
 
     #[test]
     fn artifacts_come_from_file_results() {
-        let o = ToolOutput::json(json!({"filename": "a.png", "mime_type": "image/png", "path": "/x/a.png", "size_bytes": 3}));
+        let o = ToolOutput::json(
+            json!({"filename": "a.png", "mime_type": "image/png", "path": "/x/a.png", "size_bytes": 3}),
+        );
         assert_eq!(artifact_paths(&o), vec![PathBuf::from("/x/a.png")]);
         assert!(artifact_paths(&ToolOutput::text("{\"path\": \"/etc/passwd\"}")).is_empty());
     }
@@ -546,7 +654,11 @@ mod tests {
         let p = system_prompt(
             "demo",
             None,
-            &[PromptSkill { name: "browse".into(), description: "Browse the site".into(), body: "Step one.".into() }],
+            &[PromptSkill {
+                name: "browse".into(),
+                description: "Browse the site".into(),
+                body: "Step one.".into(),
+            }],
             &[],
         );
         assert!(p.contains("You are demo"));

@@ -203,7 +203,11 @@ pub trait Provider: Send + Sync {
     /// The endpoint host, for audit events (`None` for the scripted provider).
     fn host(&self) -> Option<String>;
     /// One model turn. Must return [`ProviderError::Cancelled`] promptly when `cancel` fires.
-    async fn chat(&self, req: &ChatRequest, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError>;
+    async fn chat(
+        &self,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError>;
 }
 
 /// An HTTP reply as the providers need it.
@@ -232,7 +236,12 @@ pub enum TransportError {
 #[async_trait]
 pub trait ModelHttp: Send + Sync {
     /// POST `body` (JSON) to `url` with `headers`; return status, Retry-After and body.
-    async fn post_json(&self, url: &url::Url, headers: &[(String, String)], body: Vec<u8>) -> Result<HttpReply, TransportError>;
+    async fn post_json(
+        &self,
+        url: &url::Url,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+    ) -> Result<HttpReply, TransportError>;
 }
 
 /// Retry and time-limit settings for model requests.
@@ -263,7 +272,8 @@ impl RetryPolicy {
     /// The defaults, with `FORGE_MODEL_TIMEOUT_SECS` and `FORGE_MODEL_MAX_RETRIES` applied.
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Self {
         let mut p = Self::default();
-        if let Some(s) = env("FORGE_MODEL_TIMEOUT_SECS").and_then(|v| v.trim().parse::<u64>().ok()) {
+        if let Some(s) = env("FORGE_MODEL_TIMEOUT_SECS").and_then(|v| v.trim().parse::<u64>().ok())
+        {
             if s > 0 {
                 p.request_timeout = Duration::from_secs(s);
             }
@@ -303,23 +313,39 @@ pub(crate) async fn send_with_retry(
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let fut = tokio::time::timeout(retry.request_timeout, http.post_json(url, headers, body.clone()));
+        let fut = tokio::time::timeout(
+            retry.request_timeout,
+            http.post_json(url, headers, body.clone()),
+        );
         let outcome = tokio::select! {
             _ = cancel.cancelled() => return Err(ProviderError::Cancelled),
             r = fut => r,
         };
         let (failure, retry_after) = match outcome {
-            Err(_) => (format!("no answer within {:?} (request timeout)", retry.request_timeout), None),
+            Err(_) => (
+                format!(
+                    "no answer within {:?} (request timeout)",
+                    retry.request_timeout
+                ),
+                None,
+            ),
             Ok(Err(TransportError::Blocked(m))) => return Err(ProviderError::Blocked(m)),
             Ok(Err(TransportError::Io(m))) => (m, None),
             Ok(Ok(reply)) if retryable_status(reply.status) => {
                 let detail = error_detail(&reply.body);
-                (format!("HTTP {}: {detail}", reply.status), reply.retry_after)
+                (
+                    format!("HTTP {}: {detail}", reply.status),
+                    reply.retry_after,
+                )
             }
             Ok(Ok(reply)) => return Ok((reply, attempt)),
         };
         if attempt > retry.max_retries {
-            return Err(ProviderError::RetriesExhausted { provider: provider.to_string(), attempts: attempt, last: failure });
+            return Err(ProviderError::RetriesExhausted {
+                provider: provider.to_string(),
+                attempts: attempt,
+                last: failure,
+            });
         }
         let wait = retry.delay(attempt - 1, retry_after);
         tracing::warn!("{provider}: attempt {attempt} failed ({failure}); retrying in {wait:?}");
@@ -489,16 +515,15 @@ pub fn resolve_model(
             KNOWN_PROVIDERS.join(", ")
         )));
     }
-    let name = match name.or_else(|| default_model(&provider).map(str::to_string)) {
-        Some(n) => n,
-        None => {
-            return Err(ProviderError::Config(
+    let name =
+        match name.or_else(|| default_model(&provider).map(str::to_string)) {
+            Some(n) => n,
+            None => return Err(ProviderError::Config(
                 "the scripted provider needs a script: set model.name in forge.yaml (or --model) \
                  to the path of the script file"
                     .into(),
-            ))
-        }
-    };
+            )),
+        };
     let base_url = if provider == "scripted" {
         None
     } else {
@@ -522,7 +547,12 @@ pub fn resolve_model(
         }
         raw
     };
-    Ok(ResolvedModel { provider, name, base_url, provider_origin })
+    Ok(ResolvedModel {
+        provider,
+        name,
+        base_url,
+        provider_origin,
+    })
 }
 
 impl ResolvedModel {
@@ -570,9 +600,31 @@ pub fn build_provider(
         Ok(key)
     };
     Ok(match model.provider.as_str() {
-        "openai" => Arc::new(openai::OpenAi::new("openai", &model.name, base()?, key("openai")?, "OPENAI_API_KEY", http, retry)),
-        "ollama" => Arc::new(openai::OpenAi::new("ollama", &model.name, base()?, None, "OLLAMA_BASE_URL", http, retry)),
-        "anthropic" => Arc::new(anthropic::Anthropic::new(&model.name, base()?, key("anthropic")?, http, retry)),
+        "openai" => Arc::new(openai::OpenAi::new(
+            "openai",
+            &model.name,
+            base()?,
+            key("openai")?,
+            "OPENAI_API_KEY",
+            http,
+            retry,
+        )),
+        "ollama" => Arc::new(openai::OpenAi::new(
+            "ollama",
+            &model.name,
+            base()?,
+            None,
+            "OLLAMA_BASE_URL",
+            http,
+            retry,
+        )),
+        "anthropic" => Arc::new(anthropic::Anthropic::new(
+            &model.name,
+            base()?,
+            key("anthropic")?,
+            http,
+            retry,
+        )),
         "scripted" => {
             let path = agent_dir.join(&model.name);
             Arc::new(scripted::Scripted::load(&path)?)
@@ -592,12 +644,19 @@ mod tests {
     use std::collections::HashMap;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k: &str| m.get(k).cloned()
     }
 
     fn yaml(p: &str, n: &str) -> ModelSettings {
-        ModelSettings { provider: Some(p.into()), name: Some(n.into()), base_url: None }
+        ModelSettings {
+            provider: Some(p.into()),
+            name: Some(n.into()),
+            base_url: None,
+        }
     }
 
     #[test]
@@ -605,22 +664,57 @@ mod tests {
         let e = env_of(&[("FORGE_MODEL_PROVIDER", "anthropic")]);
         let r = resolve_model(&yaml("openai", "gpt-4o"), None, None, &e).unwrap();
         assert_eq!(r.provider, "anthropic");
-        assert_eq!(r.name, "claude-sonnet-4-20250514", "yaml's openai model name is not carried over");
+        assert_eq!(
+            r.name, "claude-sonnet-4-20250514",
+            "yaml's openai model name is not carried over"
+        );
         assert_eq!(r.provider_origin, Origin::Env);
-        let r = resolve_model(&yaml("openai", "gpt-4o"), Some("scripted"), Some("s.yaml"), &e).unwrap();
-        assert_eq!((r.provider.as_str(), r.name.as_str(), r.base_url), ("scripted", "s.yaml", None));
-        let r = resolve_model(&yaml("openai", "gpt-4o"), None, None, &env_of(&[("MODEL_NAME", "gpt-5")])).unwrap();
+        let r = resolve_model(
+            &yaml("openai", "gpt-4o"),
+            Some("scripted"),
+            Some("s.yaml"),
+            &e,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.provider.as_str(), r.name.as_str(), r.base_url),
+            ("scripted", "s.yaml", None)
+        );
+        let r = resolve_model(
+            &yaml("openai", "gpt-4o"),
+            None,
+            None,
+            &env_of(&[("MODEL_NAME", "gpt-5")]),
+        )
+        .unwrap();
         assert_eq!(r.name, "gpt-5");
     }
 
     #[test]
     fn api_keys_pick_the_provider_when_nothing_else_does() {
-        let r = resolve_model(&ModelSettings::default(), None, None, &env_of(&[("ANTHROPIC_API_KEY", "k")])).unwrap();
-        assert_eq!((r.provider.as_str(), r.provider_origin), ("anthropic", Origin::ApiKey));
+        let r = resolve_model(
+            &ModelSettings::default(),
+            None,
+            None,
+            &env_of(&[("ANTHROPIC_API_KEY", "k")]),
+        )
+        .unwrap();
+        assert_eq!(
+            (r.provider.as_str(), r.provider_origin),
+            ("anthropic", Origin::ApiKey)
+        );
         let both = env_of(&[("ANTHROPIC_API_KEY", "k"), ("OPENAI_API_KEY", "k")]);
-        assert_eq!(resolve_model(&ModelSettings::default(), None, None, &both).unwrap().provider, "openai");
+        assert_eq!(
+            resolve_model(&ModelSettings::default(), None, None, &both)
+                .unwrap()
+                .provider,
+            "openai"
+        );
         let err = resolve_model(&ModelSettings::default(), None, None, &env_of(&[])).unwrap_err();
-        assert!(err.to_string().contains("no model provider configured"), "{err}");
+        assert!(
+            err.to_string().contains("no model provider configured"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -640,7 +734,10 @@ mod tests {
     #[test]
     fn unknown_provider_and_bad_url_are_config_errors() {
         let err = resolve_model(&yaml("gemini", "x"), None, None, &env_of(&[])).unwrap_err();
-        assert!(err.to_string().contains("unknown model provider 'gemini'"), "{err}");
+        assert!(
+            err.to_string().contains("unknown model provider 'gemini'"),
+            "{err}"
+        );
         let mut y = yaml("openai", "m");
         y.base_url = Some("ftp://x".into());
         assert!(resolve_model(&y, None, None, &env_of(&[])).is_err());
@@ -648,12 +745,19 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_respects_retry_after_and_cap() {
-        let p = RetryPolicy { base_delay: Duration::from_millis(100), max_delay: Duration::from_secs(1), ..Default::default() };
+        let p = RetryPolicy {
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(1),
+            ..Default::default()
+        };
         let d0 = p.delay(0, None);
         let d2 = p.delay(2, None);
         assert!(d0 >= Duration::from_millis(100) && d0 <= Duration::from_millis(125));
         assert!(d2 >= Duration::from_millis(400) && d2 <= Duration::from_millis(500));
         assert_eq!(p.delay(10, None), Duration::from_secs(1));
-        assert_eq!(p.delay(0, Some(Duration::from_secs(60))), Duration::from_secs(1));
+        assert_eq!(
+            p.delay(0, Some(Duration::from_secs(60))),
+            Duration::from_secs(1)
+        );
     }
 }

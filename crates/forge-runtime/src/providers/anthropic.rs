@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    error_detail, host_of, send_with_retry, ChatRequest, ChatResponse, Message, ModelHttp, Provider, ProviderError,
-    RetryPolicy, ToolCall, Usage,
+    error_detail, host_of, send_with_retry, ChatRequest, ChatResponse, Message, ModelHttp,
+    Provider, ProviderError, RetryPolicy, ToolCall, Usage,
 };
 
 /// The API version header forge speaks.
@@ -28,15 +28,33 @@ pub struct Anthropic {
 
 impl Anthropic {
     /// A provider for `model` at `base_url` (without `/v1`).
-    pub fn new(model: &str, base_url: url::Url, key: Option<String>, http: Arc<dyn ModelHttp>, retry: RetryPolicy) -> Self {
+    pub fn new(
+        model: &str,
+        base_url: url::Url,
+        key: Option<String>,
+        http: Arc<dyn ModelHttp>,
+        retry: RetryPolicy,
+    ) -> Self {
         let mut base = base_url.to_string();
         if !base.ends_with('/') {
             base.push('/');
         }
         // Accept a base URL given with or without the trailing /v1.
-        let path = if base.ends_with("/v1/") { "messages" } else { "v1/messages" };
-        let url = url::Url::parse(&base).and_then(|b| b.join(path)).unwrap_or(base_url);
-        Self { model: model.to_string(), url, key, http, retry }
+        let path = if base.ends_with("/v1/") {
+            "messages"
+        } else {
+            "v1/messages"
+        };
+        let url = url::Url::parse(&base)
+            .and_then(|b| b.join(path))
+            .unwrap_or(base_url);
+        Self {
+            model: model.to_string(),
+            url,
+            key,
+            http,
+            retry,
+        }
     }
 
     /// The request body for `req`.
@@ -44,15 +62,23 @@ impl Anthropic {
         let mut messages: Vec<Value> = Vec::new();
         for m in &req.messages {
             match m {
-                Message::User(t) => messages.push(json!({"role": "user", "content": [{"type": "text", "text": t}]})),
+                Message::User(t) => {
+                    messages.push(json!({"role": "user", "content": [{"type": "text", "text": t}]}))
+                }
                 Message::Assistant { text, tool_calls } => {
                     let mut content = Vec::new();
                     if !text.is_empty() {
                         content.push(json!({"type": "text", "text": text}));
                     }
                     for c in tool_calls {
-                        let input = if c.arguments.is_object() { c.arguments.clone() } else { json!({"_raw": c.arguments}) };
-                        content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                        let input = if c.arguments.is_object() {
+                            c.arguments.clone()
+                        } else {
+                            json!({"_raw": c.arguments})
+                        };
+                        content.push(
+                            json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
+                        );
                     }
                     messages.push(json!({"role": "assistant", "content": content}));
                 }
@@ -77,9 +103,15 @@ impl Anthropic {
     }
 
     fn parse(&self, body: &[u8]) -> Result<ChatResponse, ProviderError> {
-        let bad = |detail: String| ProviderError::BadResponse { provider: "anthropic".into(), detail };
+        let bad = |detail: String| ProviderError::BadResponse {
+            provider: "anthropic".into(),
+            detail,
+        };
         let v: Value = serde_json::from_slice(body).map_err(|e| bad(format!("not JSON: {e}")))?;
-        let content = v.get("content").and_then(Value::as_array).ok_or_else(|| bad("no content array".into()))?;
+        let content = v
+            .get("content")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("no content array".into()))?;
         let mut text = String::new();
         let mut tool_calls = Vec::new();
         for block in content {
@@ -91,10 +123,20 @@ impl Anthropic {
                     text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""));
                 }
                 Some("tool_use") => {
-                    let id = block.get("id").and_then(Value::as_str).ok_or_else(|| bad("tool_use without id".into()))?;
-                    let name = block.get("name").and_then(Value::as_str).ok_or_else(|| bad("tool_use without name".into()))?;
+                    let id = block
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| bad("tool_use without id".into()))?;
+                    let name = block
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| bad("tool_use without name".into()))?;
                     let arguments = block.get("input").cloned().unwrap_or_else(|| json!({}));
-                    tool_calls.push(ToolCall { id: id.to_string(), name: name.to_string(), arguments });
+                    tool_calls.push(ToolCall {
+                        id: id.to_string(),
+                        name: name.to_string(),
+                        arguments,
+                    });
                 }
                 _ => {}
             }
@@ -107,7 +149,10 @@ impl Anthropic {
             text,
             tool_calls,
             usage: usage.unwrap_or_default(),
-            stop_reason: v.get("stop_reason").and_then(Value::as_str).map(str::to_string),
+            stop_reason: v
+                .get("stop_reason")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             attempts: 0,
         })
     }
@@ -125,16 +170,33 @@ impl Provider for Anthropic {
         Some(host_of(&self.url))
     }
 
-    async fn chat(&self, req: &ChatRequest, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
+    async fn chat(
+        &self,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError> {
         let mut headers = vec![
             ("content-type".to_string(), "application/json".to_string()),
-            ("anthropic-version".to_string(), ANTHROPIC_VERSION.to_string()),
+            (
+                "anthropic-version".to_string(),
+                ANTHROPIC_VERSION.to_string(),
+            ),
         ];
         if let Some(k) = &self.key {
             headers.push(("x-api-key".into(), k.clone()));
         }
-        let body = serde_json::to_vec(&self.body(req)).map_err(|e| ProviderError::Config(e.to_string()))?;
-        let (reply, attempts) = send_with_retry(&*self.http, "anthropic", &self.retry, &self.url, &headers, body, cancel).await?;
+        let body = serde_json::to_vec(&self.body(req))
+            .map_err(|e| ProviderError::Config(e.to_string()))?;
+        let (reply, attempts) = send_with_retry(
+            &*self.http,
+            "anthropic",
+            &self.retry,
+            &self.url,
+            &headers,
+            body,
+            cancel,
+        )
+        .await?;
         let host = host_of(&self.url);
         let detail = || error_detail(&reply.body);
         match reply.status {
@@ -157,7 +219,12 @@ impl Provider for Anthropic {
                 host,
                 detail: detail(),
             }),
-            s => Err(ProviderError::Http { provider: "anthropic".into(), status: s, host, detail: detail() }),
+            s => Err(ProviderError::Http {
+                provider: "anthropic".into(),
+                status: s,
+                host,
+                detail: detail(),
+            }),
         }
     }
 }

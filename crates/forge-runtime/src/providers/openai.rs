@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    error_detail, host_of, send_with_retry, ChatRequest, ChatResponse, Message, ModelHttp, Provider, ProviderError,
-    RetryPolicy, ToolCall, Usage,
+    error_detail, host_of, send_with_retry, ChatRequest, ChatResponse, Message, ModelHttp,
+    Provider, ProviderError, RetryPolicy, ToolCall, Usage,
 };
 
 /// An OpenAI-compatible chat model.
@@ -41,8 +41,18 @@ impl OpenAi {
             base.push('/');
         }
         // Joining a relative path onto a URL ending in '/' cannot fail.
-        let url = url::Url::parse(&base).and_then(|b| b.join("chat/completions")).unwrap_or(base_url);
-        Self { name: name.to_string(), model: model.to_string(), url, key, key_var, http, retry }
+        let url = url::Url::parse(&base)
+            .and_then(|b| b.join("chat/completions"))
+            .unwrap_or(base_url);
+        Self {
+            name: name.to_string(),
+            model: model.to_string(),
+            url,
+            key,
+            key_var,
+            http,
+            retry,
+        }
     }
 
     /// The request body for `req` (public for tests and debugging).
@@ -86,36 +96,72 @@ impl OpenAi {
     }
 
     fn parse(&self, body: &[u8]) -> Result<ChatResponse, ProviderError> {
-        let bad = |detail: String| ProviderError::BadResponse { provider: self.name.clone(), detail };
+        let bad = |detail: String| ProviderError::BadResponse {
+            provider: self.name.clone(),
+            detail,
+        };
         let v: Value = serde_json::from_slice(body).map_err(|e| bad(format!("not JSON: {e}")))?;
         let choice = v
             .get("choices")
             .and_then(|c| c.get(0))
             .ok_or_else(|| bad("no choices[0] in the response".into()))?;
-        let msg = choice.get("message").ok_or_else(|| bad("no choices[0].message".into()))?;
-        let text = msg.get("content").and_then(Value::as_str).unwrap_or("").to_string();
+        let msg = choice
+            .get("message")
+            .ok_or_else(|| bad("no choices[0].message".into()))?;
+        let text = msg
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let mut tool_calls = Vec::new();
-        for (i, c) in msg.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
-            let f = c.get("function").ok_or_else(|| bad("tool call without function".into()))?;
-            let name = f.get("name").and_then(Value::as_str).ok_or_else(|| bad("tool call without name".into()))?;
+        for (i, c) in msg
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let f = c
+                .get("function")
+                .ok_or_else(|| bad("tool call without function".into()))?;
+            let name = f
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("tool call without name".into()))?;
             let arguments = match f.get("arguments") {
                 Some(Value::String(s)) if s.trim().is_empty() => json!({}),
-                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+                Some(Value::String(s)) => {
+                    serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone()))
+                }
                 Some(v @ Value::Object(_)) => v.clone(),
                 _ => json!({}),
             };
-            let id = c.get("id").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| format!("call_{i}"));
-            tool_calls.push(ToolCall { id, name: name.to_string(), arguments });
+            let id = c
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("call_{i}"));
+            tool_calls.push(ToolCall {
+                id,
+                name: name.to_string(),
+                arguments,
+            });
         }
         let usage = v.get("usage").map(|u| Usage {
             input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-            output_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+            output_tokens: u
+                .get("completion_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
         });
         Ok(ChatResponse {
             text,
             tool_calls,
             usage: usage.unwrap_or_default(),
-            stop_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_string),
+            stop_reason: choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             attempts: 0,
         })
     }
@@ -133,13 +179,27 @@ impl Provider for OpenAi {
         Some(host_of(&self.url))
     }
 
-    async fn chat(&self, req: &ChatRequest, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
+    async fn chat(
+        &self,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError> {
         let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
         if let Some(k) = &self.key {
             headers.push(("authorization".into(), format!("Bearer {k}")));
         }
-        let body = serde_json::to_vec(&self.body(req)).map_err(|e| ProviderError::Config(e.to_string()))?;
-        let (reply, attempts) = send_with_retry(&*self.http, &self.name, &self.retry, &self.url, &headers, body, cancel).await?;
+        let body = serde_json::to_vec(&self.body(req))
+            .map_err(|e| ProviderError::Config(e.to_string()))?;
+        let (reply, attempts) = send_with_retry(
+            &*self.http,
+            &self.name,
+            &self.retry,
+            &self.url,
+            &headers,
+            body,
+            cancel,
+        )
+        .await?;
         let host = host_of(&self.url);
         match reply.status {
             200..=299 => {
@@ -168,7 +228,12 @@ impl Provider for OpenAi {
                 host,
                 detail: error_detail(&reply.body),
             }),
-            s => Err(ProviderError::Http { provider: self.name.clone(), status: s, host, detail: error_detail(&reply.body) }),
+            s => Err(ProviderError::Http {
+                provider: self.name.clone(),
+                status: s,
+                host,
+                detail: error_detail(&reply.body),
+            }),
         }
     }
 }
@@ -178,5 +243,8 @@ impl Provider for OpenAi {
 fn is_model_error(body: &[u8]) -> bool {
     let t = String::from_utf8_lossy(body).to_ascii_lowercase();
     t.contains("model_not_found")
-        || (t.contains("model") && (t.contains("not found") || t.contains("does not exist") || t.contains("unknown model")))
+        || (t.contains("model")
+            && (t.contains("not found")
+                || t.contains("does not exist")
+                || t.contains("unknown model")))
 }

@@ -53,9 +53,7 @@ struct Turn {
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum ScriptFile {
-    Wrapped {
-        turns: Vec<Turn>,
-    },
+    Wrapped { turns: Vec<Turn> },
     Bare(Vec<Turn>),
 }
 
@@ -82,7 +80,10 @@ impl Scripted {
     /// Parse a script from text (`path` is used in messages).
     pub fn parse(text: &str, path: &Path) -> Result<Self, ProviderError> {
         let file: ScriptFile = serde_norway::from_str(text).map_err(|e| {
-            let at = e.location().map(|l| format!(":{}:{}", l.line(), l.column())).unwrap_or_default();
+            let at = e
+                .location()
+                .map(|l| format!(":{}:{}", l.line(), l.column()))
+                .unwrap_or_default();
             ProviderError::Script(format!(
                 "{}{at}: not a valid script: {e}. A script is `turns:` followed by a list of \
                  turns, each with optional `text`, `tool_calls` (name, arguments) and `delay_ms`",
@@ -93,7 +94,10 @@ impl Scripted {
             ScriptFile::Wrapped { turns } | ScriptFile::Bare(turns) => turns,
         };
         if turns.is_empty() {
-            return Err(ProviderError::Script(format!("{}: the script has no turns", path.display())));
+            return Err(ProviderError::Script(format!(
+                "{}: the script has no turns",
+                path.display()
+            )));
         }
         for (i, t) in turns.iter().enumerate() {
             if t.text.is_none() && t.tool_calls.is_empty() {
@@ -114,8 +118,15 @@ impl Scripted {
                 }
             }
         }
-        let display = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Self { path: path.to_path_buf(), display, turns })
+        let display = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Self {
+            path: path.to_path_buf(),
+            display,
+            turns,
+        })
     }
 
     /// Number of turns in the script.
@@ -137,7 +148,12 @@ fn expand_env(s: &str) -> String {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         match after.find('}') {
-            Some(end) if after[..end].chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && end > 0 => {
+            Some(end)
+                if after[..end]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && end > 0 =>
+            {
                 out.push_str(&std::env::var(&after[..end]).unwrap_or_default());
                 rest = &after[end + 1..];
             }
@@ -155,14 +171,22 @@ fn expand_value(v: &Value) -> Value {
     match v {
         Value::String(s) => Value::String(expand_env(s)),
         Value::Array(a) => Value::Array(a.iter().map(expand_value).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), expand_value(v))).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), expand_value(v)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
 
 fn latest_result(messages: &[Message], tool: Option<&str>) -> Option<String> {
     messages.iter().rev().find_map(|m| match m {
-        Message::ToolResults(rs) => rs.iter().rev().find(|r| tool.is_none_or(|t| r.name == t)).map(|r| r.content.clone()),
+        Message::ToolResults(rs) => rs
+            .iter()
+            .rev()
+            .find(|r| tool.is_none_or(|t| r.name == t))
+            .map(|r| r.content.clone()),
         _ => None,
     })
 }
@@ -202,8 +226,16 @@ impl Provider for Scripted {
         None
     }
 
-    async fn chat(&self, req: &ChatRequest, cancel: &CancellationToken) -> Result<ChatResponse, ProviderError> {
-        let played = req.messages.iter().filter(|m| matches!(m, Message::Assistant { .. })).count();
+    async fn chat(
+        &self,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ProviderError> {
+        let played = req
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
         let Some(turn) = self.turns.get(played) else {
             return Err(ProviderError::Script(format!(
                 "the script {} has {} turns and all were played; end it with a turn that has `text` and no tool_calls",
@@ -220,18 +252,34 @@ impl Provider for Scripted {
         if cancel.is_cancelled() {
             return Err(ProviderError::Cancelled);
         }
-        let text = turn.text.as_deref().map(|t| fill_results(&expand_env(t), &req.messages)).unwrap_or_default();
+        let text = turn
+            .text
+            .as_deref()
+            .map(|t| fill_results(&expand_env(t), &req.messages))
+            .unwrap_or_default();
         let tool_calls = turn
             .tool_calls
             .iter()
             .enumerate()
             .map(|(i, c)| ToolCall {
-                id: c.id.clone().unwrap_or_else(|| format!("script_{}_{}", played + 1, i + 1)),
+                id: c
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| format!("script_{}_{}", played + 1, i + 1)),
                 name: c.name.clone(),
-                arguments: c.arguments.as_ref().map(expand_value).unwrap_or_else(|| Value::Object(Default::default())),
+                arguments: c
+                    .arguments
+                    .as_ref()
+                    .map(expand_value)
+                    .unwrap_or_else(|| Value::Object(Default::default())),
             })
             .collect();
-        Ok(ChatResponse { text, tool_calls, stop_reason: Some("script".into()), ..Default::default() })
+        Ok(ChatResponse {
+            text,
+            tool_calls,
+            stop_reason: Some("script".into()),
+            ..Default::default()
+        })
     }
 }
 
@@ -243,17 +291,33 @@ mod tests {
     #[test]
     fn env_expansion_leaves_malformed_references() {
         std::env::set_var("FORGE_SCRIPT_TEST_VAR", "127.0.0.1:1");
-        assert_eq!(expand_env("http://${FORGE_SCRIPT_TEST_VAR}/x"), "http://127.0.0.1:1/x");
+        assert_eq!(
+            expand_env("http://${FORGE_SCRIPT_TEST_VAR}/x"),
+            "http://127.0.0.1:1/x"
+        );
         assert_eq!(expand_env("a ${ b} ${"), "a ${ b} ${");
     }
 
     #[test]
     fn result_placeholders_quote_the_latest_result() {
         let msgs = vec![
-            Message::ToolResults(vec![ToolResult { call_id: "1".into(), name: "a".into(), content: "first".into(), is_error: false }]),
-            Message::ToolResults(vec![ToolResult { call_id: "2".into(), name: "b".into(), content: "second".into(), is_error: false }]),
+            Message::ToolResults(vec![ToolResult {
+                call_id: "1".into(),
+                name: "a".into(),
+                content: "first".into(),
+                is_error: false,
+            }]),
+            Message::ToolResults(vec![ToolResult {
+                call_id: "2".into(),
+                name: "b".into(),
+                content: "second".into(),
+                is_error: false,
+            }]),
         ];
-        assert_eq!(fill_results("x {{result:a}} y {{result}} {{other}}", &msgs), "x first y second {{other}}");
+        assert_eq!(
+            fill_results("x {{result:a}} y {{result}} {{other}}", &msgs),
+            "x first y second {{other}}"
+        );
         assert_eq!(fill_results("{{result:zzz}}", &msgs), "(no result)");
     }
 
@@ -264,7 +328,9 @@ mod tests {
         assert!(e.to_string().contains("no turns"));
         let e = Scripted::parse("turns:\n  - {}\n", p).err().unwrap();
         assert!(e.to_string().contains("turn 1 has neither"), "{e}");
-        let e = Scripted::parse("turns:\n  - text: a\n    bogus: 1\n", p).err().unwrap();
+        let e = Scripted::parse("turns:\n  - text: a\n    bogus: 1\n", p)
+            .err()
+            .unwrap();
         assert!(e.to_string().starts_with("s.yaml"), "{e}");
     }
 }

@@ -1,0 +1,329 @@
+//! The HTTP side of the A2A server (hyper, HTTP/1.1): routing, the bearer-token check, request
+//! limits, JSON-RPC 2.0 framing and Server-Sent Events for `message/stream`.
+//!
+//! Routes: `GET /.well-known/agent-card.json` (and `/.well-known/agent.json`), `GET /healthz`,
+//! `POST /` (JSON-RPC). Limits: request bodies up to [`MAX_BODY`] (413 beyond), header read
+//! timeout, at most [`MAX_CONNECTIONS`] connections at once.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc::unbounded_channel, Semaphore};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::tasks::{RpcError, TaskStore};
+
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 1 << 20;
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 256;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+struct Shared {
+    store: Arc<TaskStore>,
+    card: Value,
+    token: Option<String>,
+}
+
+/// A running server.
+pub struct ServerHandle {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    shutdown: CancellationToken,
+    join: JoinHandle<()>,
+}
+
+impl ServerHandle {
+    /// Stop accepting, cancel running tasks and wait for the accept loop to end.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = self.join.await;
+    }
+
+    /// A token that stops the server when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Wait until the server stops (after its shutdown token is cancelled).
+    pub async fn wait(self) {
+        let _ = self.join.await;
+    }
+}
+
+/// Serve A2A on `listener`. `card` is the agent card JSON; `token`, when set, is required as
+/// `Authorization: Bearer <token>` on `POST /`.
+pub fn serve(
+    listener: TcpListener,
+    store: Arc<TaskStore>,
+    card: Value,
+    token: Option<String>,
+) -> std::io::Result<ServerHandle> {
+    let addr = listener.local_addr()?;
+    let shutdown = CancellationToken::new();
+    let shared = Arc::new(Shared { store, card, token });
+    let stop = shutdown.clone();
+    let join = tokio::spawn(async move {
+        let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let accepted = tokio::select! {
+                _ = stop.cancelled() => break,
+                a = listener.accept() => a,
+            };
+            let (stream, _) = match accepted {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("a2a: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = conns.clone().try_acquire_owned() else {
+                drop(stream);
+                continue;
+            };
+            let shared = shared.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                });
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(10))
+                    .serve_connection(TokioIo::new(stream), svc);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = stop.cancelled() => { conn.as_mut().graceful_shutdown(); let _ = tokio::time::timeout(Duration::from_secs(2), conn).await; }
+                }
+                drop(permit);
+            });
+        }
+        shared.store.cancel_all();
+    });
+    Ok(ServerHandle {
+        addr,
+        shutdown,
+        join,
+    })
+}
+
+fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).boxed());
+    *r.status_mut() = status;
+    if let Ok(v) = header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
+    full(status, "application/json", v.to_string())
+}
+
+fn rpc_result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn rpc_error(id: &Value, e: &RpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
+}
+
+/// Constant-time comparison of the presented and expected tokens.
+fn token_matches(presented: &str, expected: &str) -> bool {
+    let (a, b) = (presented.as_bytes(), expected.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/.well-known/agent-card.json" | "/.well-known/agent.json") => {
+            json_response(StatusCode::OK, &shared.card)
+        }
+        (&Method::GET, "/healthz") => json_response(StatusCode::OK, &json!({"status": "ok"})),
+        (&Method::POST, "/") => {
+            if let Some(expected) = &shared.token {
+                let presented = req
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| {
+                        v.strip_prefix("Bearer ")
+                            .or_else(|| v.strip_prefix("bearer "))
+                    })
+                    .map(str::trim);
+                if !presented.is_some_and(|p| token_matches(p, expected)) {
+                    let mut r = json_response(
+                        StatusCode::UNAUTHORIZED,
+                        &json!({"error": "a bearer token is required: send Authorization: Bearer <token> with the token from .forge/runtime.token"}),
+                    );
+                    r.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        header::HeaderValue::from_static("Bearer"),
+                    );
+                    return r;
+                }
+            }
+            let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    return json_response(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        &json!({"error": format!("request body larger than {MAX_BODY} bytes or unreadable")}),
+                    )
+                }
+            };
+            rpc(shared, &body).await
+        }
+        (_, "/" | "/healthz" | "/.well-known/agent-card.json" | "/.well-known/agent.json") => full(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "method not allowed\n",
+        ),
+        _ => full(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: this is an A2A agent; see /.well-known/agent-card.json\n",
+        ),
+    }
+}
+
+async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
+    let null = Value::Null;
+    let req: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => {
+            return json_response(
+                StatusCode::OK,
+                &rpc_error(
+                    &null,
+                    &RpcError {
+                        code: -32700,
+                        message: format!("Parse error: {e}"),
+                    },
+                ),
+            )
+        }
+    };
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let invalid = |m: &str| {
+        json_response(
+            StatusCode::OK,
+            &rpc_error(
+                &id,
+                &RpcError {
+                    code: -32600,
+                    message: m.to_string(),
+                },
+            ),
+        )
+    };
+    if !req.is_object() {
+        return invalid("Invalid Request: batches are not supported; send one JSON-RPC object");
+    }
+    if req.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("Invalid Request: jsonrpc must be \"2.0\"");
+    }
+    let Some(method) = req.get("method").and_then(Value::as_str) else {
+        return invalid("Invalid Request: no method");
+    };
+    let params = req.get("params").cloned().unwrap_or(Value::Null);
+    let store = &shared.store;
+    let history_length = |p: &Value| {
+        p.get("historyLength")
+            .and_then(Value::as_u64)
+            .or_else(|| {
+                p.get("configuration")
+                    .and_then(|c| c.get("historyLength"))
+                    .and_then(Value::as_u64)
+            })
+            .map(|n| n as usize)
+    };
+    let result: Result<Value, RpcError> = match method {
+        "message/send" => {
+            let msg = params.get("message").cloned().unwrap_or(Value::Null);
+            let blocking = params.get("configuration").and_then(|c| c.get("blocking")).and_then(Value::as_bool).unwrap_or(true);
+            match store.start(&msg, None) {
+                Ok((task_id, done)) => {
+                    if blocking {
+                        store.wait(done).await;
+                    }
+                    store.get(&task_id, history_length(&params))
+                }
+                Err(e) => Err(e),
+            }
+        }
+        "message/stream" => {
+            let msg = params.get("message").cloned().unwrap_or(Value::Null);
+            let (tx, rx) = unbounded_channel::<Value>();
+            return match store.start(&msg, Some(tx)) {
+                Ok(_) => sse(id, rx),
+                Err(e) => json_response(StatusCode::OK, &rpc_error(&id, &e)),
+            };
+        }
+        "tasks/get" => match params.get("id").and_then(Value::as_str) {
+            Some(tid) => store.get(tid, history_length(&params)),
+            None => Err(RpcError::invalid_params("params.id (the task id) is required")),
+        },
+        "tasks/cancel" => match params.get("id").and_then(Value::as_str) {
+            Some(tid) => store.cancel(tid).await,
+            None => Err(RpcError::invalid_params("params.id (the task id) is required")),
+        },
+        m if m.starts_with("tasks/pushNotificationConfig/") => {
+            Err(RpcError { code: -32003, message: "Push notifications are not supported by this agent".into() })
+        }
+        "tasks/resubscribe" | "agent/getAuthenticatedExtendedCard" => {
+            Err(RpcError { code: -32004, message: format!("{method} is not supported by this agent") })
+        }
+        other => Err(RpcError {
+            code: -32601,
+            message: format!("Method not found: {other} (supported: message/send, message/stream, tasks/get, tasks/cancel)"),
+        }),
+    };
+    let v = match result {
+        Ok(r) => rpc_result(&id, r),
+        Err(e) => rpc_error(&id, &e),
+    };
+    json_response(StatusCode::OK, &v)
+}
+
+/// A Server-Sent Events response: each event is `data: <JSON-RPC response>\n\n`.
+fn sse(id: Value, rx: tokio::sync::mpsc::UnboundedReceiver<Value>) -> Response<Body> {
+    let stream = futures::stream::unfold((rx, id), |(mut rx, id)| async move {
+        let ev = rx.recv().await?;
+        let line = format!("data: {}\n\n", rpc_result(&id, ev));
+        Some((
+            Ok::<_, Infallible>(Frame::data(Bytes::from(line))),
+            (rx, id),
+        ))
+    });
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache"),
+    );
+    r
+}

@@ -1,0 +1,505 @@
+//! The A2A task store: starts a task per incoming message on the agent loop, keeps its state,
+//! history and artifacts for `tasks/get`, fans progress out to `message/stream` subscribers, and
+//! cancels it on `tasks/cancel`. Also builds the A2A 0.3 JSON shapes (Task, Message, status and
+//! artifact update events).
+//!
+//! Tasks sharing a `contextId` form a conversation: a new message in a context continues from the
+//! last completed task's conversation. The store keeps the most recent [`MAX_TASKS`] tasks and
+//! [`MAX_CONTEXTS`] contexts; older ones are forgotten (`tasks/get` then says the task is unknown).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::sync::{watch, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent_loop::{AgentLoop, LoopError, LoopEvent};
+use crate::audit::rfc3339_now;
+use crate::providers::Message;
+
+/// Tasks remembered for `tasks/get`.
+pub const MAX_TASKS: usize = 1000;
+/// Conversations (contexts) remembered.
+pub const MAX_CONTEXTS: usize = 200;
+/// Tasks running at once; more wait in state `submitted`.
+pub const MAX_RUNNING: usize = 8;
+/// How long `tasks/cancel` waits for the task to stop before answering.
+pub const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// A JSON-RPC error: code, message, optional data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    /// The JSON-RPC / A2A error code.
+    pub code: i64,
+    /// The message.
+    pub message: String,
+}
+
+impl RpcError {
+    /// -32602 invalid params.
+    pub fn invalid_params(m: impl Into<String>) -> Self {
+        Self {
+            code: -32602,
+            message: m.into(),
+        }
+    }
+    /// -32001 task not found.
+    pub fn task_not_found(id: &str) -> Self {
+        Self {
+            code: -32001,
+            message: format!("Task not found: {id}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Submitted,
+    Working,
+    Completed,
+    Canceled,
+    Failed,
+}
+
+impl State {
+    fn as_str(self) -> &'static str {
+        match self {
+            State::Submitted => "submitted",
+            State::Working => "working",
+            State::Completed => "completed",
+            State::Canceled => "canceled",
+            State::Failed => "failed",
+        }
+    }
+    fn is_final(self) -> bool {
+        matches!(self, State::Completed | State::Canceled | State::Failed)
+    }
+}
+
+struct Entry {
+    context_id: String,
+    state: State,
+    status_message: Option<Value>,
+    status_time: String,
+    history: Vec<Value>,
+    artifacts: Vec<Value>,
+    cancel: CancellationToken,
+    subscribers: Vec<UnboundedSender<Value>>,
+    done: watch::Receiver<bool>,
+}
+
+#[derive(Default)]
+struct Inner {
+    tasks: HashMap<String, Entry>,
+    order: VecDeque<String>,
+    contexts: HashMap<String, Vec<Message>>,
+    context_order: VecDeque<String>,
+}
+
+/// The task store; one per server.
+pub struct TaskStore {
+    agent: Arc<AgentLoop>,
+    inner: Mutex<Inner>,
+    running: Semaphore,
+}
+
+/// A fresh random id in UUID form.
+pub fn new_id() -> String {
+    let b: [u8; 16] = rand::random();
+    let h = hex::encode(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// The text of an A2A message's text parts (0.3 `{kind: text, text}`; a part with a bare `text`
+/// is accepted too), joined by newlines.
+pub fn message_text(msg: &Value) -> String {
+    msg.get("parts")
+        .and_then(Value::as_array)
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| {
+                    p.get("kind")
+                        .and_then(Value::as_str)
+                        .is_none_or(|k| k == "text")
+                })
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+fn agent_message(task_id: &str, context_id: &str, parts: Vec<Value>) -> Value {
+    json!({"kind": "message", "role": "agent", "messageId": new_id(), "taskId": task_id, "contextId": context_id, "parts": parts})
+}
+
+fn mime_for(path: &Path) -> &'static str {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("pdf") => "application/pdf",
+        Some("json") => "application/json",
+        Some("txt" | "md") => "text/plain",
+        Some("html") => "text/html",
+        Some("csv") => "text/csv",
+        _ => "application/octet-stream",
+    }
+}
+
+fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
+    // A panic while holding the lock leaves plain data behind; keep serving.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl TaskStore {
+    /// A store running tasks on `agent`.
+    pub fn new(agent: Arc<AgentLoop>) -> Arc<Self> {
+        Arc::new(Self {
+            agent,
+            inner: Mutex::new(Inner::default()),
+            running: Semaphore::new(MAX_RUNNING),
+        })
+    }
+
+    fn snapshot_of(id: &str, e: &Entry, history_length: Option<usize>) -> Value {
+        let mut status = json!({"state": e.state.as_str(), "timestamp": e.status_time});
+        if let Some(m) = &e.status_message {
+            status["message"] = m.clone();
+        }
+        let history: Vec<Value> = match history_length {
+            Some(n) => e
+                .history
+                .iter()
+                .skip(e.history.len().saturating_sub(n))
+                .cloned()
+                .collect(),
+            None => e.history.clone(),
+        };
+        json!({"kind": "task", "id": id, "contextId": e.context_id, "status": status, "history": history, "artifacts": e.artifacts})
+    }
+
+    /// The task as A2A JSON (`history_length` keeps the last N history messages).
+    pub fn get(&self, id: &str, history_length: Option<usize>) -> Result<Value, RpcError> {
+        let inner = lock(&self.inner);
+        inner
+            .tasks
+            .get(id)
+            .map(|e| Self::snapshot_of(id, e, history_length))
+            .ok_or_else(|| RpcError::task_not_found(id))
+    }
+
+    /// Start a task for the A2A `message`. `subscriber` receives the task and every update event,
+    /// ending with a final status-update. Returns the task id and a receiver that turns true when
+    /// the task reaches a final state.
+    pub fn start(
+        self: &Arc<Self>,
+        message: &Value,
+        subscriber: Option<UnboundedSender<Value>>,
+    ) -> Result<(String, watch::Receiver<bool>), RpcError> {
+        if !message.is_object() {
+            return Err(RpcError::invalid_params(
+                "params.message must be an A2A Message object",
+            ));
+        }
+        let text = message_text(message);
+        if text.trim().is_empty() {
+            return Err(RpcError::invalid_params(
+                "params.message has no text part; forge agents take text input",
+            ));
+        }
+        let task_id = new_id();
+        let context_id = message
+            .get("contextId")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(new_id);
+        let mut user_msg = message.clone();
+        user_msg["taskId"] = json!(task_id);
+        user_msg["contextId"] = json!(context_id);
+        if user_msg.get("messageId").is_none() {
+            user_msg["messageId"] = json!(new_id());
+        }
+        user_msg["kind"] = json!("message");
+        let cancel = CancellationToken::new();
+        let (done_tx, done_rx) = watch::channel(false);
+        let history_msgs;
+        {
+            let mut inner = lock(&self.inner);
+            history_msgs = inner.contexts.get(&context_id).cloned().unwrap_or_default();
+            let entry = Entry {
+                context_id: context_id.clone(),
+                state: State::Submitted,
+                status_message: None,
+                status_time: rfc3339_now(),
+                history: vec![user_msg],
+                artifacts: vec![],
+                cancel: cancel.clone(),
+                subscribers: subscriber.into_iter().collect(),
+                done: done_rx.clone(),
+            };
+            let first = Self::snapshot_of(&task_id, &entry, None);
+            for s in &entry.subscribers {
+                let _ = s.send(first.clone());
+            }
+            inner.tasks.insert(task_id.clone(), entry);
+            inner.order.push_back(task_id.clone());
+            while inner.order.len() > MAX_TASKS {
+                if let Some(old) = inner.order.pop_front() {
+                    // Never forget a task that is still running.
+                    if inner.tasks.get(&old).is_some_and(|e| !e.state.is_final()) {
+                        inner.order.push_back(old);
+                        break;
+                    }
+                    inner.tasks.remove(&old);
+                }
+            }
+        }
+        let store = self.clone();
+        let id = task_id.clone();
+        tokio::spawn(async move {
+            store
+                .run(id, context_id, text, history_msgs, cancel, done_tx)
+                .await;
+        });
+        Ok((task_id, done_rx))
+    }
+
+    fn publish(&self, id: &str, update: impl FnOnce(&mut Entry) -> Vec<Value>) {
+        let mut inner = lock(&self.inner);
+        if let Some(e) = inner.tasks.get_mut(id) {
+            let events = update(e);
+            e.subscribers
+                .retain(|s| events.iter().all(|ev| s.send(ev.clone()).is_ok()));
+        }
+    }
+
+    fn status_event(id: &str, e: &Entry, is_final: bool) -> Value {
+        let mut status = json!({"state": e.state.as_str(), "timestamp": e.status_time});
+        if let Some(m) = &e.status_message {
+            status["message"] = m.clone();
+        }
+        json!({"kind": "status-update", "taskId": id, "contextId": e.context_id, "status": status, "final": is_final})
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        id: String,
+        context_id: String,
+        text: String,
+        history: Vec<Message>,
+        cancel: CancellationToken,
+        done: watch::Sender<bool>,
+    ) {
+        let permit = tokio::select! {
+            p = self.running.acquire() => p.ok(),
+            _ = cancel.cancelled() => None,
+        };
+        let outcome = if permit.is_none() {
+            Err(LoopError::Cancelled)
+        } else {
+            self.publish(&id, |e| {
+                e.state = State::Working;
+                e.status_time = rfc3339_now();
+                vec![Self::status_event(&id, e, false)]
+            });
+            let (tx, mut rx) = unbounded_channel::<LoopEvent>();
+            let run = self
+                .agent
+                .run_task(&id, &text, history, cancel.clone(), Some(tx));
+            let forward = async {
+                while let Some(ev) = rx.recv().await {
+                    self.progress(&id, &context_id, ev);
+                }
+            };
+            let (r, ()) = tokio::join!(run, forward);
+            r
+        };
+        drop(permit);
+        match outcome {
+            Ok(o) => {
+                let answer_msg = agent_message(
+                    &id,
+                    &context_id,
+                    vec![json!({"kind": "text", "text": o.answer})],
+                );
+                let mut artifacts = vec![
+                    json!({"artifactId": new_id(), "name": "answer", "parts": [{"kind": "text", "text": o.answer}]}),
+                ];
+                for p in &o.artifacts {
+                    let name = p
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let uri = url::Url::from_file_path(p)
+                        .map(|u| u.to_string())
+                        .unwrap_or_else(|_| p.display().to_string());
+                    artifacts.push(json!({
+                        "artifactId": new_id(),
+                        "name": name,
+                        "description": format!("file written by the agent: {}", p.display()),
+                        "parts": [{"kind": "file", "file": {"uri": uri, "mimeType": mime_for(p), "name": name}}],
+                    }));
+                }
+                {
+                    let mut inner = lock(&self.inner);
+                    inner
+                        .contexts
+                        .insert(context_id.clone(), o.messages.clone());
+                    inner.context_order.retain(|c| c != &context_id);
+                    inner.context_order.push_back(context_id.clone());
+                    while inner.context_order.len() > MAX_CONTEXTS {
+                        if let Some(old) = inner.context_order.pop_front() {
+                            inner.contexts.remove(&old);
+                        }
+                    }
+                }
+                self.publish(&id, |e| {
+                    let mut evs: Vec<Value> = artifacts
+                        .iter()
+                        .map(|a| json!({"kind": "artifact-update", "taskId": id, "contextId": e.context_id, "artifact": a, "lastChunk": true}))
+                        .collect();
+                    e.artifacts = artifacts.clone();
+                    e.history.push(answer_msg.clone());
+                    e.state = State::Completed;
+                    e.status_message = Some(answer_msg.clone());
+                    e.status_time = rfc3339_now();
+                    evs.push(Self::status_event(&id, e, true));
+                    evs
+                });
+            }
+            Err(err) => {
+                let state = if matches!(err, LoopError::Cancelled) {
+                    State::Canceled
+                } else {
+                    State::Failed
+                };
+                let text = match state {
+                    State::Canceled => "The task was cancelled.".to_string(),
+                    _ => format!("The task failed: {err}"),
+                };
+                let msg = agent_message(
+                    &id,
+                    &context_id,
+                    vec![json!({"kind": "text", "text": text})],
+                );
+                self.publish(&id, |e| {
+                    e.state = state;
+                    e.status_message = Some(msg.clone());
+                    e.status_time = rfc3339_now();
+                    vec![Self::status_event(&id, e, true)]
+                });
+            }
+        }
+        {
+            // Closing the streams: drop every subscriber after the final event.
+            let mut inner = lock(&self.inner);
+            if let Some(e) = inner.tasks.get_mut(&id) {
+                e.subscribers.clear();
+            }
+        }
+        let _ = done.send(true);
+    }
+
+    fn progress(&self, id: &str, context_id: &str, ev: LoopEvent) {
+        let (text, data) = match &ev {
+            LoopEvent::ModelCall { iteration } => (
+                format!("asking the model (turn {iteration})"),
+                json!({"event": "model_call", "iteration": iteration}),
+            ),
+            LoopEvent::Thought(t) => (t.clone(), json!({"event": "thought"})),
+            LoopEvent::ToolStart {
+                call_id,
+                name,
+                arguments,
+            } => (
+                format!("tool {name} started"),
+                json!({"event": "tool_start", "tool": name, "callId": call_id, "arguments": arguments}),
+            ),
+            LoopEvent::ToolEnd {
+                call_id,
+                name,
+                ok,
+                summary,
+                duration_ms,
+            } => (
+                format!(
+                    "tool {name} {} in {duration_ms} ms: {summary}",
+                    if *ok { "finished" } else { "failed" }
+                ),
+                json!({"event": "tool_end", "tool": name, "callId": call_id, "ok": ok, "durationMs": duration_ms, "summary": summary}),
+            ),
+        };
+        let msg = agent_message(
+            id,
+            context_id,
+            vec![
+                json!({"kind": "text", "text": text}),
+                json!({"kind": "data", "data": data.clone()}),
+            ],
+        );
+        self.publish(id, |e| {
+            if e.state.is_final() {
+                return vec![];
+            }
+            e.status_message = Some(msg.clone());
+            e.status_time = rfc3339_now();
+            let mut ev = Self::status_event(id, e, false);
+            ev["metadata"] = json!({"forge": data});
+            vec![ev]
+        });
+    }
+
+    /// Wait until the task reaches a final state.
+    pub async fn wait(&self, mut done: watch::Receiver<bool>) {
+        let _ = done.wait_for(|d| *d).await;
+    }
+
+    /// Cancel a running task and wait (up to [`CANCEL_WAIT`]) for it to stop; returns the task.
+    pub async fn cancel(&self, id: &str) -> Result<Value, RpcError> {
+        let (token, done) = {
+            let inner = lock(&self.inner);
+            let e = inner
+                .tasks
+                .get(id)
+                .ok_or_else(|| RpcError::task_not_found(id))?;
+            if e.state.is_final() {
+                return Err(RpcError {
+                    code: -32002,
+                    message: format!(
+                        "Task cannot be canceled: it is already {}",
+                        e.state.as_str()
+                    ),
+                });
+            }
+            (e.cancel.clone(), e.done.clone())
+        };
+        token.cancel();
+        let _ = tokio::time::timeout(CANCEL_WAIT, self.wait(done)).await;
+        self.get(id, None)
+    }
+
+    /// Cancel every running task (server shutdown).
+    pub fn cancel_all(&self) {
+        let inner = lock(&self.inner);
+        for e in inner.tasks.values() {
+            e.cancel.cancel();
+        }
+    }
+}
