@@ -156,7 +156,10 @@ fn resolver() -> StaticResolver {
         .with("127.0.0.1.example.org", [ip("127.0.0.1")])
         .with("loop.example.org", [ip("127.0.0.1")])
         .with("mapped.example.org", [ip("::ffff:127.0.0.1")])
-        .with("mixed.example.org", [ip("93.184.216.34"), ip("169.254.169.254")])
+        .with(
+            "mixed.example.org",
+            [ip("93.184.216.34"), ip("169.254.169.254")],
+        )
         .with("mixed2.example.org", [ip("93.184.216.34"), ip("10.0.0.1")])
         .with("evil.test", [ip("93.184.216.37")])
         .with("example.com.evil.test", [ip("93.184.216.37")])
@@ -198,8 +201,13 @@ async fn hostile_inputs_are_refused_without_dialing() {
         let before = dialer.attempts();
         let r = if req.starts_with("CONNECT") {
             let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
-            tokio::io::AsyncWriteExt::write_all(&mut s, req.as_bytes()).await.unwrap();
-            tokio::time::timeout(STEP, read_response(&mut s)).await.unwrap().unwrap()
+            tokio::io::AsyncWriteExt::write_all(&mut s, req.as_bytes())
+                .await
+                .unwrap();
+            tokio::time::timeout(STEP, read_response(&mut s))
+                .await
+                .unwrap()
+                .unwrap()
         } else {
             raw(proxy, &req).await
         };
@@ -216,7 +224,13 @@ async fn hostile_inputs_are_refused_without_dialing() {
             failures.push(format!("{what}: 403 body {:?}", r.body));
         }
     }
-    assert!(failures.is_empty(), "{} of {} rows failed:\n{}", failures.len(), rows.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
     // Every dial that did happen went to a validated public address (the test dialer refuses to
     // leave loopback, hence the 502s above).
     for a in dialer.dialed() {
@@ -240,8 +254,15 @@ async fn rebinding_answers_are_resolved_once_and_the_validated_address_is_dialed
     };
     let (proxy, handle) = EgressProxy::serve(Arc::new(policy), opts).await.unwrap();
     let r = get_via(proxy, "http://rebind.example.org/", "rebind.example.org").await;
-    assert_eq!(r.status, 502, "validated public answer dialed (and refused by the loopback-only test dialer)");
-    assert_eq!(resolver.lookups("rebind.example.org"), 1, "resolved exactly once");
+    assert_eq!(
+        r.status, 502,
+        "validated public answer dialed (and refused by the loopback-only test dialer)"
+    );
+    assert_eq!(
+        resolver.lookups("rebind.example.org"),
+        1,
+        "resolved exactly once"
+    );
     assert_eq!(dialer.dialed(), vec!["93.184.216.34:80".parse().unwrap()]);
     // The next connection resolves again and gets the rebound loopback answer: refused, no dial.
     let r = get_via(proxy, "http://rebind.example.org/", "rebind.example.org").await;
@@ -257,11 +278,23 @@ async fn loopback_upstream_reachable_only_through_its_explicit_entry() {
     let up = http_upstream().await;
     let policy = EgressPolicy::allowlist([format!("127.0.0.1:{}", up.port())]).unwrap();
     let dialer = LoopbackDialer::default();
-    let opts = ProxyOptions { dialer: Arc::new(dialer.clone()), ..Default::default() };
+    let opts = ProxyOptions {
+        dialer: Arc::new(dialer.clone()),
+        ..Default::default()
+    };
     let (proxy, handle) = EgressProxy::serve(Arc::new(policy), opts).await.unwrap();
-    let ok = get_via(proxy, &format!("http://127.0.0.1:{}/", up.port()), "whatever").await;
+    let ok = get_via(
+        proxy,
+        &format!("http://127.0.0.1:{}/", up.port()),
+        "whatever",
+    )
+    .await;
     assert_eq!(ok.status, 200);
-    for other in [format!("http://127.0.0.2:{}/", up.port()), format!("http://localhost:{}/", up.port()), format!("http://[::1]:{}/", up.port())] {
+    for other in [
+        format!("http://127.0.0.2:{}/", up.port()),
+        format!("http://localhost:{}/", up.port()),
+        format!("http://[::1]:{}/", up.port()),
+    ] {
         let r = get_via(proxy, &other, "x").await;
         assert_eq!(r.status, 403, "{other}: {r:?}");
     }
