@@ -1,1 +1,655 @@
-//! (To be written.)
+//! Which tools an agent gets, and why: the one place that turns a loaded agent (forge.yaml plus
+//! active skills) into a tool [`Registry`], compiled [`Guardrails`], the egress policy and client,
+//! the egress proxy (only when something needs it) and the browser manager (only when a skill
+//! declares `browser`). `forge run` and `forge tool` both use [`assemble`], so what
+//! `forge tool list` shows is exactly what `forge run` registers.
+//!
+//! Steps, in order (each records a [`ToolReason`]):
+//! 1. guardrails compiled (an invalid regex stops startup, naming skill, file and line);
+//! 2. the egress policy built once from forge.yaml `egress` + skill `egress_domains` (+ the
+//!    caller's extra entries, e.g. the model host), and the egress client on it;
+//! 3. the builtins every agent gets;
+//! 4. `cli_execute` from forge.yaml `tools` config, else from the skills' derived binaries;
+//! 5. skill script tools (`## Tool: x` -> `skills/<skill>/scripts/x.{sh,py,js}`);
+//! 6. the egress proxy, started only when cli_execute, a script tool or the browser needs it;
+//! 7. the browser (opt-in): Chromium binary resolved, the manager built on the proxy, the browser
+//!    tools registered; no browser skill means no browser tools, no Chromium, no proxy for it;
+//! 8. `denied_tools` removes tools last, so any tool can be denied, browser ones included.
+//!
+//! Every call then goes through [`ToolRunner::execute`]: input guardrails, the time limit, the
+//! tool (which fences outside content), output guardrails (block, then redact).
+
+mod deps;
+mod runner;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use forge_skills::Agent;
+use forge_tools::builtins::{self, cli_execute, script};
+use forge_tools::{Registry, ToolContext};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::guardrails::{GuardrailError, Guardrails};
+
+pub use deps::{BrowserParts, EgressParts};
+pub use runner::{GuardrailEvent, GuardrailStage, ToolEvents, ToolRunner};
+
+/// Options for [`assemble`].
+#[derive(Clone, Default)]
+pub struct AssembleOptions {
+    /// Where tools write artifacts; default `<agent dir>/.forge/files`.
+    pub files_dir: Option<PathBuf>,
+    /// Extra allowlist entries forge itself needs (the model provider host), as (why, entry).
+    pub forge_egress_entries: Vec<(String, String)>,
+    /// Extra entries given on the command line (`--allow`).
+    pub cli_egress_entries: Vec<String>,
+    /// Receives guardrail events (the runtime writes audit events from them).
+    pub events: Option<Arc<dyn ToolEvents>>,
+    /// Egress and browser knobs (resolver for tests, proxy observer, browser flags).
+    pub deps: deps::DepOptions,
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolSource {
+    /// Always registered.
+    Builtin,
+    /// `cli_execute`.
+    Cli,
+    /// A skill's script.
+    SkillScript,
+    /// A browser tool.
+    Browser,
+    /// Named in forge.yaml `tools` but not something forge provides.
+    Config,
+}
+
+/// Whether a tool is registered and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolReason {
+    pub name: String,
+    pub present: bool,
+    pub source: ToolSource,
+    /// One sentence: the condition that put it there or kept it out.
+    pub reason: String,
+}
+
+/// Why an agent's tools could not be assembled. Each message names the thing, the rule and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum AssembleError {
+    #[error(transparent)]
+    Guardrail(#[from] GuardrailError),
+    /// forge.yaml `tools[cli_execute].config` is wrong, or cli_execute refused a binary.
+    #[error("{file}: tools[cli_execute]: {message}")]
+    CliConfig { file: PathBuf, message: String },
+    /// The egress policy could not be built.
+    #[error("egress policy: {0}")]
+    Egress(String),
+    /// The egress proxy could not start.
+    #[error("could not start the egress proxy on 127.0.0.1: {0}")]
+    Proxy(String),
+    /// A skill declares the browser but no Chromium was found.
+    #[error(
+        "the browser is required by skill(s) {skills} (requires.capabilities: [browser]) but no Chromium binary was found.\n  \
+         searched: {searched}\n  \
+         fix: install it (`apt-get install chromium`), or set FORGE_BROWSER_BIN=/path/to/chromium, \
+         or remove the browser capability from those skills"
+    )]
+    BrowserMissing { skills: String, searched: String },
+    /// The browser manager could not be built.
+    #[error("the browser required by skill(s) {skills} could not be set up: {message}")]
+    Browser { skills: String, message: String },
+}
+
+/// An agent's assembled tools and everything they need kept alive.
+pub struct AssembledTools {
+    registry: Arc<Registry>,
+    reasons: Vec<ToolReason>,
+    guardrails: Arc<Guardrails>,
+    files_dir: PathBuf,
+    timeout: Option<Duration>,
+    egress: EgressParts,
+    browser: Option<BrowserParts>,
+    events: Option<Arc<dyn ToolEvents>>,
+}
+
+impl AssembledTools {
+    /// The registered tools (after `denied_tools`).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// For every tool considered: present or absent, and why. Registration order, then absences.
+    pub fn reasons(&self) -> &[ToolReason] {
+        &self.reasons
+    }
+
+    /// The compiled guardrails (the agent loop checks prompts and replies with them).
+    pub fn guardrails(&self) -> &Arc<Guardrails> {
+        &self.guardrails
+    }
+
+    /// The agent's files dir (`.forge/files`).
+    pub fn files_dir(&self) -> &Path {
+        &self.files_dir
+    }
+
+    /// The per-call time limit from the skills' largest `timeout_hint`, if any.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The egress policy, client and proxy.
+    pub fn egress(&self) -> &EgressParts {
+        &self.egress
+    }
+
+    /// The proxy's address, when one was started.
+    pub fn proxy_addr(&self) -> Option<SocketAddr> {
+        self.egress.proxy_addr()
+    }
+
+    /// The browser manager, when a skill declared the browser.
+    pub fn browser(&self) -> Option<&BrowserParts> {
+        self.browser.as_ref()
+    }
+
+    /// A context for one task or conversation.
+    pub fn context(&self, session_key: impl Into<String>) -> ToolContext {
+        let mut ctx = ToolContext::new(session_key, self.files_dir.clone());
+        ctx.egress = self.egress.client();
+        ctx.timeout = self.timeout;
+        ctx
+    }
+
+    /// The call path shared by the agent loop and `forge tool call` (cheap to clone).
+    pub fn runner(&self) -> ToolRunner {
+        ToolRunner::new(
+            self.registry.clone(),
+            self.guardrails.clone(),
+            self.events.clone(),
+        )
+    }
+
+    /// Run one tool call through guardrails, time limit and fence: see [`ToolRunner::execute`].
+    pub async fn execute(
+        &self,
+        name: &str,
+        input: Value,
+        ctx: &ToolContext,
+    ) -> Result<forge_tools::ToolOutput, forge_tools::ToolError> {
+        self.runner().execute(name, input, ctx).await
+    }
+
+    /// End a task's browser session (its browser context), if it has one.
+    pub async fn close_session(&self, session_key: &str) {
+        if let Some(b) = &self.browser {
+            b.close_session(session_key).await;
+        }
+    }
+
+    /// Stop the browser (removing its profile) and the proxy.
+    pub async fn shutdown(self) {
+        if let Some(b) = self.browser {
+            b.shutdown().await;
+        }
+        self.egress.shutdown().await;
+    }
+}
+
+/// Turn `agent` into its tools. See the module docs for the steps.
+pub async fn assemble(
+    agent: &Agent,
+    opts: AssembleOptions,
+) -> Result<AssembledTools, AssembleError> {
+    let agg = &agent.aggregate;
+    let files_dir = opts
+        .files_dir
+        .clone()
+        .unwrap_or_else(|| agent.dir.join(".forge").join("files"));
+    let timeout = agg.timeout_hint.filter(|s| *s > 0).map(Duration::from_secs);
+
+    // 1. Guardrails.
+    let guardrails = Arc::new(Guardrails::from_skills(&agg.guardrails)?);
+
+    // 2. The egress policy and client (one value for every enforcement point).
+    let mut egress = EgressParts::build(agent, &opts)?;
+
+    let mut registry = Registry::new();
+    let mut reasons: Vec<ToolReason> = Vec::new();
+
+    // 3. Builtins.
+    for tool in builtins::always() {
+        reasons.push(ToolReason {
+            name: tool.name().to_string(),
+            present: true,
+            source: ToolSource::Builtin,
+            reason: "builtin: every agent gets it".into(),
+        });
+        registry.register(tool);
+    }
+
+    // 4-5. cli_execute and script tools need the proxy; decide what they are first.
+    let cli_plan = plan_cli(agent)?;
+    let script_plans = plan_scripts(agent, timeout);
+    let browser_view = agg.browser_view();
+    let needs_proxy = cli_plan.is_some()
+        || script_plans.iter().any(|p| p.tool.is_some())
+        || browser_view.is_some();
+
+    // 6. The proxy, only when something will use it.
+    if needs_proxy {
+        egress.start_proxy(&opts).await?;
+    }
+    let proxy_url = egress.proxy_url();
+
+    if let Some((config, why)) = cli_plan {
+        let tool = cli_execute::CliExecute::new(config, proxy_url.clone()).map_err(|e| {
+            AssembleError::CliConfig {
+                file: agent.config.path.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        let missing: Vec<String> = tool
+            .binaries()
+            .iter()
+            .filter(|(_, r)| matches!(r, cli_execute::Resolved::Missing(_)))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut reason = why;
+        if !missing.is_empty() {
+            reason.push_str(&format!(
+                "; not installed (calls will fail until they are): {}",
+                missing.join(", ")
+            ));
+        }
+        reasons.push(ToolReason {
+            name: "cli_execute".into(),
+            present: true,
+            source: ToolSource::Cli,
+            reason,
+        });
+        registry.register(Arc::new(tool));
+    } else {
+        reasons.push(ToolReason {
+            name: "cli_execute".into(),
+            present: false,
+            source: ToolSource::Cli,
+            reason:
+                "no tools[cli_execute] in forge.yaml and no skill requires a (non-shell) binary"
+                    .into(),
+        });
+    }
+
+    for plan in script_plans {
+        match plan.tool {
+            Some(mut tool) => {
+                tool.proxy_url = proxy_url.clone();
+                if registry.get(&tool.name).is_some() {
+                    reasons.push(ToolReason {
+                        name: tool.name.clone(),
+                        present: false,
+                        source: ToolSource::SkillScript,
+                        reason: format!("skill {}: a tool named {} is already registered; rename the tool section", tool.skill, tool.name),
+                    });
+                    continue;
+                }
+                reasons.push(ToolReason {
+                    name: tool.name.clone(),
+                    present: true,
+                    source: ToolSource::SkillScript,
+                    reason: plan.reason,
+                });
+                registry.register(Arc::new(tool));
+            }
+            // A section documenting a tool forge already has (e.g. cli_execute usage) is not an absence.
+            None if registry.get(&plan.name).is_some() => {}
+            None => reasons.push(ToolReason {
+                name: plan.name,
+                present: false,
+                source: ToolSource::SkillScript,
+                reason: plan.reason,
+            }),
+        }
+    }
+
+    // 7. The browser, opt-in.
+    let browser = match &browser_view {
+        Some(view) => {
+            let parts = BrowserParts::build(view, &egress, &files_dir, &opts).await?;
+            let why = format!(
+                "browser: skill(s) {} declare requires.capabilities: [browser]; Chromium {} through the egress proxy{}",
+                view.skills.join(", "),
+                parts.binary().display(),
+                if view.allow_sensitive_fill { "; sensitive fill allowed by a browser skill" } else { "" }
+            );
+            for tool in parts.tools() {
+                reasons.push(ToolReason {
+                    name: tool.name().to_string(),
+                    present: true,
+                    source: ToolSource::Browser,
+                    reason: why.clone(),
+                });
+                registry.register(tool.clone());
+            }
+            Some(parts)
+        }
+        None => {
+            for name in deps::BROWSER_TOOL_NAMES {
+                reasons.push(ToolReason {
+                    name: name.to_string(),
+                    present: false,
+                    source: ToolSource::Browser,
+                    reason: "no active skill declares requires.capabilities: [browser]".into(),
+                });
+            }
+            None
+        }
+    };
+
+    // forge.yaml `tools` entries that are not something forge provides.
+    for t in &agent.config.tools {
+        if t.name != "cli_execute"
+            && registry.get(&t.name).is_none()
+            && !reasons.iter().any(|r| r.name == t.name)
+        {
+            tracing::warn!(tool = %t.name, "forge.yaml lists a tool forge does not provide; ignored");
+            reasons.push(ToolReason {
+                name: t.name.clone(),
+                present: false,
+                source: ToolSource::Config,
+                reason: format!(
+                    "listed in forge.yaml tools but forge has no such tool (builtins: {}, cli_execute)",
+                    builtins::ALWAYS.join(", ")
+                ),
+            });
+        }
+    }
+
+    // 8. denied_tools, last.
+    for name in &agg.denied_tools {
+        let was_present = registry.remove(name);
+        let who = denying_skills(agent, name);
+        for r in reasons.iter_mut().filter(|r| &r.name == name) {
+            if r.present {
+                r.present = false;
+                r.reason = format!(
+                    "denied by denied_tools of skill(s) {who} (was: {})",
+                    r.reason
+                );
+            }
+        }
+        if !was_present && !reasons.iter().any(|r| &r.name == name) {
+            tracing::debug!(tool = %name, "denied_tools names a tool that was not registered");
+        }
+    }
+
+    // Present first (registration order), then absent.
+    let order: Vec<String> = registry
+        .list()
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
+    reasons.sort_by_key(|r| {
+        (
+            !r.present,
+            order
+                .iter()
+                .position(|n| n == &r.name)
+                .unwrap_or(usize::MAX),
+        )
+    });
+
+    Ok(AssembledTools {
+        registry: Arc::new(registry),
+        reasons,
+        guardrails,
+        files_dir,
+        timeout,
+        egress,
+        browser,
+        events: opts.events.clone(),
+    })
+}
+
+fn denying_skills(agent: &Agent, tool: &str) -> String {
+    let names: Vec<&str> = agent
+        .skills
+        .iter()
+        .filter(|s| {
+            s.forge
+                .as_ref()
+                .is_some_and(|f| f.denied_tools.iter().any(|d| d == tool))
+        })
+        .map(|s| s.name.as_str())
+        .collect();
+    if names.is_empty() {
+        "(aggregate)".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// cli_execute's configuration and the reason, or `None` when it is not registered.
+fn plan_cli(agent: &Agent) -> Result<Option<(cli_execute::CliConfig, String)>, AssembleError> {
+    let file = agent.config.path.clone();
+    let err = |message: String| AssembleError::CliConfig {
+        file: file.clone(),
+        message,
+    };
+    if let Some(entry) = agent.config.tools.iter().find(|t| t.name == "cli_execute") {
+        let mut cfg = parse_cli_config(&entry.config).map_err(err)?;
+        cfg.workdir = Some(agent.dir.clone());
+        if cfg.allowed_binaries.is_empty() {
+            return Err(err(
+                "config.allowed_binaries is empty; list the programs the agent may run".into(),
+            ));
+        }
+        let why = format!(
+            "forge.yaml tools[cli_execute]: allowed binaries {}",
+            cfg.allowed_binaries.join(", ")
+        );
+        return Ok(Some((cfg, why)));
+    }
+    let view = agent.aggregate.cli_view();
+    if view.allowed_binaries.is_empty() {
+        return Ok(None);
+    }
+    let cfg = cli_execute::CliConfig {
+        allowed_binaries: view.allowed_binaries.clone(),
+        env_passthrough: view.env_passthrough.clone(),
+        timeout: view
+            .timeout_hint
+            .filter(|s| *s > 0)
+            .map(Duration::from_secs)
+            .unwrap_or(cli_execute::DEFAULT_TIMEOUT),
+        max_output_bytes: cli_execute::DEFAULT_MAX_OUTPUT_BYTES,
+        workdir: Some(agent.dir.clone()),
+    };
+    let why = format!(
+        "derived from the skills' requires.bins (shells removed): {}",
+        view.allowed_binaries.join(", ")
+    );
+    Ok(Some((cfg, why)))
+}
+
+/// Parse forge.yaml `tools[{name: cli_execute, config}]`.
+pub fn parse_cli_config(v: &Value) -> Result<cli_execute::CliConfig, String> {
+    let mut cfg = cli_execute::CliConfig::default();
+    let obj = match v {
+        Value::Null => return Ok(cfg),
+        Value::Object(m) => m,
+        _ => return Err("config must be a mapping with allowed_binaries, env_passthrough, timeout, max_output_bytes".into()),
+    };
+    let strings = |key: &str, v: &Value| -> Result<Vec<String>, String> {
+        match v {
+            Value::Null => Ok(Vec::new()),
+            Value::Array(items) => items
+                .iter()
+                .map(|i| {
+                    i.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| format!("config.{key} must be a list of strings"))
+                })
+                .collect(),
+            Value::String(s) => Ok(s
+                .split(',')
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty())
+                .collect()),
+            _ => Err(format!("config.{key} must be a list of strings")),
+        }
+    };
+    for (k, val) in obj {
+        match k.as_str() {
+            "allowed_binaries" => cfg.allowed_binaries = strings(k, val)?,
+            "env_passthrough" => cfg.env_passthrough = strings(k, val)?,
+            "timeout" => cfg.timeout = parse_duration(val).map_err(|e| format!("config.timeout: {e}"))?,
+            "max_output_bytes" => {
+                cfg.max_output_bytes = val
+                    .as_u64()
+                    .filter(|n| *n > 0)
+                    .map(|n| n as usize)
+                    .ok_or_else(|| "config.max_output_bytes must be a positive integer".to_string())?
+            }
+            other => {
+                return Err(format!(
+                    "unknown key config.{other} (known: allowed_binaries, env_passthrough, timeout, max_output_bytes)"
+                ))
+            }
+        }
+    }
+    Ok(cfg)
+}
+
+/// `30` (seconds), `"30"`, `"30s"`, `"2m"`, `"500ms"`.
+fn parse_duration(v: &Value) -> Result<Duration, String> {
+    let bad = || "use seconds (30) or a duration like \"30s\", \"2m\", \"500ms\"".to_string();
+    let d = match v {
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|f| *f > 0.0 && f.is_finite())
+            .map(Duration::from_secs_f64)
+            .ok_or_else(bad)?,
+        Value::String(s) => {
+            let s = s.trim();
+            let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+                (n, 0.001)
+            } else if let Some(n) = s.strip_suffix('s') {
+                (n, 1.0)
+            } else if let Some(n) = s.strip_suffix('m') {
+                (n, 60.0)
+            } else if let Some(n) = s.strip_suffix('h') {
+                (n, 3600.0)
+            } else {
+                (s, 1.0)
+            };
+            let f: f64 = num.trim().parse().map_err(|_| bad())?;
+            if !(f > 0.0 && f.is_finite()) {
+                return Err(bad());
+            }
+            Duration::from_secs_f64(f * mult)
+        }
+        _ => return Err(bad()),
+    };
+    Ok(d)
+}
+
+struct ScriptPlan {
+    name: String,
+    tool: Option<script::ScriptTool>,
+    reason: String,
+}
+
+fn plan_scripts(agent: &Agent, timeout: Option<Duration>) -> Vec<ScriptPlan> {
+    let path_var = std::env::var("PATH").unwrap_or_default();
+    let mut out = Vec::new();
+    for skill in &agent.skills {
+        for section in &skill.tools {
+            let name = section.name.clone();
+            let Some(dir) = &skill.dir else {
+                out.push(ScriptPlan {
+                    name,
+                    tool: None,
+                    reason: format!(
+                        "skill {} is embedded and has no scripts directory",
+                        skill.name
+                    ),
+                });
+                continue;
+            };
+            match script::find_script(dir, &section.name, &path_var) {
+                script::ScriptLookup::Found { script: path, interpreter } => {
+                    let env = skill
+                        .forge
+                        .as_ref()
+                        .map(|f| {
+                            let e = &f.requires.env;
+                            e.required.iter().chain(e.one_of.iter()).chain(e.optional.iter()).cloned().collect()
+                        })
+                        .unwrap_or_default();
+                    let mut description = section.description.clone();
+                    if let Some(i) = &section.input {
+                        description.push_str(&format!(" Input: {i}"));
+                    }
+                    if let Some(o) = &section.output {
+                        description.push_str(&format!(" Output: {o}"));
+                    }
+                    if description.trim().is_empty() {
+                        description = format!("Tool {} of skill {}.", section.name, skill.name);
+                    }
+                    let reason = format!(
+                        "skill {}: ## Tool: {} -> {} (run with {})",
+                        skill.name,
+                        section.name,
+                        path.display(),
+                        interpreter.display()
+                    );
+                    let skill_timeout = skill.forge.as_ref().and_then(|f| f.timeout_hint).filter(|s| *s > 0).map(Duration::from_secs);
+                    out.push(ScriptPlan {
+                        name: name.clone(),
+                        tool: Some(script::ScriptTool {
+                            name,
+                            skill: skill.name.clone(),
+                            description: description.trim().to_string(),
+                            script: path,
+                            interpreter,
+                            env_passthrough: env,
+                            proxy_url: None,
+                            timeout: skill_timeout.or(timeout).unwrap_or(script::DEFAULT_SCRIPT_TIMEOUT),
+                            workdir: Some(dir.clone()),
+                        }),
+                        reason,
+                    });
+                }
+                script::ScriptLookup::NoInterpreter { script: path, wanted } => {
+                    tracing::warn!(skill = %skill.name, tool = %section.name, "script interpreter not installed");
+                    out.push(ScriptPlan {
+                        name,
+                        tool: None,
+                        reason: format!(
+                            "skill {}: {} needs {} on PATH, which is not installed; install it and restart",
+                            skill.name,
+                            path.display(),
+                            wanted.join(" or ")
+                        ),
+                    })
+                }
+                script::ScriptLookup::NoScript { .. } => out.push(ScriptPlan {
+                    name,
+                    tool: None,
+                    reason: format!(
+                        "skill {}: no script for ## Tool: {} (looked for scripts/{}.{{sh,py,js}}); the section is instructions only",
+                        skill.name, section.name, section.name
+                    ),
+                }),
+            }
+        }
+    }
+    out
+}
