@@ -35,7 +35,7 @@ use serde_json::Value;
 
 use crate::guardrails::{GuardrailError, Guardrails};
 
-pub use deps::{BrowserParts, EgressParts};
+pub use deps::{egress_settings, BrowserParts, DepOptions, EgressParts};
 pub use runner::{GuardrailEvent, GuardrailStage, ToolEvents, ToolRunner};
 
 /// Options for [`assemble`].

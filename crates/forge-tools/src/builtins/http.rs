@@ -63,17 +63,71 @@ pub struct HttpReply {
 }
 
 /// Send `call` through the egress client. This is the one place the builtins touch the client API.
+///
+/// The client reads at most its own body limit (10 MiB by default; a larger body is an error);
+/// the body is then cut to `call.max_body_bytes` and marked truncated.
 pub async fn send(ctx: &ToolContext, call: HttpCall) -> Result<HttpReply, ToolError> {
-    let Some(_client) = ctx.egress.as_ref() else {
+    let Some(client) = ctx.egress.as_ref() else {
         return Err(ToolError::Failed(
             "no egress client in this context: network tools run only inside an assembled agent"
                 .into(),
         ));
     };
-    let _ = call;
-    Err(ToolError::Failed(
-        "the egress HTTP client is not available in this build yet".into(),
-    ))
+    let method = http::Method::from_bytes(call.method.as_bytes())
+        .map_err(|_| ToolError::InvalidInput(format!("`method` {:?} is not valid", call.method)))?;
+    let mut headers = http::HeaderMap::new();
+    for (k, v) in &call.headers {
+        let name = http::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| ToolError::InvalidInput(format!("{k:?} is not a valid header name")))?;
+        let value = http::HeaderValue::from_str(v).map_err(|_| {
+            ToolError::InvalidInput(format!("the value of header {k:?} is not valid"))
+        })?;
+        headers.append(name, value);
+    }
+    let body = bytes::Bytes::from(call.body.unwrap_or_default());
+    let request = client.request(method, &call.url, headers, body);
+    let resp = tokio::select! {
+        r = tokio::time::timeout(call.timeout, request) => match r {
+            Ok(r) => r.map_err(egress_error)?,
+            Err(_) => return Err(ToolError::Timeout(call.timeout)),
+        },
+        _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+    };
+    let mut body = resp.body.to_vec();
+    let truncated = body.len() > call.max_body_bytes;
+    body.truncate(call.max_body_bytes);
+    let headers = resp
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    Ok(HttpReply {
+        status: resp.status.as_u16(),
+        final_url: resp.url,
+        headers,
+        body,
+        truncated,
+    })
+}
+
+/// Map an egress error to what the model sees; a policy refusal keeps its exact wording.
+fn egress_error(e: forge_egress::EgressError) -> ToolError {
+    match &e {
+        forge_egress::EgressError::Blocked(r) => {
+            let msg = r.to_string();
+            ToolError::Blocked(msg.strip_prefix("blocked by egress policy: ").unwrap_or(&msg).to_string())
+        }
+        forge_egress::EgressError::Timeout { after, .. } => ToolError::Timeout(*after),
+        forge_egress::EgressError::BodyTooLarge { limit } => ToolError::Failed(format!(
+            "the response body is larger than {limit} bytes, more than forge reads; request a smaller resource"
+        )),
+        _ => ToolError::Failed(e.to_string()),
+    }
 }
 
 fn header_value(reply: &HttpReply, name: &str) -> Option<String> {
