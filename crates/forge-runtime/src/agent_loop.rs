@@ -13,9 +13,14 @@
 //!   CDP calls too.
 //! - Each task's browser session (its own browser context, keyed by the task id) is closed when
 //!   the task ends, however it ends ([`SessionCloser`]).
-//! - Audit events: `session_start`, `llm_call`, `tool_exec`, `guardrail_check` (a tool refused by a
-//!   guardrail), `egress_blocked` (a tool refused by the egress policy), `browser_session_open/close`,
-//!   `session_end`. Tool arguments and outputs are never written, only their sizes.
+//! - Audit events: `session_start`, `llm_call`, `tool_exec`, `egress_blocked` (a tool refused by
+//!   the egress policy), `guardrail_check` (prompt/response here, tools via [`assembled`]),
+//!   `browser_session_open/close`, `session_end`. Tool arguments and outputs are never written, only their sizes.
+//!
+//! [`assembled`] adapts the runner's assembled tool set (guardrails, egress, browser) to the loop
+//! and turns guardrail and proxy events into audit events.
+
+pub mod assembled;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -541,18 +546,15 @@ impl AgentLoop {
             }
         }
         self.audit.emit(Some(task_id), events::TOOL_EXEC, fields);
-        match &result {
-            Err(ToolError::Guardrail(m)) => self.audit.emit(
-                Some(task_id),
-                events::GUARDRAIL_CHECK,
-                json!({"stage": "tool", "tool": call.name, "action": "block", "reason": short(m, 300)}),
-            ),
-            Err(ToolError::Blocked(m)) => self.audit.emit(
+        // Guardrail hits on tools are audited by the tool runner's events (see `assembled`); an
+        // egress refusal seen by a tool is audited here (the proxy reports its own decisions too,
+        // with `via: proxy`).
+        if let Err(ToolError::Blocked(m)) = &result {
+            self.audit.emit(
                 Some(task_id),
                 events::EGRESS_BLOCKED,
                 json!({"via": "tool", "tool": call.name, "reason": short(m, 300)}),
-            ),
-            _ => {}
+            );
         }
         let (ok, summary) = match &result {
             Ok(o) => (true, short(&o.text, 160)),
