@@ -1,0 +1,71 @@
+//! [`BrowserConfig`]: how the manager launches Chromium (proxy, binary, headless, limits, timeouts).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the [`crate::BrowserManager`] launches and limits Chromium.
+#[derive(Debug, Clone)]
+pub struct BrowserConfig {
+    /// The egress proxy every browser byte leaves through. Required: the manager refuses to start
+    /// a browser without it (the browser never runs unproxied). Must be a loopback address.
+    pub proxy: Option<SocketAddr>,
+    /// The browser binary; `None` means [`crate::find_browser_binary`] at launch time.
+    pub binary: Option<PathBuf>,
+    /// Headless (the default). `FORGE_BROWSER_HEADLESS=false|0` turns it off for local debugging.
+    pub headless: bool,
+    /// Where the throwaway profile dir is created (a fresh temp dir inside it). Defaults to the
+    /// system temp dir, which is outside the agent's workdir.
+    pub temp_root: Option<PathBuf>,
+    /// Most concurrent sessions (browser contexts). Default 8.
+    pub max_sessions: usize,
+    /// A session unused this long is closed. Default 15 minutes.
+    pub idle_timeout: Duration,
+    /// Time limit for navigations (navigate, back, clicks that navigate). Default 45 s.
+    pub navigation_timeout: Duration,
+    /// Time limit for other actions. Default 30 s.
+    pub action_timeout: Duration,
+    /// Upper bound for a skill's `timeout_hint`. Default 120 s.
+    pub max_timeout: Duration,
+    /// Time allowed for Chromium to start and print its DevTools address. Default 20 s.
+    pub launch_timeout: Duration,
+    /// Viewport size in CSS pixels. Default 1280x800.
+    pub viewport: (u32, u32),
+}
+
+impl Default for BrowserConfig {
+    fn default() -> Self {
+        Self {
+            proxy: None,
+            binary: None,
+            headless: true,
+            temp_root: None,
+            max_sessions: 8,
+            idle_timeout: Duration::from_secs(15 * 60),
+            navigation_timeout: Duration::from_secs(45),
+            action_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(120),
+            launch_timeout: Duration::from_secs(20),
+            viewport: (1280, 800),
+        }
+    }
+}
+
+impl BrowserConfig {
+    /// The defaults with `proxy` set, and `FORGE_BROWSER_BIN` / `FORGE_BROWSER_HEADLESS` applied.
+    pub fn with_proxy(proxy: SocketAddr) -> Self {
+        Self { proxy: Some(proxy), ..Self::default() }.apply_env()
+    }
+
+    /// Apply `FORGE_BROWSER_BIN` and `FORGE_BROWSER_HEADLESS` from the environment.
+    pub fn apply_env(mut self) -> Self {
+        if let Some(bin) = std::env::var_os("FORGE_BROWSER_BIN").filter(|v| !v.is_empty()) {
+            self.binary = Some(PathBuf::from(bin));
+        }
+        if let Ok(v) = std::env::var("FORGE_BROWSER_HEADLESS") {
+            let v = v.trim().to_ascii_lowercase();
+            self.headless = !(v == "false" || v == "0" || v == "no" || v == "off");
+        }
+        self
+    }
+}

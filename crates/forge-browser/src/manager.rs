@@ -1,0 +1,833 @@
+//! The [`BrowserManager`]: one Chromium per agent, launched lazily through the egress proxy, with
+//! one browser context per session, crash/hang detection, relaunch and clean shutdown.
+//!
+//! Invariants kept here:
+//! - Chromium is never started without a loopback proxy address; every context is created with
+//!   that proxy and `<-loopback>` so loopback goes through the proxy too.
+//! - Chromium runs in its own process group; shutdown, a detected crash or hang, and `Drop` kill
+//!   the whole group and remove the 0700 throwaway profile dir.
+//! - A session (a task, a conversation) owns one browser context; its tabs, popups included, live
+//!   in that context only.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use chromiumoxide::cdp::browser_protocol::browser::BrowserContextId;
+use chromiumoxide::cdp::browser_protocol::browser::GetVersionParams;
+use chromiumoxide::cdp::browser_protocol::page::{
+    DialogType, EventJavascriptDialogOpening, HandleJavaScriptDialogParams,
+};
+use chromiumoxide::cdp::browser_protocol::target::{
+    CloseTargetParams, CreateBrowserContextParams, CreateTargetParams, GetTargetsParams, TargetId,
+};
+use chromiumoxide::handler::viewport::Viewport;
+use chromiumoxide::handler::HandlerConfig;
+use chromiumoxide::{Browser, Page};
+use futures::StreamExt;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::{Mutex, Notify};
+
+use crate::binary::find_browser_binary;
+use crate::config::BrowserConfig;
+use crate::refusals::RefusalLog;
+
+/// Why the browser could not do what was asked. Messages say what happened and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum BrowserError {
+    /// No proxy address: the browser never runs unproxied.
+    #[error("the browser refuses to start without an egress proxy address (BrowserConfig.proxy is not set); the runtime must start the egress proxy first")]
+    NoProxy,
+    /// The proxy address is not on loopback.
+    #[error("the egress proxy address {0} is not a loopback address; the browser only uses forge's own loopback proxy")]
+    ProxyNotLoopback(std::net::SocketAddr),
+    /// No browser binary.
+    #[error(transparent)]
+    NotFound(#[from] crate::binary::BrowserNotFound),
+    /// Chromium did not start.
+    #[error("Chromium ({binary}) failed to start: {reason}")]
+    Launch { binary: String, reason: String },
+    /// Chromium died or hung while a call was in flight.
+    #[error("Chromium {0}; the call was aborted. The next browser call starts a fresh browser (pages, tabs and cookies of every session are gone; navigate again)")]
+    Crashed(String),
+    /// Too many sessions.
+    #[error("{0} browser sessions are already open (the limit); finish another task first or wait for idle sessions to close")]
+    TooManySessions(usize),
+    /// A CDP command failed.
+    #[error("browser command failed: {0}")]
+    Cdp(String),
+}
+
+impl From<chromiumoxide::error::CdpError> for BrowserError {
+    fn from(e: chromiumoxide::error::CdpError) -> Self {
+        BrowserError::Cdp(e.to_string())
+    }
+}
+
+/// One tab of a session.
+pub struct Tab {
+    /// Stable id within the session (`t1`, `t2`, ...).
+    pub id: String,
+    pub(crate) target_id: TargetId,
+    pub(crate) page: Page,
+    /// Dialogs seen since the last look (already handled), as one-line descriptions.
+    pub(crate) dialogs: Arc<StdMutex<Vec<String>>>,
+    dialog_task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Tab {
+    fn drop(&mut self) {
+        self.dialog_task.abort();
+    }
+}
+
+/// What a session holds: its context, its tabs and which one is active.
+pub struct SessionState {
+    pub(crate) tabs: Vec<Tab>,
+    pub(crate) active: usize,
+    next_tab: u32,
+    known: HashSet<TargetId>,
+}
+
+/// One session: a browser context with its tabs. Calls on a session run one at a time.
+pub struct Session {
+    pub(crate) key: String,
+    pub(crate) context_id: BrowserContextId,
+    pub(crate) running: Arc<Running>,
+    pub(crate) state: Mutex<SessionState>,
+    last_used: StdMutex<Instant>,
+}
+
+/// A live Chromium: the process group, the CDP connection and the sessions on it.
+pub struct Running {
+    pub(crate) browser: Browser,
+    pgid: i32,
+    pid: u32,
+    profile: StdMutex<Option<tempfile::TempDir>>,
+    profile_path: PathBuf,
+    dead: Arc<AtomicBool>,
+    death: Arc<Notify>,
+    why_dead: Arc<StdMutex<Option<String>>>,
+    tasks: StdMutex<Vec<tokio::task::JoinHandle<()>>>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// When the browser started (for figures) and how long launch took.
+    pub(crate) launched_in: Duration,
+}
+
+impl Running {
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    fn mark_dead(&self, why: &str) {
+        let mut w = self.why_dead.lock().unwrap_or_else(|p| p.into_inner());
+        if w.is_none() {
+            *w = Some(why.to_string());
+        }
+        self.dead.store(true, Ordering::SeqCst);
+        self.death.notify_waiters();
+    }
+
+    fn death_reason(&self) -> String {
+        self.why_dead
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_else(|| "exited".into())
+    }
+
+    /// Kill the process group, wait (bounded) until it is gone, remove the profile dir.
+    fn kill_and_clean(&self) {
+        self.mark_dead("was shut down");
+        // SAFETY-free: killpg on our own child's group id; negative/zero ids are never used.
+        if self.pgid > 0 {
+            unsafe {
+                libc::killpg(self.pgid, libc::SIGKILL);
+            }
+        }
+        // Reap our direct child if it is a zombie, then wait for the group to disappear.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            unsafe {
+                let mut status = 0;
+                libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG);
+            }
+            if !group_alive(self.pgid) || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for t in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            t.abort();
+        }
+        if let Some(dir) = self.profile.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let path = dir.path().to_path_buf();
+            if dir.close().is_err() {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+    }
+
+    /// The profile dir (for tests and diagnostics).
+    pub fn profile_path(&self) -> &std::path::Path {
+        &self.profile_path
+    }
+}
+
+/// Whether any process of group `pgid` still exists (zombies excluded).
+fn group_alive(pgid: i32) -> bool {
+    if pgid <= 0 {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return unsafe { libc::killpg(pgid, 0) == 0 };
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // Fields after the ")" that ends the command name: state ppid pgrp ...
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        let mut f = rest.split_whitespace();
+        let state = f.next().unwrap_or("");
+        let _ppid = f.next();
+        let pgrp = f.next().and_then(|s| s.parse::<i32>().ok()).unwrap_or(0);
+        if pgrp == pgid && state != "Z" && state != "X" {
+            return true;
+        }
+    }
+    false
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill_and_clean();
+    }
+}
+
+/// One Chromium per agent, launched on first use, with one browser context per session key.
+pub struct BrowserManager {
+    config: BrowserConfig,
+    running: Mutex<Option<Arc<Running>>>,
+    refusals: Option<RefusalLog>,
+    launches: AtomicU64,
+}
+
+impl BrowserManager {
+    /// A manager that will launch Chromium with `config` on first use. Starts nothing now.
+    pub fn new(config: BrowserConfig) -> Self {
+        Self { config, running: Mutex::new(None), refusals: None, launches: AtomicU64::new(0) }
+    }
+
+    /// Give the manager the proxy's log of recent refusals (wire [`RefusalLog`] as the proxy's
+    /// observer) so blocked navigations are reported with the proxy's own reason.
+    pub fn with_refusals(mut self, log: RefusalLog) -> Self {
+        self.refusals = Some(log);
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BrowserConfig {
+        &self.config
+    }
+
+    pub(crate) fn refusals(&self) -> Option<&RefusalLog> {
+        self.refusals.as_ref()
+    }
+
+    /// How many times Chromium was launched (a relaunch after a crash counts).
+    pub fn launch_count(&self) -> u64 {
+        self.launches.load(Ordering::SeqCst)
+    }
+
+    /// The live browser's main process id, if one is running.
+    pub async fn browser_pid(&self) -> Option<u32> {
+        self.running.lock().await.as_ref().filter(|r| !r.is_dead()).map(|r| r.pid)
+    }
+
+    /// The live browser's profile dir, if one is running.
+    pub async fn profile_dir(&self) -> Option<PathBuf> {
+        self.running.lock().await.as_ref().map(|r| r.profile_path.clone())
+    }
+
+    /// The time the current browser took from spawn to a usable CDP connection.
+    pub async fn launch_duration(&self) -> Option<Duration> {
+        self.running.lock().await.as_ref().map(|r| r.launched_in)
+    }
+
+    /// The running browser, launching one when none is alive.
+    pub async fn running(&self) -> Result<Arc<Running>, BrowserError> {
+        let mut guard = self.running.lock().await;
+        if let Some(r) = guard.as_ref() {
+            if !r.is_dead() {
+                return Ok(r.clone());
+            }
+            // Dead: clean up what is left, then relaunch.
+            let old = guard.take();
+            if let Some(old) = old {
+                tokio::task::spawn_blocking(move || old.kill_and_clean()).await.ok();
+            }
+        }
+        let r = Arc::new(self.launch().await?);
+        self.launches.fetch_add(1, Ordering::SeqCst);
+        *guard = Some(r.clone());
+        Ok(r)
+    }
+
+    /// The session for `key`, created (with a fresh browser context and one blank tab) if needed.
+    pub async fn session(&self, key: &str) -> Result<Arc<Session>, BrowserError> {
+        let running = self.running().await?;
+        self.reap_idle(&running).await;
+        let mut sessions = running.sessions.lock().await;
+        if let Some(s) = sessions.get(key) {
+            s.touch();
+            return Ok(s.clone());
+        }
+        if sessions.len() >= self.config.max_sessions {
+            return Err(BrowserError::TooManySessions(self.config.max_sessions));
+        }
+        let proxy = self.config.proxy.ok_or(BrowserError::NoProxy)?;
+        let params = CreateBrowserContextParams::builder()
+            .dispose_on_detach(true)
+            .proxy_server(format!("http://{proxy}"))
+            .proxy_bypass_list("<-loopback>")
+            .build();
+        let ctx = with_timeout(Duration::from_secs(10), running.browser.create_browser_context(params))
+            .await?;
+        let page = with_timeout(
+            Duration::from_secs(10),
+            running.browser.new_page(
+                CreateTargetParams::builder()
+                    .url("about:blank")
+                    .browser_context_id(ctx.clone())
+                    .build()
+                    .map_err(BrowserError::Cdp)?,
+            ),
+        )
+        .await?;
+        let mut state = SessionState { tabs: Vec::new(), active: 0, next_tab: 1, known: HashSet::new() };
+        state.add_tab(page).await;
+        let s = Arc::new(Session {
+            key: key.to_string(),
+            context_id: ctx,
+            running: running.clone(),
+            state: Mutex::new(state),
+            last_used: StdMutex::new(Instant::now()),
+        });
+        sessions.insert(key.to_string(), s.clone());
+        Ok(s)
+    }
+
+    /// Close the session `key` (its context, tabs, cookies and storage). Unknown keys are a no-op.
+    pub async fn close_session(&self, key: &str) {
+        let running = self.running.lock().await.clone();
+        let Some(running) = running else { return };
+        let s = running.sessions.lock().await.remove(key);
+        if let Some(s) = s {
+            s.dispose().await;
+        }
+    }
+
+    /// Number of open sessions.
+    pub async fn session_count(&self) -> usize {
+        let running = self.running.lock().await.clone();
+        match running {
+            Some(r) if !r.is_dead() => r.sessions.lock().await.len(),
+            _ => 0,
+        }
+    }
+
+    async fn reap_idle(&self, running: &Arc<Running>) {
+        let idle: Vec<Arc<Session>> = {
+            let mut sessions = running.sessions.lock().await;
+            let keys: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| s.idle_for() > self.config.idle_timeout)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| sessions.remove(k)).collect()
+        };
+        for s in idle {
+            tracing::debug!(session = %s.key, "closing idle browser session");
+            s.dispose().await;
+        }
+    }
+
+    /// Stop Chromium: close it, kill its process group, remove the profile dir. Idempotent; the
+    /// next browser call launches a new one.
+    pub async fn shutdown(&self) {
+        let r = self.running.lock().await.take();
+        if let Some(r) = r {
+            if !r.is_dead() {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    r.browser.execute(chromiumoxide::cdp::browser_protocol::browser::CloseParams::default()),
+                )
+                .await;
+            }
+            tokio::task::spawn_blocking(move || r.kill_and_clean()).await.ok();
+        }
+    }
+
+    /// Run `op` against the live browser `running`, failing promptly if Chromium dies or stops
+    /// answering, and after `limit` in any case.
+    pub(crate) async fn guard<T, F>(
+        &self,
+        running: &Arc<Running>,
+        limit: Duration,
+        op: F,
+    ) -> Result<T, crate::tools::ActionError>
+    where
+        F: std::future::Future<Output = Result<T, crate::tools::ActionError>>,
+    {
+        use crate::tools::ActionError;
+        if running.is_dead() {
+            return Err(ActionError::Browser(BrowserError::Crashed(running.death_reason())));
+        }
+        let started = Instant::now();
+        let watchdog = async {
+            // Process exit or lost connection is noticed at once (notify); a hang is noticed by
+            // a liveness ping that gets no answer within 3 s, checked every 2 s after 3 s.
+            let mut next_ping = started + Duration::from_secs(3);
+            loop {
+                let notified = running.death.notified();
+                if running.is_dead() {
+                    break;
+                }
+                tokio::select! {
+                    _ = notified => {}
+                    _ = tokio::time::sleep_until(next_ping.into()) => {
+                        let ping = tokio::time::timeout(
+                            Duration::from_secs(3),
+                            running.browser.execute(GetVersionParams::default()),
+                        )
+                        .await;
+                        if !matches!(ping, Ok(Ok(_))) {
+                            running.mark_dead("stopped responding (no answer to a liveness check within 3 s) and was killed");
+                            let r = running.clone();
+                            tokio::task::spawn_blocking(move || r.kill_and_clean());
+                        }
+                        next_ping = Instant::now() + Duration::from_secs(2);
+                    }
+                }
+                if running.is_dead() {
+                    break;
+                }
+            }
+            ActionError::Browser(BrowserError::Crashed(running.death_reason()))
+        };
+        tokio::select! {
+            r = op => r,
+            e = watchdog => Err(e),
+            _ = tokio::time::sleep(limit) => Err(ActionError::Timeout(limit)),
+        }
+    }
+
+    async fn launch(&self) -> Result<Running, BrowserError> {
+        let proxy = self.config.proxy.ok_or(BrowserError::NoProxy)?;
+        if !proxy.ip().is_loopback() {
+            return Err(BrowserError::ProxyNotLoopback(proxy));
+        }
+        let binary = match &self.config.binary {
+            Some(b) => crate::binary::find_browser_binary_in(Some(b.clone()), None)?,
+            None => find_browser_binary()?,
+        };
+        let started = Instant::now();
+        let mut tmp = tempfile::Builder::new();
+        tmp.prefix("forge-browser-");
+        let dir = match &self.config.temp_root {
+            Some(root) => tmp.tempdir_in(root),
+            None => tmp.tempdir(),
+        }
+        .map_err(|e| launch_err(&binary, format!("cannot create the profile dir: {e}")))?;
+        let profile = dir.path().join("profile");
+        {
+            use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| launch_err(&binary, format!("cannot chmod the profile dir: {e}")))?;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&profile)
+                .map_err(|e| launch_err(&binary, format!("cannot create the profile dir: {e}")))?;
+        }
+        let args = launch_args(&self.config, proxy, &profile);
+        let mut cmd = tokio::process::Command::new(&binary);
+        cmd.args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| launch_err(&binary, format!("cannot execute it: {e}")))?;
+        let pid = child.id().unwrap_or(0);
+        let pgid = pid as i32;
+        // From here on, a failure must kill the group and remove the dir: `Running` does that.
+        let dead = Arc::new(AtomicBool::new(false));
+        let death = Arc::new(Notify::new());
+        let why_dead = Arc::new(StdMutex::new(None));
+        let stderr_tail = Arc::new(StdMutex::new(Vec::<String>::new()));
+        let (ws_tx, ws_rx) = tokio::sync::oneshot::channel::<String>();
+        let stderr = child.stderr.take();
+        let tail = stderr_tail.clone();
+        let stderr_task = tokio::spawn(async move {
+            let Some(stderr) = stderr else { return };
+            let mut lines = BufReader::new(stderr).lines();
+            let mut ws_tx = Some(ws_tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(rest) = line.strip_prefix("DevTools listening on ") {
+                    if let Some(tx) = ws_tx.take() {
+                        let _ = tx.send(rest.trim().to_string());
+                    }
+                }
+                let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                t.push(line);
+                if t.len() > 20 {
+                    t.remove(0);
+                }
+            }
+        });
+        let exit_dead = dead.clone();
+        let exit_death = death.clone();
+        let exit_why = why_dead.clone();
+        let exit_task = tokio::spawn(async move {
+            let status = child.wait().await;
+            let msg = match status {
+                Ok(s) => format!("exited unexpectedly ({s})"),
+                Err(e) => format!("could not be waited for ({e})"),
+            };
+            exit_why.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(msg);
+            exit_dead.store(true, Ordering::SeqCst);
+            exit_death.notify_waiters();
+            // Keep `child` alive until here so kill_on_drop does not fire early.
+            drop(child);
+        });
+        let mut provisional = ProvisionalCleanup { pgid, pid, dir: Some(dir), tasks: vec![stderr_task, exit_task] };
+        let ws = tokio::select! {
+            r = ws_rx => r.ok(),
+            _ = tokio::time::sleep(self.config.launch_timeout) => None,
+        };
+        let Some(ws) = ws else {
+            let tail = stderr_tail.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
+            return Err(launch_err(
+                &binary,
+                format!("no DevTools address within {:?}; its last output:\n{tail}", self.config.launch_timeout),
+            ));
+        };
+        let handler_config = HandlerConfig {
+            viewport: Some(Viewport {
+                width: self.config.viewport.0,
+                height: self.config.viewport.1,
+                ..Viewport::default()
+            }),
+            request_timeout: Duration::from_secs(60),
+            ..HandlerConfig::default()
+        };
+        let (browser, mut handler) = Browser::connect_with_config(ws.clone(), handler_config)
+            .await
+            .map_err(|e| launch_err(&binary, format!("cannot connect to {ws}: {e}")))?;
+        let h_dead = dead.clone();
+        let h_death = death.clone();
+        let h_why = why_dead.clone();
+        let handler_task = tokio::spawn(async move {
+            while let Some(ev) = handler.next().await {
+                if let Err(e) = ev {
+                    let s = e.to_string();
+                    if s.contains("closed") || s.contains("Connection reset") || s.contains("Io") {
+                        h_why.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(format!("lost its DevTools connection ({s})"));
+                        break;
+                    }
+                    tracing::debug!("cdp handler: {s}");
+                }
+            }
+            h_why.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert("closed its DevTools connection".into());
+            h_dead.store(true, Ordering::SeqCst);
+            h_death.notify_waiters();
+        });
+        let mut tasks = std::mem::take(&mut provisional.tasks);
+        tasks.push(handler_task);
+        let dir = provisional.dir.take();
+        provisional.pgid = 0;
+        let profile_path = dir.as_ref().map(|d| d.path().to_path_buf()).unwrap_or_default();
+        Ok(Running {
+            browser,
+            pgid,
+            pid,
+            profile: StdMutex::new(dir),
+            profile_path,
+            dead,
+            death,
+            why_dead,
+            tasks: StdMutex::new(tasks),
+            sessions: Mutex::new(HashMap::new()),
+            launched_in: started.elapsed(),
+        })
+    }
+}
+
+impl Drop for BrowserManager {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.running.try_lock() {
+            if let Some(r) = g.take() {
+                r.kill_and_clean();
+            }
+        }
+    }
+}
+
+/// Cleans up a half-started browser when launch fails.
+struct ProvisionalCleanup {
+    pgid: i32,
+    pid: u32,
+    dir: Option<tempfile::TempDir>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for ProvisionalCleanup {
+    fn drop(&mut self) {
+        if self.pgid > 0 {
+            unsafe {
+                libc::killpg(self.pgid, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(self.pid as i32, &mut status, 0);
+            }
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while group_alive(self.pgid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        if let Some(d) = self.dir.take() {
+            let p = d.path().to_path_buf();
+            if d.close().is_err() {
+                let _ = std::fs::remove_dir_all(p);
+            }
+        }
+    }
+}
+
+fn launch_err(binary: &std::path::Path, reason: String) -> BrowserError {
+    BrowserError::Launch { binary: binary.display().to_string(), reason }
+}
+
+/// The command line Chromium gets (see docs/browser.md for why each flag is there).
+pub fn launch_args(config: &BrowserConfig, proxy: std::net::SocketAddr, profile: &std::path::Path) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        format!("--proxy-server=http://{proxy}"),
+        // Without this Chromium sends localhost, 127/8, [::1] and 169.254/16 around the proxy.
+        "--proxy-bypass-list=<-loopback>".into(),
+        "--no-first-run".into(),
+        "--no-default-browser-check".into(),
+        "--disable-extensions".into(),
+        "--disable-background-networking".into(),
+        "--disable-component-update".into(),
+        "--disable-sync".into(),
+        "--disable-default-apps".into(),
+        "--disable-quic".into(),
+        "--disable-domain-reliability".into(),
+        "--disable-breakpad".into(),
+        "--disable-client-side-phishing-detection".into(),
+        "--no-pings".into(),
+        "--dns-prefetch-disable".into(),
+        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
+        "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,OptimizationHints,Translate,AutofillServerCommunication,InterestFeedContentSuggestions".into(),
+        "--disable-dev-shm-usage".into(),
+        "--disable-popup-blocking".into(),
+        "--disable-hang-monitor".into(),
+        "--disable-prompt-on-repost".into(),
+        "--password-store=basic".into(),
+        "--use-mock-keychain".into(),
+        "--mute-audio".into(),
+        "--hide-scrollbars".into(),
+        "--remote-debugging-port=0".into(),
+        "--remote-debugging-address=127.0.0.1".into(),
+        format!("--window-size={},{}", config.viewport.0, config.viewport.1),
+        format!("--user-data-dir={}", profile.display()),
+    ];
+    if config.headless {
+        args.push("--headless=new".into());
+    }
+    if needs_no_sandbox() {
+        args.push("--no-sandbox".into());
+    }
+    args.push("about:blank".into());
+    args
+}
+
+/// Chromium's sandbox cannot run as root or (usually) inside a container.
+fn needs_no_sandbox() -> bool {
+    let root = unsafe { libc::geteuid() } == 0;
+    let container = std::path::Path::new("/.dockerenv").exists()
+        || std::path::Path::new("/run/.containerenv").exists()
+        || std::env::var_os("container").is_some();
+    root || container
+}
+
+async fn with_timeout<T>(
+    limit: Duration,
+    f: impl std::future::Future<Output = chromiumoxide::Result<T>>,
+) -> Result<T, BrowserError> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(BrowserError::Cdp(format!("no answer from Chromium within {limit:?}"))),
+    }
+}
+
+impl Session {
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+    }
+
+    /// The session key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    async fn dispose(&self) {
+        let mut st = self.state.lock().await;
+        st.tabs.clear();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            self.running.browser.dispose_browser_context(self.context_id.clone()),
+        )
+        .await;
+    }
+
+    /// Pick up tabs the pages of this session opened (window.open, target=_blank). Returns the
+    /// ids of tabs that are new since the last call.
+    pub(crate) async fn sync_tabs(&self, st: &mut SessionState) -> Vec<String> {
+        let Ok(Ok(resp)) = tokio::time::timeout(
+            Duration::from_secs(5),
+            self.running.browser.execute(GetTargetsParams::default()),
+        )
+        .await
+        else {
+            return Vec::new();
+        };
+        let live: Vec<_> = resp
+            .result
+            .target_infos
+            .into_iter()
+            .filter(|t| t.r#type == "page" && t.browser_context_id.as_ref() == Some(&self.context_id))
+            .collect();
+        let live_ids: HashSet<TargetId> = live.iter().map(|t| t.target_id.clone()).collect();
+        // Drop tabs that are gone.
+        let active_id = st.tabs.get(st.active).map(|t| t.target_id.clone());
+        st.tabs.retain(|t| live_ids.contains(&t.target_id));
+        let mut new_tabs = Vec::new();
+        for t in live {
+            if st.known.contains(&t.target_id) {
+                continue;
+            }
+            // The handler attaches to new targets on its own; wait (bounded) until it has.
+            let mut page = None;
+            for _ in 0..40 {
+                if let Ok(p) = self.running.browser.get_page(t.target_id.clone()).await {
+                    page = Some(p);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            if let Some(p) = page {
+                let id = st.add_tab(p).await;
+                new_tabs.push(id);
+            } else {
+                st.known.insert(t.target_id.clone());
+            }
+        }
+        st.active = active_id
+            .and_then(|id| st.tabs.iter().position(|t| t.target_id == id))
+            .unwrap_or(0);
+        new_tabs
+    }
+
+    /// Close tab `idx` of this session.
+    pub(crate) async fn close_tab(&self, st: &mut SessionState, idx: usize) {
+        if idx < st.tabs.len() {
+            let tab = st.tabs.remove(idx);
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                self.running.browser.execute(CloseTargetParams::new(tab.target_id.clone())),
+            )
+            .await;
+            if st.active >= st.tabs.len() {
+                st.active = st.tabs.len().saturating_sub(1);
+            } else if st.active > idx {
+                st.active -= 1;
+            }
+        }
+    }
+
+    /// Open a new blank tab in this session and make it active.
+    pub(crate) async fn new_tab(&self, st: &mut SessionState) -> Result<(), BrowserError> {
+        let page = with_timeout(
+            Duration::from_secs(10),
+            self.running.browser.new_page(
+                CreateTargetParams::builder()
+                    .url("about:blank")
+                    .browser_context_id(self.context_id.clone())
+                    .build()
+                    .map_err(BrowserError::Cdp)?,
+            ),
+        )
+        .await?;
+        st.add_tab(page).await;
+        st.active = st.tabs.len() - 1;
+        Ok(())
+    }
+}
+
+impl SessionState {
+    async fn add_tab(&mut self, page: Page) -> String {
+        let id = format!("t{}", self.next_tab);
+        self.next_tab += 1;
+        let dialogs = Arc::new(StdMutex::new(Vec::new()));
+        let target_id = page.target_id().clone();
+        self.known.insert(target_id.clone());
+        // Dialogs never hang a call: each is recorded and answered at once (dismissed; a
+        // beforeunload is accepted so the navigation the model asked for goes ahead).
+        let d = dialogs.clone();
+        let p = page.clone();
+        let stream = page.event_listener::<EventJavascriptDialogOpening>().await;
+        let dialog_task = tokio::spawn(async move {
+            let Ok(mut stream) = stream else { return };
+            while let Some(ev) = stream.next().await {
+                let accept = matches!(ev.r#type, DialogType::Beforeunload);
+                let kind = match ev.r#type {
+                    DialogType::Alert => "alert",
+                    DialogType::Confirm => "confirm",
+                    DialogType::Prompt => "prompt",
+                    DialogType::Beforeunload => "beforeunload",
+                };
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    p.execute(HandleJavaScriptDialogParams::new(accept)),
+                )
+                .await;
+                let msg: String = ev.message.chars().take(200).collect();
+                d.lock().unwrap_or_else(|p| p.into_inner()).push(format!(
+                    "{kind} {msg:?} ({})",
+                    if accept { "accepted" } else { "dismissed" }
+                ));
+            }
+        });
+        self.tabs.push(Tab { id: id.clone(), target_id, page, dialogs, dialog_task });
+        id
+    }
+
+    /// The active tab.
+    pub(crate) fn active_tab(&self) -> Option<&Tab> {
+        self.tabs.get(self.active)
+    }
+}

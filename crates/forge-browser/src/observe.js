@@ -1,0 +1,633 @@
+// forge page library. Runs only in forge's isolated world (Page.createIsolatedWorld), never in
+// the page's world: page scripts cannot see it, and the built-ins it uses (Array, Map, DOM
+// prototypes) are this world's own, so a page that clobbers its prototypes cannot change what it
+// reports. Evaluated as an expression that yields the library object.
+(() => {
+  'use strict';
+  const S = {
+    refOf: new WeakMap(),   // Element -> ref number
+    byRef: new Map(),       // ref number -> WeakRef<Element>
+    next: 1,
+    frameOf: new WeakMap(), // iframe element -> frame number
+    frameEls: new Map(),    // frame number -> WeakRef<iframe element>
+    nextFrame: 1,
+    clickers: new WeakSet(),
+  };
+
+  const SKIP_TAGS = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'TITLE']);
+  const INTERACTIVE_ROLES = new Set(['button', 'link', 'checkbox', 'radio', 'tab', 'menuitem',
+    'menuitemcheckbox', 'menuitemradio', 'option', 'switch', 'textbox', 'combobox', 'searchbox',
+    'slider', 'spinbutton', 'treeitem', 'listbox']);
+  const BLOCK = new Set(['block', 'flex', 'grid', 'list-item', 'table', 'table-row', 'flow-root', 'table-caption']);
+
+  const clip = (s, n) => {
+    s = String(s == null ? '' : s).replace(/\s+/g, ' ').trim();
+    return s.length > n ? s.slice(0, n - 1) + '…' : s;
+  };
+
+  function win(el) { return el.ownerDocument.defaultView; }
+  function style(el) { return win(el).getComputedStyle(el); }
+
+  function ariaHidden(el) {
+    for (let n = el; n; n = n.parentElement || (n.getRootNode && n.getRootNode().host)) {
+      if (n.nodeType === 1 && n.getAttribute('aria-hidden') === 'true') return true;
+    }
+    return false;
+  }
+
+  function visible(el) {
+    if (!el.checkVisibility({ visibilityProperty: true, contentVisibilityAuto: true })) return false;
+    const r = el.getBoundingClientRect();
+    if (r.width <= 0 || r.height <= 0) return false;
+    return true;
+  }
+
+  function implicitRole(el) {
+    const tag = el.tagName;
+    const type = (el.getAttribute('type') || '').toLowerCase();
+    switch (tag) {
+      case 'A': case 'AREA': return el.hasAttribute('href') ? 'link' : null;
+      case 'BUTTON': return 'button';
+      case 'SUMMARY': return 'button';
+      case 'SELECT': return (el.multiple || el.size > 1) ? 'listbox' : 'combobox';
+      case 'TEXTAREA': return 'textbox';
+      case 'INPUT':
+        switch (type) {
+          case 'hidden': return null;
+          case 'button': case 'submit': case 'reset': case 'image': return 'button';
+          case 'checkbox': return 'checkbox';
+          case 'radio': return 'radio';
+          case 'range': return 'slider';
+          case 'number': return 'spinbutton';
+          case 'search': return 'searchbox';
+          case 'file': return 'file';
+          case 'color': case 'date': case 'datetime-local': case 'month': case 'time': case 'week':
+            return type;
+          default: return 'textbox';
+        }
+    }
+    if (el.isContentEditable && (!el.parentElement || !el.parentElement.isContentEditable)) return 'textbox';
+    return null;
+  }
+
+  function role(el) {
+    const r = (el.getAttribute('role') || '').trim().split(/\s+/)[0].toLowerCase();
+    if (r && r !== 'presentation' && r !== 'none' && r !== 'generic') return r;
+    return implicitRole(el);
+  }
+
+  function isInteractive(el, st) {
+    const r = role(el);
+    if (r && (INTERACTIVE_ROLES.has(r) || implicitRole(el))) return r;
+    if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') return null;
+    if (el.hasAttribute('onclick') || S.clickers.has(el)) return 'clickable';
+    const ti = el.getAttribute('tabindex');
+    if (ti !== null && +ti >= 0 && el.tagName !== 'BODY') return r || 'focusable';
+    if (st.cursor === 'pointer') {
+      // Count it only where the pointer starts: a parent with cursor:pointer passes it on.
+      const p = el.parentElement;
+      if (!p || style(p).cursor !== 'pointer') return 'clickable';
+    }
+    return null;
+  }
+
+  function textOf(el, n) {
+    return clip(el.innerText !== undefined ? el.innerText : el.textContent, n);
+  }
+
+  function labelText(el) {
+    const ids = (el.getAttribute('aria-labelledby') || '').trim();
+    if (ids) {
+      const root = el.getRootNode();
+      const parts = ids.split(/\s+/).map((id) => {
+        const t = root.getElementById ? root.getElementById(id) : el.ownerDocument.getElementById(id);
+        return t ? clip(t.textContent, 80) : '';
+      }).filter(Boolean);
+      if (parts.length) return parts.join(' ');
+    }
+    const al = el.getAttribute('aria-label');
+    if (al && al.trim()) return al;
+    if (el.labels && el.labels.length) {
+      const t = Array.from(el.labels).map((l) => clip(l.innerText || l.textContent, 80)).filter(Boolean).join(' ');
+      if (t) return t;
+    }
+    return '';
+  }
+
+  function accName(el, r) {
+    let name = labelText(el);
+    if (name) return clip(name, 80);
+    const tag = el.tagName;
+    if (tag === 'INPUT' || tag === 'TEXTAREA' || tag === 'SELECT') {
+      const type = (el.getAttribute('type') || '').toLowerCase();
+      if (['button', 'submit', 'reset'].includes(type)) return clip(el.value || type, 80);
+      if (type === 'image') return clip(el.alt || el.title || 'image', 80);
+      const ph = el.getAttribute('placeholder');
+      if (ph) return clip(ph, 80);
+      if (el.title) return clip(el.title, 80);
+      return clip(el.name || '', 80);
+    }
+    if (tag === 'IMG') return clip(el.alt || el.title, 80);
+    let t = textOf(el, 80);
+    if (!t) {
+      const img = el.querySelector('img[alt]');
+      if (img) t = clip(img.alt, 80);
+    }
+    if (!t) {
+      const svgTitle = el.querySelector('svg title');
+      if (svgTitle) t = clip(svgTitle.textContent, 80);
+    }
+    return t || clip(el.title || '', 80);
+  }
+
+  const SENSITIVE_AC = /^(cc-.*|current-password|new-password|one-time-code)$/;
+  const CARD_NUMBER = /(card|cc|credit)[\s_.-]*(number|num|no\b|#)|cardnumber|ccnum|credit[\s_.-]*card|\bpan\b/i;
+  const CVC = /\b(cvc|cvv|cvv2|cvc2|csc|cid)\b|security[\s_.-]*code|card[\s_.-]*verification|cvc|cvv/i;
+  const EXPIRY = /(card|cc)[\s_.-]*(exp|expiry|expiration)|exp(iry|iration)?[\s_.-]*(date|month|year|mm|yy)|\bmm\s*\/\s*yy|expir(y|es|ation)/i;
+
+  // Why filling `el` needs the opt-in, or '' when it does not.
+  function sensitivity(el) {
+    if (el.tagName !== 'INPUT' && el.tagName !== 'TEXTAREA') return '';
+    const type = (el.getAttribute('type') || '').toLowerCase();
+    if (type === 'password') return 'type=password';
+    const ac = (el.getAttribute('autocomplete') || '').toLowerCase().trim().split(/\s+/);
+    const hit = ac.find((t) => SENSITIVE_AC.test(t));
+    if (hit) return 'autocomplete=' + hit;
+    const hints = [el.name || '', el.id || '', labelText(el), el.getAttribute('placeholder') || ''];
+    for (const h of hints) {
+      if (!h) continue;
+      if (CARD_NUMBER.test(h)) return 'looks like a card number field (' + clip(h, 40) + ')';
+      if (CVC.test(h)) return 'looks like a card security code field (' + clip(h, 40) + ')';
+      if (EXPIRY.test(h)) return 'looks like a card expiry field (' + clip(h, 40) + ')';
+    }
+    return '';
+  }
+
+  function refFor(el) {
+    let n = S.refOf.get(el);
+    if (n === undefined) {
+      n = S.next++;
+      S.refOf.set(el, n);
+      S.byRef.set(n, new WeakRef(el));
+    }
+    return n;
+  }
+
+  function frameNumber(iframe) {
+    let n = S.frameOf.get(iframe);
+    if (n === undefined) {
+      n = S.nextFrame++;
+      S.frameOf.set(iframe, n);
+      S.frameEls.set(n, new WeakRef(iframe));
+    }
+    return n;
+  }
+
+  // The chain of frame numbers from the top document to `doc` (empty for the top document).
+  function framePath(doc) {
+    const path = [];
+    for (let w = doc.defaultView; w && w !== window.top && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+      path.unshift(frameNumber(w.frameElement));
+    }
+    return path;
+  }
+  function refName(el) {
+    const fp = framePath(el.ownerDocument);
+    return (fp.length ? 'f' + fp[fp.length - 1] : '') + 'e' + refFor(el);
+  }
+
+  // Offset of `doc`'s viewport inside the top viewport.
+  function frameOffset(doc) {
+    let x = 0, y = 0;
+    for (let w = doc.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+      const fe = w.frameElement;
+      const r = fe.getBoundingClientRect();
+      x += r.left + fe.clientLeft; y += r.top + fe.clientTop;
+    }
+    return { x, y };
+  }
+
+  function describe(el) {
+    let s = el.tagName.toLowerCase();
+    if (el.id) s += '#' + clip(el.id, 30);
+    else if (el.classList && el.classList.length) s += '.' + clip(el.classList[0], 30);
+    const t = textOf(el, 40);
+    if (t) s += ' "' + t + '"';
+    return s;
+  }
+
+  // What covers `el` at its centre (in its own document), or '' when the centre hits `el`.
+  function coverOf(el, r) {
+    const doc = el.ownerDocument;
+    const cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+    const vw = doc.documentElement.clientWidth || win(el).innerWidth;
+    const vh = doc.documentElement.clientHeight || win(el).innerHeight;
+    if (cx < 0 || cy < 0 || cx >= vw || cy >= vh) return '';
+    let hit = doc.elementFromPoint(cx, cy);
+    // Descend through open shadow roots to the innermost element.
+    for (let i = 0; hit && hit.shadowRoot && i < 16; i++) {
+      const inner = hit.shadowRoot.elementFromPoint(cx, cy);
+      if (!inner || inner === hit) break;
+      hit = inner;
+    }
+    if (!hit || hit === el || el.contains(hit)) return '';
+    // Hitting an element inside el's shadow tree, or a light-DOM ancestor that hosts it.
+    for (let n = hit; n; n = n.parentNode || n.host) { if (n === el) return ''; }
+    if (hit.tagName === 'LABEL' && hit.control === el) return '';
+    if (el.labels && Array.from(el.labels).includes(hit)) return '';
+    return describe(hit);
+  }
+
+  function elementState(el, r) {
+    const st = {};
+    const tag = el.tagName;
+    if (tag === 'INPUT' || tag === 'TEXTAREA') {
+      const type = (el.getAttribute('type') || (tag === 'TEXTAREA' ? 'textarea' : 'text')).toLowerCase();
+      if (type !== 'text' && type !== 'textarea') st.type = type;
+      if (type === 'checkbox' || type === 'radio') st.checked = el.checked;
+      else if (!['button', 'submit', 'reset', 'image', 'file'].includes(type)) {
+        st.value = type === 'password' ? (el.value ? '(' + el.value.length + ' chars hidden)' : '') : clip(el.value, 60);
+      }
+      if (el.required) st.required = true;
+      if (el.readOnly) st.readonly = true;
+    } else if (tag === 'SELECT') {
+      const opts = Array.from(el.options);
+      st.selected = opts.filter((o) => o.selected).map((o) => clip(o.label || o.text, 40));
+      st.options = opts.slice(0, 6).map((o) => clip(o.label || o.text, 30));
+      st.optionCount = opts.length;
+      if (el.multiple) st.multiple = true;
+      if (el.required) st.required = true;
+    } else if (el.isContentEditable) {
+      st.value = textOf(el, 60);
+    }
+    const ac = el.getAttribute('aria-checked');
+    if (ac && st.checked === undefined) st.checked = ac === 'true' ? true : (ac === 'mixed' ? 'mixed' : false);
+    const ae = el.getAttribute('aria-expanded');
+    if (ae) st.expanded = ae === 'true';
+    const as = el.getAttribute('aria-selected');
+    if (as === 'true') st.selectedItem = true;
+    if (el.disabled || el.getAttribute('aria-disabled') === 'true') st.disabled = true;
+    if ((tag === 'A' || tag === 'AREA') && el.hasAttribute('href')) st.href = clip(el.getAttribute('href'), 100);
+    if (el.target === '_blank') st.newTab = true;
+    const sens = sensitivity(el);
+    if (sens) st.fillProtected = true;
+    return st;
+  }
+
+  function isBlock(st) { return BLOCK.has(st.display); }
+
+  // Walk the flattened tree (open shadow roots, slots, same-origin iframes) in document order.
+  function walk(root, visit, depth) {
+    if (depth > 64) return;
+    const kids = root.shadowRoot ? [root.shadowRoot] : (root.tagName === 'SLOT' ? root.assignedNodes({ flatten: true }) : null);
+    const list = kids && kids.length ? kids : root.childNodes;
+    for (const n of Array.from(list)) {
+      if (n.nodeType === 11) { walk(n, visit, depth + 1); continue; }
+      if (visit(n) !== false && n.nodeType === 1) walk(n, visit, depth + 1);
+    }
+  }
+
+  function observe(opts) {
+    const maxText = opts.maxText || 20000;
+    const topWin = window;
+    const vw = document.documentElement.clientWidth || innerWidth;
+    const vh = document.documentElement.clientHeight || innerHeight;
+    const elements = [];
+    const frames = [];
+    let text = '';
+    let textFull = false;
+    const pushText = (s) => {
+      if (textFull) return;
+      text += s;
+      if (text.length > maxText) { text = text.slice(0, maxText); textFull = true; }
+    };
+    const visitDoc = (doc) => {
+      const off = frameOffset(doc);
+      const visit = (n) => {
+        if (n.nodeType === 3) {
+          const t = n.data.replace(/\s+/g, ' ');
+          if (t.trim()) pushText(t);
+          return false;
+        }
+        if (n.nodeType !== 1) return false;
+        const el = n;
+        if (SKIP_TAGS.has(el.tagName)) return false;
+        if (el.getAttribute('aria-hidden') === 'true') return false;
+        const st = style(el);
+        if (st.display === 'none') return false;
+        if (st.display === 'contents') return true;
+        const rect = el.getBoundingClientRect();
+        const hiddenSelf = st.visibility !== 'visible' || rect.width <= 0 || rect.height <= 0 || !el.checkVisibility({ contentVisibilityAuto: true });
+        // Zero-size boxes can still show overflowing children; only stop at clipped ones.
+        if ((rect.width <= 0 || rect.height <= 0) && (st.overflow === 'hidden' || st.overflow === 'clip') && el.tagName !== 'SLOT') return false;
+        if (isBlock(st) || el.tagName === 'BR') pushText('\n');
+        if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
+          if (hiddenSelf) return false;
+          const fnum = frameNumber(el);
+          let child = null;
+          try { child = el.contentDocument; } catch (_) { child = null; }
+          let origin = '';
+          try { origin = new URL(el.src || 'about:blank', doc.baseURI).origin; } catch (_) { origin = clip(el.src, 80); }
+          frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100) });
+          if (child && child.documentElement) {
+            pushText('\n');
+            visitDoc(child);
+            pushText('\n');
+          }
+          return false;
+        }
+        if (!hiddenSelf) {
+          const r = isInteractive(el, st);
+          if (r) {
+            const top = rect.top + off.y, left = rect.left + off.x;
+            const where = top + rect.height <= 0 ? 'above' : (top >= vh ? 'below' : (left + rect.width <= 0 || left >= vw ? 'side' : 'in'));
+            const item = { ref: refName(el), role: r, name: accName(el, r), state: elementState(el, rect), where };
+            if (where === 'in') {
+              const cover = coverOf(el, rect);
+              if (cover) item.coveredBy = cover;
+            }
+            elements.push(item);
+            // A control's own text is its name; keep it out of the text excerpt only for form fields.
+            if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return false;
+          }
+        } else if (st.visibility !== 'visible') {
+          // visibility:hidden children may override with visibility:visible; keep walking.
+          return true;
+        }
+        return true;
+      };
+      // Hidden text: text nodes are only kept when their parent element is rendered and visible.
+      const textVisit = (n) => {
+        if (n.nodeType === 3) {
+          const p = n.parentElement;
+          if (!p) return false;
+          const ps = style(p);
+          if (ps.visibility !== 'visible') return false;
+          return visit(n);
+        }
+        return visit(n);
+      };
+      if (doc.body) walk(doc.body, textVisit, 0);
+    };
+    visitDoc(document);
+    const se = document.scrollingElement || document.documentElement;
+    return {
+      url: location.href,
+      title: clip(document.title, 120),
+      viewport: { width: vw, height: vh },
+      scroll: { y: Math.round(se.scrollTop), height: Math.round(se.scrollHeight) },
+      elements,
+      frames,
+      text: text.replace(/[ \t]*\n[ \t\n]*/g, '\n').replace(/[ \t]+/g, ' ').trim(),
+    };
+  }
+
+  function lookup(ref) {
+    const m = /^(?:f(\d+))?e(\d+)$/.exec(String(ref || '').trim());
+    if (!m) return { error: 'bad-ref' };
+    const w = S.byRef.get(+m[2]);
+    const el = w && w.deref();
+    if (!el || !el.isConnected) return { error: 'stale' };
+    const fp = framePath(el.ownerDocument);
+    if ((m[1] ? +m[1] : 0) !== (fp.length ? fp[fp.length - 1] : 0)) return { error: 'stale' };
+    for (let w2 = el.ownerDocument.defaultView; w2 && w2.frameElement; w2 = w2.frameElement.ownerDocument.defaultView) {
+      if (!w2.frameElement.isConnected) return { error: 'stale' };
+    }
+    return { el };
+  }
+
+  function target(args) {
+    if (args.ref) {
+      const r = lookup(args.ref);
+      if (r.error) return r;
+      return { el: r.el, ref: args.ref };
+    }
+    if (args.selector) {
+      let el;
+      try { el = document.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
+      if (!el) return { error: 'no-match' };
+      return { el, ref: refName(el) };
+    }
+    return { error: 'no-target' };
+  }
+
+  // Scroll `el` into view and say where a real click should land, and what covers it.
+  function point(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const el = t.el;
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    // Scroll enclosing frames too, so the point is inside the top viewport.
+    for (let w = el.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+      w.frameElement.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    }
+    const st = style(el);
+    const r = el.getBoundingClientRect();
+    if (st.display === 'none' || st.visibility !== 'visible' || r.width <= 0 || r.height <= 0) {
+      return { ref: t.ref, error: 'not-visible', what: describe(el) };
+    }
+    const off = frameOffset(el.ownerDocument);
+    let cover = coverOf(el, r);
+    if (!cover) {
+      // Something in a parent document may cover the frame itself.
+      for (let w = el.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+        const fe = w.frameElement;
+        const c = coverOf(fe, fe.getBoundingClientRect());
+        if (c) { cover = c; break; }
+      }
+    }
+    const disabled = !!(el.disabled || el.getAttribute('aria-disabled') === 'true');
+    return { ref: t.ref, x: r.left + r.width / 2 + off.x, y: r.top + r.height / 2 + off.y, cover, disabled, tag: el.tagName.toLowerCase(), what: describe(el) };
+  }
+
+  function prepareFill(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const el = t.el;
+    const editable = (el.tagName === 'INPUT' && !['checkbox', 'radio', 'button', 'submit', 'reset', 'image', 'file', 'hidden', 'range', 'color'].includes((el.type || '').toLowerCase()))
+      || el.tagName === 'TEXTAREA' || el.isContentEditable;
+    if (!editable) return { ref: t.ref, error: 'not-editable', what: describe(el) };
+    if (el.disabled || el.readOnly) return { ref: t.ref, error: 'disabled', what: describe(el) };
+    const sens = sensitivity(el);
+    if (sens && !args.allowSensitive) return { ref: t.ref, error: 'sensitive', why: sens };
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    el.focus();
+    let hadValue = false;
+    if (el.isContentEditable) {
+      const sel = win(el).getSelection();
+      const range = el.ownerDocument.createRange();
+      range.selectNodeContents(el);
+      sel.removeAllRanges(); sel.addRange(range);
+      hadValue = el.textContent.length > 0;
+    } else {
+      try { el.select(); } catch (_) { /* not selectable */ }
+      try { el.setSelectionRange(0, el.value.length); } catch (_) { /* type without selection (email, number) */ }
+      hadValue = el.value.length > 0;
+    }
+    const focused = el.ownerDocument.activeElement === el || (el.getRootNode().activeElement === el);
+    return { ref: t.ref, hadValue, focused, sensitive: !!sens };
+  }
+
+  function valueOf(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const el = t.el;
+    const v = el.isContentEditable ? el.textContent : el.value;
+    return { ref: t.ref, value: (el.type === 'password') ? '(' + v.length + ' chars hidden)' : clip(v, 200), length: v.length };
+  }
+
+  function selectOption(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const el = t.el;
+    if (el.tagName !== 'SELECT') return { ref: t.ref, error: 'not-select', what: describe(el) };
+    if (el.disabled) return { ref: t.ref, error: 'disabled', what: describe(el) };
+    const wanted = args.options;
+    const opts = Array.from(el.options);
+    const norm = (s) => String(s).replace(/\s+/g, ' ').trim();
+    const chosen = [];
+    for (const w of wanted) {
+      const o = opts.find((o) => norm(o.label || o.text) === norm(w)) || opts.find((o) => o.value === w)
+        || opts.find((o) => norm(o.label || o.text).toLowerCase() === norm(w).toLowerCase());
+      if (!o) return { ref: t.ref, error: 'no-option', option: w, available: opts.slice(0, 30).map((o) => clip(o.label || o.text, 40)), count: opts.length };
+      if (o.disabled) return { ref: t.ref, error: 'option-disabled', option: w };
+      chosen.push(o);
+    }
+    if (chosen.length > 1 && !el.multiple) return { ref: t.ref, error: 'not-multiple' };
+    el.focus();
+    if (el.multiple) for (const o of opts) o.selected = chosen.includes(o);
+    else el.value = chosen[0].value;
+    el.dispatchEvent(new Event('input', { bubbles: true, composed: true }));
+    el.dispatchEvent(new Event('change', { bubbles: true }));
+    return { ref: t.ref, selected: chosen.map((o) => clip(o.label || o.text, 60)) };
+  }
+
+  function focusRef(args) {
+    const t = target(args);
+    if (t.error) return t;
+    t.el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    t.el.focus();
+    return { ref: t.ref };
+  }
+
+  function scrollBy(args) {
+    const se = document.scrollingElement || document.documentElement;
+    se.scrollTop += args.pages * (document.documentElement.clientHeight || innerHeight) * 0.9;
+    return { y: se.scrollTop };
+  }
+
+  function scrollTo(args) {
+    const t = target(args);
+    if (t.error) return t;
+    t.el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    return { ref: t.ref };
+  }
+
+  function rect(args) {
+    if (!args.selector) return { error: 'no-target' };
+    let el;
+    try { el = document.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
+    if (!el) return { error: 'no-match' };
+    el.scrollIntoView({ block: 'nearest', behavior: 'instant' });
+    const r = el.getBoundingClientRect();
+    return { x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height };
+  }
+
+  // Readable text of `root` (markdown-like: headings, list items, links, paragraphs).
+  function readable(root) {
+    let out = '';
+    const add = (s) => { out += s; };
+    const blockText = (el) => {
+      const tag = el.tagName;
+      if (/^H[1-6]$/.test(tag)) { add('\n\n' + '#'.repeat(+tag[1]) + ' '); return; }
+      if (tag === 'LI') { add('\n- '); return; }
+      if (tag === 'TR') { add('\n'); return; }
+      if (tag === 'TD' || tag === 'TH') { add(' | '); return; }
+      if (tag === 'P' || tag === 'BLOCKQUOTE' || tag === 'PRE' || tag === 'SECTION' || tag === 'ARTICLE') { add('\n\n'); return; }
+      add('\n');
+    };
+    const visit = (n) => {
+      if (n.nodeType === 3) {
+        const p = n.parentElement;
+        if (p && style(p).visibility !== 'visible') return false;
+        add(n.data.replace(/\s+/g, ' '));
+        return false;
+      }
+      if (n.nodeType !== 1) return false;
+      const el = n;
+      if (SKIP_TAGS.has(el.tagName) || el.getAttribute('aria-hidden') === 'true') return false;
+      const st = style(el);
+      if (st.display === 'none') return false;
+      if (el.tagName === 'BR') { add('\n'); return false; }
+      if (el.tagName === 'IMG') { if (el.alt) add('[image: ' + clip(el.alt, 80) + ']'); return false; }
+      if (el.tagName === 'IFRAME') {
+        let child = null;
+        try { child = el.contentDocument; } catch (_) { child = null; }
+        if (child && child.body) { add('\n'); walk(child.body, visit, 0); add('\n'); }
+        return false;
+      }
+      if (isBlock(st)) blockText(el);
+      return true;
+    };
+    if (root.nodeType === 1 && root !== document.body) visit(root);
+    walk(root, visit, 0);
+    return out.replace(/[ \t]+\n/g, '\n').replace(/\n[ \t]+/g, '\n').replace(/\n{3,}/g, '\n\n').replace(/[ \t]{2,}/g, ' ').trim();
+  }
+
+  function extract(args) {
+    let root = document.body || document.documentElement;
+    if (args.selector) {
+      try { root = document.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
+      if (!root) return { error: 'no-match' };
+    }
+    if (args.mode === 'html') {
+      if (!args.selector) return { error: 'html-needs-selector' };
+      if (root === document.documentElement || root === document.body || root === document.head) return { error: 'html-whole-page' };
+      return { content: root.outerHTML };
+    }
+    if (args.mode === 'links') {
+      const lines = [];
+      const seen = new Set();
+      const visit = (n) => {
+        if (n.nodeType !== 1) return false;
+        const el = n;
+        if (SKIP_TAGS.has(el.tagName)) return false;
+        const st = style(el);
+        if (st.display === 'none' || el.getAttribute('aria-hidden') === 'true') return false;
+        if (el.tagName === 'IFRAME') {
+          let child = null;
+          try { child = el.contentDocument; } catch (_) { child = null; }
+          if (child && child.body) walk(child.body, visit, 0);
+          return false;
+        }
+        if ((el.tagName === 'A' || el.tagName === 'AREA') && el.href && st.visibility === 'visible') {
+          const key = el.href + '\u0000' + accName(el, 'link');
+          if (!seen.has(key)) {
+            seen.add(key);
+            lines.push('- [' + (accName(el, 'link') || '(no text)') + '](' + el.href + ')');
+          }
+        }
+        return true;
+      };
+      walk(root, visit, 0);
+      return { content: lines.join('\n') };
+    }
+    return { content: readable(root) };
+  }
+
+  function waitCheck(args) {
+    const w = args.waitFor;
+    try { if (document.querySelector(w)) return { found: 'selector' }; } catch (_) { /* not a selector */ }
+    const body = document.body ? document.body.innerText : '';
+    if (body.includes(w)) return { found: 'text' };
+    return { found: '' };
+  }
+
+  function markClickers(el) { if (el && el.nodeType === 1) S.clickers.add(el); return true; }
+
+  return {
+    observe, point, prepareFill, valueOf, selectOption, focusRef, scrollBy, scrollTo, rect, extract,
+    waitCheck, markClickers,
+    ready: () => ({ state: document.readyState, url: location.href }),
+  };
+})()

@@ -1,0 +1,400 @@
+//! The page library (`observe.js`) run in forge's isolated world, and the compact observation
+//! text the model sees.
+//!
+//! Observation format (all of it page-derived, so the tools put it inside the fence):
+//!
+//! ```text
+//! page: <title>
+//! url: <url>
+//! viewport: 1280x800, scrolled 0 of 2400px
+//! elements (in view, reading order):
+//! e1 link "Home" -> /
+//! e2 textbox "Email" type=email value="" required
+//! e3 button "Buy" [covered by div#cookie "We use cookies"]
+//! f1: iframe "Payment" same-origin http://127.0.0.1:8080
+//! f1e4 button "Pay"
+//! 12 more below, 3 above (browser_state with scroll=1 or a larger max_chars to see them)
+//! text:
+//! ...
+//! ```
+
+use std::time::Duration;
+
+use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
+use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+use chromiumoxide::Page;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The page library, evaluated in the isolated world.
+const LIBRARY: &str = include_str!("observe.js");
+/// The isolated world's name (one per frame document; Chromium reuses it for the same name).
+const WORLD: &str = "forge";
+
+/// Why a call into the page library failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// The CDP command failed (page gone, target closed, browser gone).
+    #[error("{0}")]
+    Cdp(String),
+    /// The script threw (should not happen; reported with the exception text).
+    #[error("page script error: {0}")]
+    Script(String),
+}
+
+/// Run `cmd(args)` of the page library in the isolated world of `page`'s main frame.
+pub async fn call(page: &Page, cmd: &str, args: &Value) -> Result<Value, PageError> {
+    let frame = main_frame(page).await?;
+    let ctx = page
+        .execute(
+            CreateIsolatedWorldParams::builder()
+                .frame_id(frame)
+                .world_name(WORLD)
+                .grant_univeral_access(false)
+                .build()
+                .map_err(PageError::Cdp)?,
+        )
+        .await
+        .map_err(|e| PageError::Cdp(e.to_string()))?
+        .result
+        .execution_context_id;
+    let expression = format!(
+        "(globalThis.__forgeLib || (globalThis.__forgeLib = {LIBRARY}))[{cmd}]({args})",
+        cmd = serde_json::to_string(cmd).unwrap_or_default(),
+        args = args
+    );
+    let params = EvaluateParams::builder()
+        .expression(expression)
+        .context_id(ctx)
+        .return_by_value(true)
+        .await_promise(true)
+        .silent(true)
+        .build()
+        .map_err(PageError::Cdp)?;
+    let resp = page.execute(params).await.map_err(|e| PageError::Cdp(e.to_string()))?;
+    if let Some(ex) = &resp.result.exception_details {
+        let detail = ex
+            .exception
+            .as_ref()
+            .and_then(|e| e.description.clone())
+            .unwrap_or_else(|| ex.text.clone());
+        return Err(PageError::Script(detail));
+    }
+    Ok(resp.result.result.value.clone().unwrap_or(Value::Null))
+}
+
+/// The main frame's id (the frame tree's root).
+pub async fn main_frame(page: &Page) -> Result<FrameId, PageError> {
+    if let Ok(Some(f)) = page.mainframe().await {
+        return Ok(f);
+    }
+    let tree = page
+        .execute(chromiumoxide::cdp::browser_protocol::page::GetFrameTreeParams::default())
+        .await
+        .map_err(|e| PageError::Cdp(e.to_string()))?;
+    Ok(tree.result.frame_tree.frame.id.clone())
+}
+
+/// Wait (bounded by `limit`) until the main document is fully loaded.
+pub async fn wait_ready(page: &Page, limit: Duration) -> Result<(), PageError> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let r = tokio::time::timeout(Duration::from_secs(5), call(page, "ready", &Value::Null)).await;
+        if let Ok(Ok(v)) = &r {
+            if v.get("state").and_then(Value::as_str) == Some("complete") {
+                return Ok(());
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+}
+
+/// What `observe` returns.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Observation {
+    pub url: String,
+    pub title: String,
+    pub viewport: Viewport,
+    pub scroll: Scroll,
+    pub elements: Vec<Element>,
+    pub frames: Vec<Frame>,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Viewport {
+    pub width: f64,
+    pub height: f64,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Scroll {
+    pub y: f64,
+    pub height: f64,
+}
+
+/// One interactive element.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Element {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub role: String,
+    pub name: String,
+    pub state: serde_json::Map<String, Value>,
+    /// `in`, `above`, `below` or `side` (relative to the viewport).
+    #[serde(rename = "where")]
+    pub location: String,
+    #[serde(rename = "coveredBy", default)]
+    pub covered_by: Option<String>,
+}
+
+/// A frame (iframe) on the page.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Frame {
+    pub frame: String,
+    pub name: String,
+    pub origin: String,
+    #[serde(rename = "sameOrigin")]
+    pub same_origin: bool,
+    pub src: String,
+}
+
+/// Observe the active page of `page`.
+pub async fn observe(page: &Page) -> Result<Observation, PageError> {
+    let v = call(page, "observe", &serde_json::json!({"maxText": 20000})).await?;
+    serde_json::from_value(v).map_err(|e| PageError::Script(format!("unexpected observation shape: {e}")))
+}
+
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
+}
+
+/// One line for an element.
+pub fn element_line(e: &Element) -> String {
+    let mut line = format!("{} {}", e.reference, e.role);
+    if !e.name.is_empty() {
+        line.push(' ');
+        line.push_str(&quote(&e.name));
+    }
+    let st = &e.state;
+    if let Some(t) = st.get("type").and_then(Value::as_str) {
+        line.push_str(&format!(" type={t}"));
+    }
+    if let Some(v) = st.get("value").and_then(Value::as_str) {
+        line.push_str(&format!(" value={}", quote(v)));
+    }
+    match st.get("checked") {
+        Some(Value::Bool(true)) => line.push_str(" checked"),
+        Some(Value::Bool(false)) => line.push_str(" unchecked"),
+        Some(Value::String(s)) => line.push_str(&format!(" checked={s}")),
+        _ => {}
+    }
+    if let Some(sel) = st.get("selected").and_then(Value::as_array) {
+        let s: Vec<String> = sel.iter().filter_map(Value::as_str).map(quote).collect();
+        line.push_str(&format!(" selected={}", if s.is_empty() { "none".into() } else { s.join(",") }));
+        if let Some(opts) = st.get("options").and_then(Value::as_array) {
+            let o: Vec<String> = opts.iter().filter_map(Value::as_str).map(quote).collect();
+            let count = st.get("optionCount").and_then(Value::as_u64).unwrap_or(o.len() as u64);
+            line.push_str(&format!(" options={}", o.join(",")));
+            if count > o.len() as u64 {
+                line.push_str(&format!(",+{}", count - o.len() as u64));
+            }
+        }
+    }
+    for flag in ["multiple", "required", "readonly", "disabled"] {
+        if st.get(flag) == Some(&Value::Bool(true)) {
+            line.push(' ');
+            line.push_str(flag);
+        }
+    }
+    match st.get("expanded") {
+        Some(Value::Bool(true)) => line.push_str(" expanded"),
+        Some(Value::Bool(false)) => line.push_str(" collapsed"),
+        _ => {}
+    }
+    if st.get("selectedItem") == Some(&Value::Bool(true)) {
+        line.push_str(" selected");
+    }
+    if st.get("fillProtected") == Some(&Value::Bool(true)) {
+        line.push_str(" fill-protected");
+    }
+    if let Some(h) = st.get("href").and_then(Value::as_str) {
+        line.push_str(&format!(" -> {h}"));
+        if st.get("newTab") == Some(&Value::Bool(true)) {
+            line.push_str(" (new tab)");
+        }
+    }
+    if let Some(c) = &e.covered_by {
+        line.push_str(&format!(" [covered by {c}]"));
+    }
+    line
+}
+
+/// Render `obs` in about `budget` characters: header, in-view elements in reading order, a
+/// summary of the others, then a page-text excerpt with what is left.
+pub fn render(obs: &Observation, budget: usize) -> String {
+    let budget = budget.max(400);
+    let mut out = String::new();
+    out.push_str(&format!("page: {}\nurl: {}\n", obs.title, obs.url));
+    out.push_str(&format!(
+        "viewport: {}x{}, scrolled {} of {}px\n",
+        obs.viewport.width as i64, obs.viewport.height as i64, obs.scroll.y as i64, obs.scroll.height as i64
+    ));
+    let element_budget = budget * 7 / 10;
+    let mut above = 0usize;
+    let mut below = 0usize;
+    let mut cut = 0usize;
+    let mut listed = 0usize;
+    let mut lines = String::new();
+    let mut frames_done: Vec<&str> = Vec::new();
+    for e in &obs.elements {
+        match e.location.as_str() {
+            "above" => {
+                above += 1;
+                continue;
+            }
+            "below" | "side" => {
+                below += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let mut line = String::new();
+        // Introduce a frame before its first element.
+        if let Some(fnum) = e.reference.strip_prefix('f').and_then(|r| r.split('e').next()) {
+            let key = format!("f{fnum}");
+            if !frames_done.contains(&key.as_str()) {
+                if let Some(f) = obs.frames.iter().find(|f| f.frame == key) {
+                    frames_done.push(&f.frame);
+                    line.push_str(&frame_line(f));
+                    line.push('\n');
+                }
+            }
+        }
+        line.push_str(&element_line(e));
+        line.push('\n');
+        if out.len() + lines.len() + line.len() > element_budget {
+            cut += 1;
+            continue;
+        }
+        lines.push_str(&line);
+        listed += 1;
+    }
+    let frames_rest: Vec<String> =
+        obs.frames.iter().filter(|f| !frames_done.contains(&f.frame.as_str())).map(frame_line).collect();
+    out.push_str(if listed > 0 { "elements (in view, reading order):\n" } else { "elements in view: none\n" });
+    out.push_str(&lines);
+    for f in frames_rest {
+        if out.len() + f.len() < element_budget + 400 {
+            out.push_str(&f);
+            out.push('\n');
+        }
+    }
+    if above + below + cut > 0 {
+        let mut parts = Vec::new();
+        if cut > 0 {
+            parts.push(format!("{cut} more in view not listed"));
+        }
+        if below > 0 {
+            parts.push(format!("{below} more below"));
+        }
+        if above > 0 {
+            parts.push(format!("{above} above"));
+        }
+        out.push_str(&format!(
+            "{} (browser_state with scroll=1/-1, scroll_to=<ref> or a larger max_chars to see them)\n",
+            parts.join(", ")
+        ));
+    }
+    let left = budget.saturating_sub(out.len() + 8);
+    out.push_str("text:\n");
+    let text = obs.text.trim();
+    if text.chars().count() <= left {
+        out.push_str(text);
+    } else {
+        let cut_at: String = text.chars().take(left.saturating_sub(80)).collect();
+        let total = text.chars().count();
+        out.push_str(&cut_at);
+        out.push_str(&format!(
+            "\n… ({} more chars; browser_extract for the full text)",
+            total - cut_at.chars().count()
+        ));
+    }
+    out
+}
+
+fn frame_line(f: &Frame) -> String {
+    let mut s = format!("{}: iframe", f.frame);
+    if !f.name.is_empty() {
+        s.push(' ');
+        s.push_str(&quote(&f.name));
+    }
+    if f.same_origin {
+        s.push_str(&format!(" same-origin {}", f.origin));
+    } else {
+        s.push_str(&format!(" cross-origin {} (content not walked)", f.origin));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn el(r: &str, role: &str, name: &str, loc: &str, state: Value) -> Element {
+        Element {
+            reference: r.into(),
+            role: role.into(),
+            name: name.into(),
+            state: state.as_object().cloned().unwrap_or_default(),
+            location: loc.into(),
+            covered_by: None,
+        }
+    }
+
+    #[test]
+    fn element_lines_carry_state() {
+        let e = el(
+            "e3",
+            "combobox",
+            "Country",
+            "in",
+            serde_json::json!({"selected": ["France"], "options": ["France", "Spain"], "optionCount": 5, "required": true}),
+        );
+        assert_eq!(
+            element_line(&e),
+            "e3 combobox \"Country\" selected=\"France\" options=\"France\",\"Spain\",+3 required"
+        );
+        let mut b = el("f1e4", "button", "Pay", "in", serde_json::json!({}));
+        b.covered_by = Some("div#overlay \"Cookies\"".into());
+        assert_eq!(element_line(&b), "f1e4 button \"Pay\" [covered by div#overlay \"Cookies\"]");
+        let p = el("e5", "textbox", "Password", "in", serde_json::json!({"type": "password", "value": "", "fillProtected": true}));
+        assert_eq!(element_line(&p), "e5 textbox \"Password\" type=password value=\"\" fill-protected");
+    }
+
+    #[test]
+    fn render_summarises_offscreen_elements_and_respects_the_budget() {
+        let mut elements = vec![el("e1", "link", "Home", "in", serde_json::json!({"href": "/"}))];
+        for i in 2..200 {
+            elements.push(el(&format!("e{i}"), "link", &format!("Item {i}"), "below", serde_json::json!({})));
+        }
+        let obs = Observation {
+            url: "http://127.0.0.1/".into(),
+            title: "T".into(),
+            viewport: Viewport { width: 1280.0, height: 800.0 },
+            scroll: Scroll { y: 0.0, height: 9000.0 },
+            elements,
+            frames: vec![],
+            text: "word ".repeat(5000),
+        };
+        let out = render(&obs, 6000);
+        assert!(out.len() <= 6100, "{}", out.len());
+        assert!(out.contains("e1 link \"Home\" -> /"));
+        assert!(out.contains("198 more below"));
+        assert!(out.contains("browser_extract for the full text"));
+        assert_eq!(render(&obs, 6000), out, "deterministic");
+    }
+}
