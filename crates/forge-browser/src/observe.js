@@ -95,6 +95,19 @@
     return clip(el.innerText !== undefined ? el.innerText : el.textContent, n);
   }
 
+  // A label's text without the text of the controls inside it (a select's options, say).
+  function ownText(root) {
+    let out = '';
+    const rec = (n) => {
+      for (const c of Array.from(n.childNodes)) {
+        if (c.nodeType === 3) out += c.data;
+        else if (c.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON', 'SCRIPT', 'STYLE', 'OPTION'].includes(c.tagName)) rec(c);
+      }
+    };
+    rec(root);
+    return out;
+  }
+
   function labelText(el) {
     const ids = (el.getAttribute('aria-labelledby') || '').trim();
     if (ids) {
@@ -108,7 +121,7 @@
     const al = el.getAttribute('aria-label');
     if (al && al.trim()) return al;
     if (el.labels && el.labels.length) {
-      const t = Array.from(el.labels).map((l) => clip(l.innerText || l.textContent, 80)).filter(Boolean).join(' ');
+      const t = Array.from(el.labels).map((l) => clip(ownText(l), 80)).filter(Boolean).join(' ');
       if (t) return t;
     }
     return '';
@@ -243,7 +256,7 @@
     const tag = el.tagName;
     if (tag === 'INPUT' || tag === 'TEXTAREA') {
       const type = (el.getAttribute('type') || (tag === 'TEXTAREA' ? 'textarea' : 'text')).toLowerCase();
-      if (type !== 'text' && type !== 'textarea') st.type = type;
+      if (!['text', 'textarea', 'checkbox', 'radio'].includes(type)) st.type = type;
       if (type === 'checkbox' || type === 'radio') st.checked = el.checked;
       else if (!['button', 'submit', 'reset', 'image', 'file'].includes(type)) {
         st.value = type === 'password' ? (el.value ? '(' + el.value.length + ' chars hidden)' : '') : clip(el.value, 60);
@@ -306,7 +319,7 @@
       const visit = (n) => {
         if (n.nodeType === 3) {
           const t = n.data.replace(/\s+/g, ' ');
-          if (t.trim()) pushText(t);
+          if (t) pushText(t);
           return false;
         }
         if (n.nodeType !== 1) return false;
@@ -321,6 +334,7 @@
         // Zero-size boxes can still show overflowing children; only stop at clipped ones.
         if ((rect.width <= 0 || rect.height <= 0) && (st.overflow === 'hidden' || st.overflow === 'clip') && el.tagName !== 'SLOT') return false;
         if (isBlock(st) || el.tagName === 'BR') pushText('\n');
+        else if (st.display.startsWith('inline-') || ['INPUT', 'SELECT', 'TEXTAREA', 'BUTTON', 'IMG', 'LABEL', 'TD', 'TH'].includes(el.tagName)) pushText(' ');
         if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
           if (hiddenSelf) return false;
           const fnum = frameNumber(el);

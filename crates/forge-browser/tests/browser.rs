@@ -24,9 +24,10 @@ struct Fixture {
 }
 
 fn page(path: &str, other: &str) -> Response {
+    let path = path.split('?').next().unwrap_or(path);
     let html = match path {
         "/form.html" => format!(r#"<!doctype html><html><head><title>Form page</title>
-<style>#cover{{position:relative}} #overlay{{position:absolute;left:0;top:0;width:300px;height:60px;background:#eee}}</style></head><body>
+<style>#cover{{position:relative;height:70px}} #overlay{{position:absolute;left:0;top:0;width:300px;height:60px;background:#eee}}</style></head><body>
 <h1>Sign up</h1>
 <form action="/target.html" method="get">
 <label for="email">Email</label> <input id="email" name="email" type="email" required>
@@ -175,6 +176,8 @@ fn observation_lists_forms_shadow_frames_covers_and_skips_hidden() {
     assert!(obs.contains("textbox \"Email\" type=email value=\"\" required"), "{obs}");
     assert!(obs.contains("combobox \"Country\" selected=\"France\" options=\"France\",\"Germany\",\"Spain\""), "{obs}");
     assert!(obs.contains("checkbox \"Newsletter\" checked"), "{obs}");
+    assert!(obs.contains("Email Country Newsletter Create account"), "words stay apart: {obs}");
+    assert!(!obs.lines().any(|l| l.contains("Echo") && l.contains("covered")), "{obs}");
     assert!(obs.contains("button \"Create account\""), "{obs}");
     assert!(obs.contains("clickable \"Clickable div\""), "onclick counts: {obs}");
     assert!(obs.contains("clickable \"Pointer span\""), "cursor:pointer counts: {obs}");

@@ -128,6 +128,7 @@ pub async fn proxy(entries: &[String]) -> (SocketAddr, ProxyHandle, RefusalLog) 
 pub fn manager(addr: SocketAddr, log: RefusalLog, tmp: &std::path::Path) -> BrowserManager {
     let mut cfg = BrowserConfig::with_proxy(addr);
     cfg.temp_root = Some(tmp.to_path_buf());
+    cfg.max_sessions = 32;
     BrowserManager::new(cfg).with_refusals(log)
 }
 
