@@ -418,6 +418,21 @@ impl BrowserManager {
             }
             ActionError::Browser(BrowserError::Crashed(running.death_reason()))
         };
+        let op = async {
+            let r = op.await;
+            if r.is_err() && !running.is_dead() {
+                // A command that failed because Chromium is going away: give the exit watcher a
+                // moment so the error says so instead of "oneshot canceled".
+                let notified = running.death.notified();
+                let _ = tokio::time::timeout(Duration::from_millis(500), notified).await;
+            }
+            match r {
+                Err(_) if running.is_dead() => {
+                    Err(ActionError::Browser(BrowserError::Crashed(running.death_reason())))
+                }
+                other => other,
+            }
+        };
         tokio::select! {
             r = op => r,
             e = watchdog => Err(e),

@@ -518,6 +518,7 @@ impl BrowserTool {
         if url.scheme() != "http" && url.scheme() != "https" {
             return Err(invalid(format!("only http and https URLs can be opened, not {}:", url.scheme())));
         }
+        let t0 = tokio::time::Instant::now();
         let page = Self::page(st)?;
         let mut watch = NavWatch::new(&page).await?;
         let nav = page.execute(NavigateParams::new(url.as_str())).await?.result;
@@ -535,7 +536,8 @@ impl BrowserTool {
         observe::wait_ready(&page, limit).await?;
         let mut note = String::new();
         if let Some(w) = str_arg(input, "wait_for").filter(|s| !s.is_empty()) {
-            let deadline = tokio::time::Instant::now() + limit;
+            // Leave time for the observation inside the call's limit.
+            let deadline = t0 + limit.saturating_sub(Duration::from_millis(1500)).max(limit / 2);
             loop {
                 let v = observe::call(&page, "waitCheck", &json!({"waitFor": w})).await?;
                 if v.get("found").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
