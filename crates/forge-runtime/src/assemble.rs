@@ -38,6 +38,9 @@ use crate::guardrails::{GuardrailError, Guardrails};
 pub use deps::{egress_settings, BrowserParts, DepOptions, EgressParts};
 pub use runner::{GuardrailEvent, GuardrailStage, ToolEvents, ToolRunner};
 
+/// Why browser tools are absent when no skill asks for them.
+pub const BROWSER_ABSENT_REASON: &str = "no active skill declares requires.capabilities: [browser]";
+
 /// Options for [`assemble`].
 #[derive(Clone, Default)]
 pub struct AssembleOptions {
@@ -345,7 +348,7 @@ pub async fn assemble(
                     name: name.to_string(),
                     present: false,
                     source: ToolSource::Browser,
-                    reason: "no active skill declares requires.capabilities: [browser]".into(),
+                    reason: BROWSER_ABSENT_REASON.into(),
                 });
             }
             None

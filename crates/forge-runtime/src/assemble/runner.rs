@@ -133,10 +133,9 @@ impl ToolRunner {
             });
             ToolError::Guardrail(msg)
         };
-        let text = self
-            .guardrails
-            .check_output(name, &out.text)
-            .map_err(|h| blocked(self, h))?;
+        // Structured data first, string by string (keeps JSON valid). When the text is just the
+        // data's JSON, it is re-rendered from the redacted data, then checked as text too (which
+        // catches patterns spanning several values).
         let (data, data_redactions) = match &out.data {
             Some(d) => {
                 let r = self
@@ -147,7 +146,15 @@ impl ToolRunner {
             }
             None => (None, 0),
         };
-        let redactions = text.redactions.max(data_redactions);
+        let text_in = match (&out.data, &data) {
+            (Some(orig), Some(redacted)) if out.text == orig.to_string() => redacted.to_string(),
+            _ => out.text.clone(),
+        };
+        let text = self
+            .guardrails
+            .check_output(name, &text_in)
+            .map_err(|h| blocked(self, h))?;
+        let redactions = text.redactions + data_redactions;
         if redactions > 0 {
             self.report(GuardrailEvent {
                 session_key: ctx.session_key.clone(),
