@@ -1,0 +1,387 @@
+//! `forge run --once` end to end (the real binary): the scripted provider, a fake OpenAI-compatible
+//! server and a fake Anthropic server playing the model (two-step tool calling through the egress
+//! client, the model host allowlisted automatically), a 401, and `forge audit verify` on the real
+//! log it wrote (accepted; rejected after a line is altered or removed).
+
+#[path = "../../forge-runtime/tests/providers_support/fake_llm.rs"]
+mod fake_llm;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use fake_llm::{Reply, Responder};
+use serde_json::json;
+
+const SECRET_KEY: &str = "sk-forge-test-secret-0123456789";
+
+fn forge() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_forge"));
+    for v in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "FORGE_MODEL_PROVIDER",
+        "MODEL_NAME",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+        "OLLAMA_BASE_URL",
+    ] {
+        c.env_remove(v);
+    }
+    c
+}
+
+fn write_agent(dir: &Path, model_yaml: &str) -> PathBuf {
+    let cfg = dir.join("forge.yaml");
+    // deny-all egress: only the model host (added by forge itself) is reachable.
+    std::fs::write(
+        &cfg,
+        format!("agent_id: calc-agent\nversion: 0.1.0\n{model_yaml}egress:\n  mode: deny-all\n"),
+    )
+    .unwrap();
+    cfg
+}
+
+async fn run(mut cmd: Command) -> Output {
+    tokio::task::spawn_blocking(move || cmd.output().expect("run forge"))
+        .await
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripted_once_runs_the_tools_and_prints_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(
+        dir.path(),
+        "model:\n  provider: scripted\n  name: script.yaml\n",
+    );
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "turns:\n  - tool_calls:\n      - name: math_calculate\n        arguments: {expression: \"(17+4)*2\"}\n  - text: \"Computed: {{result:math_calculate}}\"\n",
+    )
+    .unwrap();
+    let audit = dir.path().join("audit.ndjson");
+    let mut c = forge();
+    c.arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--once")
+        .arg("compute")
+        .arg("--audit-file")
+        .arg(&audit);
+    let out = run(c).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // 42 comes from the real math_calculate tool, quoted by the script.
+    assert!(stdout.starts_with("Computed: "), "{stdout}");
+    assert!(stdout.contains("42"), "{stdout}");
+    assert!(
+        text(&out.stderr).contains("→ math_calculate"),
+        "progress on stderr"
+    );
+
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let events: Vec<String> = log
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(events.first().map(String::as_str), Some("session_start"));
+    assert_eq!(events.last().map(String::as_str), Some("session_end"));
+    assert_eq!(events.iter().filter(|e| *e == "tool_exec").count(), 1);
+    assert_eq!(events.iter().filter(|e| *e == "llm_call").count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fake_openai_server_plays_the_model_through_the_egress_client() {
+    let respond: Responder = Arc::new(|i, req| match i {
+        0 => Reply::Json(
+            200,
+            vec![],
+            fake_llm::openai_tool_calls(&[(
+                "call_1",
+                "math_calculate",
+                json!({"expression": "17*3"}),
+            )]),
+        ),
+        _ => {
+            let r =
+                fake_llm::openai_last_tool_result(&req.body).unwrap_or_else(|| "nothing".into());
+            Reply::Json(
+                200,
+                vec![],
+                fake_llm::openai_text(&format!("The calculator returned {r}")),
+            )
+        }
+    });
+    let fake = fake_llm::start(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(
+        dir.path(),
+        &format!(
+            "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\n",
+            fake.base()
+        ),
+    );
+    let audit = dir.path().join("audit.ndjson");
+    let mut c = forge();
+    c.env("OPENAI_API_KEY", SECRET_KEY);
+    c.arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--once")
+        .arg("what is 17*3?")
+        .arg("--audit-file")
+        .arg(&audit);
+    let out = run(c).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("The calculator returned") && stdout.contains("51"),
+        "{stdout}"
+    );
+    assert_eq!(fake.count(), 2);
+    let r0 = fake.request(0);
+    assert_eq!(
+        r0.header("authorization"),
+        Some(format!("Bearer {SECRET_KEY}").as_str())
+    );
+    assert!(r0.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["function"]["name"] == "math_calculate"));
+    assert!(
+        r0.body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("calc-agent"),
+        "system prompt names the agent"
+    );
+    assert!(fake_llm::openai_last_tool_result(&fake.request(1).body)
+        .unwrap()
+        .contains("51"));
+
+    let log = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        !log.contains(SECRET_KEY),
+        "the API key never reaches the audit log"
+    );
+    assert!(
+        log.contains("\"llm_call\"") && log.contains(&fake.addr.to_string()),
+        "llm_call names the host"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fake_anthropic_server_plays_the_model() {
+    let respond: Responder = Arc::new(|i, req| match i {
+        0 => Reply::Json(
+            200,
+            vec![],
+            fake_llm::anthropic_tool_use(&[(
+                "toolu_1",
+                "math_calculate",
+                json!({"expression": "2^10"}),
+            )]),
+        ),
+        _ => {
+            let r =
+                fake_llm::anthropic_last_tool_result(&req.body).unwrap_or_else(|| "nothing".into());
+            Reply::Json(
+                200,
+                vec![],
+                fake_llm::anthropic_text(&format!("Two to the tenth: {r}")),
+            )
+        }
+    });
+    let fake = fake_llm::start(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(
+        dir.path(),
+        "model:\n  provider: anthropic\n  name: claude-fake\n",
+    );
+    let mut c = forge();
+    c.env("ANTHROPIC_API_KEY", SECRET_KEY)
+        .env("ANTHROPIC_BASE_URL", fake.base());
+    c.arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--once")
+        .arg("2^10?");
+    let out = run(c).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("1024"), "{}", text(&out.stdout));
+    assert_eq!(fake.request(0).header("x-api-key"), Some(SECRET_KEY));
+    assert_eq!(fake.count(), 2);
+    assert!(
+        !text(&out.stderr).contains(SECRET_KEY),
+        "stderr audit log is scrubbed too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_then_success_is_retried_by_forge_run() {
+    let respond: Responder = Arc::new(|i, _| match i {
+        0 => Reply::Json(
+            429,
+            vec![("retry-after".into(), "0".into())],
+            json!({"error": {"message": "slow down"}}),
+        ),
+        _ => Reply::Json(200, vec![], fake_llm::openai_text("fine after a retry")),
+    });
+    let fake = fake_llm::start(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(
+        dir.path(),
+        &format!(
+            "model:\n  provider: openai\n  name: m\n  base_url: {}/v1\n",
+            fake.base()
+        ),
+    );
+    let mut c = forge();
+    c.env("OPENAI_API_KEY", SECRET_KEY)
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--once")
+        .arg("hi");
+    let out = run(c).await;
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "fine after a retry");
+    assert_eq!(fake.count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_is_a_clear_error_naming_the_provider_and_the_variable() {
+    let respond: Responder = Arc::new(|_, _| {
+        Reply::Json(
+            401,
+            vec![],
+            json!({"error": {"message": "Incorrect API key provided"}}),
+        )
+    });
+    let fake = fake_llm::start(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(
+        dir.path(),
+        &format!(
+            "model:\n  provider: openai\n  name: m\n  base_url: {}/v1\n",
+            fake.base()
+        ),
+    );
+    let mut c = forge();
+    c.env("OPENAI_API_KEY", SECRET_KEY)
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--once")
+        .arg("hi");
+    let out = run(c).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("openai rejected the request as unauthorized"),
+        "{err}"
+    );
+    assert!(err.contains("Set OPENAI_API_KEY"), "{err}");
+    assert!(!err.contains(SECRET_KEY), "{err}");
+    assert!(text(&out.stdout).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_for_the_default_endpoint_fails_before_any_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(
+        dir.path(),
+        "model:\n  provider: openai\n  name: gpt-4o-mini\n",
+    );
+    let mut c = forge();
+    c.arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--once")
+        .arg("hi");
+    let out = run(c).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no API key: set OPENAI_API_KEY"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_accepts_a_real_log_and_rejects_an_altered_or_removed_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(dir.path(), "model:\n  provider: scripted\n  name: s.yaml\n");
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        "turns:\n  - tool_calls:\n      - {name: math_calculate, arguments: {expression: \"1+1\"}}\n      - {name: datetime_now}\n  - text: done\n",
+    )
+    .unwrap();
+    let audit = dir.path().join("audit.ndjson");
+    let mut c = forge();
+    c.arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--once")
+        .arg("go")
+        .arg("--audit-file")
+        .arg(&audit);
+    assert!(run(c).await.status.success());
+
+    let mut v = forge();
+    v.arg("audit").arg("verify").arg(&audit);
+    let ok = run(v).await;
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    assert!(
+        text(&ok.stdout).contains("chain intact: 6 events"),
+        "{}",
+        text(&ok.stdout)
+    );
+
+    let original = std::fs::read_to_string(&audit).unwrap();
+    let lines: Vec<&str> = original.lines().collect();
+
+    let altered = dir.path().join("altered.ndjson");
+    let mut l2: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+    l2[2] = l2[2].replace("\"ok\":true", "\"ok\":false");
+    assert_ne!(l2[2], lines[2], "the edit changed the line");
+    std::fs::write(&altered, l2.join("\n") + "\n").unwrap();
+    let mut v = forge();
+    v.arg("audit").arg("verify").arg(&altered);
+    let bad = run(v).await;
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("line 3"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    let removed = dir.path().join("removed.ndjson");
+    let l3: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3)
+        .map(|(_, l)| *l)
+        .collect();
+    std::fs::write(&removed, l3.join("\n") + "\n").unwrap();
+    let mut v = forge();
+    v.arg("audit").arg("verify").arg(&removed);
+    let bad = run(v).await;
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("line 4"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
