@@ -215,6 +215,18 @@ pub async fn assemble(
         .files_dir
         .clone()
         .unwrap_or_else(|| agent.dir.join(".forge").join("files"));
+    // Absolute, so every result that names a file gives a path that works from anywhere.
+    let files_dir = if files_dir.is_absolute() {
+        files_dir
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(&files_dir))
+            .unwrap_or(files_dir)
+    };
+    let files_dir: PathBuf = files_dir
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
     let timeout = agg.timeout_hint.filter(|s| *s > 0).map(Duration::from_secs);
 
     // 1. Guardrails.
@@ -245,9 +257,19 @@ pub async fn assemble(
         || script_plans.iter().any(|p| p.tool.is_some())
         || browser_view.is_some();
 
-    // 6. The proxy, only when something will use it.
+    // The browser binary is resolved before anything starts, so a missing browser fails fast.
+    let browser_binary = match &browser_view {
+        Some(view) => Some(BrowserParts::find_binary(view)?),
+        None => None,
+    };
+    let refusals = forge_browser::RefusalLog::new();
+
+    // 6. The proxy, only when something will use it (the browser's refusal log listens in).
     if needs_proxy {
-        egress.start_proxy(&opts).await?;
+        let extra: Option<Arc<dyn forge_egress::proxy::EgressObserver>> = browser_view
+            .as_ref()
+            .map(|_| Arc::new(refusals.clone()) as _);
+        egress.start_proxy(&opts, extra).await?;
     }
     let proxy_url = egress.proxy_url();
 
@@ -324,7 +346,13 @@ pub async fn assemble(
     // 7. The browser, opt-in.
     let browser = match &browser_view {
         Some(view) => {
-            let parts = BrowserParts::build(view, &egress, &files_dir, &opts).await?;
+            let binary = browser_binary
+                .clone()
+                .ok_or_else(|| AssembleError::Browser {
+                    skills: view.skills.join(", "),
+                    message: "no browser binary was resolved".into(),
+                })?;
+            let parts = BrowserParts::build(view, binary, &egress, refusals.clone())?;
             let why = format!(
                 "browser: skill(s) {} declare requires.capabilities: [browser]; Chromium {} through the egress proxy{}",
                 view.skills.join(", "),

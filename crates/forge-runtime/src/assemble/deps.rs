@@ -6,8 +6,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use forge_browser::{
+    browser_tools, find_browser_binary, BrowserConfig, BrowserManager, BrowserToolOptions,
+    RefusalLog,
+};
 use forge_egress::client::{ClientOptions, EgressClient};
-use forge_egress::proxy::{EgressProxy, ProxyHandle, ProxyOptions};
+use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, ProxyHandle, ProxyOptions};
 use forge_egress::{EgressMode, EgressPolicy, EgressSettings};
 use forge_skills::{expand_domains, Agent, BrowserView};
 use forge_tools::Tool;
@@ -94,14 +98,25 @@ impl EgressParts {
         })
     }
 
+    /// Start the proxy on the same policy value. `extra` observers (the browser's refusal log) are
+    /// told about every decision, alongside the caller's observer (audit).
     pub(super) async fn start_proxy(
         &mut self,
         opts: &AssembleOptions,
+        extra: Option<Arc<dyn EgressObserver>>,
     ) -> Result<(), AssembleError> {
         if self.proxy.is_some() {
             return Ok(());
         }
-        let (_addr, handle) = EgressProxy::serve(self.policy.clone(), opts.deps.proxy.clone())
+        let mut options = opts.deps.proxy.clone();
+        let observers: Vec<Arc<dyn EgressObserver>> =
+            options.observer.take().into_iter().chain(extra).collect();
+        options.observer = match observers.len() {
+            0 => None,
+            1 => observers.into_iter().next(),
+            _ => Some(Arc::new(Fanout(observers))),
+        };
+        let (_addr, handle) = EgressProxy::serve(self.policy.clone(), options)
             .await
             .map_err(|e| AssembleError::Proxy(e.to_string()))?;
         self.proxy = Some(handle);
@@ -135,22 +150,58 @@ impl EgressParts {
     }
 }
 
+/// Tells several observers about every proxy decision.
+struct Fanout(Vec<Arc<dyn EgressObserver>>);
+
+impl EgressObserver for Fanout {
+    fn on_decision(&self, d: &Decision) {
+        for o in &self.0 {
+            o.on_decision(d);
+        }
+    }
+}
+
 /// The browser manager and its tools.
 pub struct BrowserParts {
     binary: PathBuf,
+    manager: Arc<BrowserManager>,
     tools: Vec<Arc<dyn Tool>>,
 }
 
 impl BrowserParts {
-    pub(super) async fn build(
-        view: &BrowserView,
-        _egress: &EgressParts,
-        _files_dir: &Path,
-        _opts: &AssembleOptions,
-    ) -> Result<Self, AssembleError> {
-        Err(AssembleError::Browser {
+    /// Resolve the Chromium binary (before anything else, so a missing browser fails startup
+    /// promptly with the skills that asked, what was searched and the fixes).
+    pub(super) fn find_binary(view: &BrowserView) -> Result<PathBuf, AssembleError> {
+        find_browser_binary().map_err(|e| AssembleError::BrowserMissing {
             skills: view.skills.join(", "),
-            message: "browser support is not available in this build yet".into(),
+            searched: e.searched.join(", "),
+        })
+    }
+
+    /// Build the manager on the running proxy (Chromium itself starts lazily on the first call).
+    pub(super) fn build(
+        view: &BrowserView,
+        binary: PathBuf,
+        egress: &EgressParts,
+        refusals: RefusalLog,
+    ) -> Result<Self, AssembleError> {
+        let proxy = egress.proxy_addr().ok_or_else(|| AssembleError::Browser {
+            skills: view.skills.join(", "),
+            message: "the egress proxy is not running; the browser never runs unproxied".into(),
+        })?;
+        let mut config = BrowserConfig::with_proxy(proxy);
+        config.binary = Some(binary.clone());
+        let manager = Arc::new(BrowserManager::new(config).with_refusals(refusals));
+        let tools = browser_tools(
+            manager.clone(),
+            BrowserToolOptions {
+                allow_sensitive_fill: view.allow_sensitive_fill,
+            },
+        );
+        Ok(Self {
+            binary,
+            manager,
+            tools,
         })
     }
 
@@ -159,12 +210,21 @@ impl BrowserParts {
         &self.binary
     }
 
+    /// The manager (for its pid, profile dir and launch count).
+    pub fn manager(&self) -> &Arc<BrowserManager> {
+        &self.manager
+    }
+
     /// The browser tools.
     pub fn tools(&self) -> &[Arc<dyn Tool>] {
         &self.tools
     }
 
-    pub(super) async fn close_session(&self, _session_key: &str) {}
+    pub(super) async fn close_session(&self, session_key: &str) {
+        self.manager.close_session(session_key).await;
+    }
 
-    pub(super) async fn shutdown(self) {}
+    pub(super) async fn shutdown(self) {
+        self.manager.shutdown().await;
+    }
 }
