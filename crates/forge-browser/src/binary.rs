@@ -3,8 +3,13 @@
 use std::path::{Path, PathBuf};
 
 /// The names looked up on PATH, in order.
-pub const BROWSER_NAMES: [&str; 5] =
-    ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"];
+pub const BROWSER_NAMES: [&str; 5] = [
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "google-chrome-stable",
+    "headless-shell",
+];
 
 /// No usable browser binary was found.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -42,8 +47,9 @@ pub fn find_browser_binary_in(
             )],
         });
     }
-    let dirs: Vec<PathBuf> =
-        path_var.map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    let dirs: Vec<PathBuf> = path_var
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
     for name in BROWSER_NAMES {
         for dir in &dirs {
             let candidate = dir.join(name);
@@ -53,13 +59,18 @@ pub fn find_browser_binary_in(
         }
     }
     Err(BrowserNotFound {
-        searched: BROWSER_NAMES.iter().map(|n| format!("{n} on PATH")).collect(),
+        searched: BROWSER_NAMES
+            .iter()
+            .map(|n| format!("{n} on PATH"))
+            .collect(),
     })
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -72,7 +83,10 @@ mod tests {
         let err = find_browser_binary_in(Some("/nonexistent/forge-chrome".into()), None)
             .expect_err("missing explicit binary is an error");
         let msg = err.to_string();
-        assert!(msg.contains("FORGE_BROWSER_BIN=/nonexistent/forge-chrome"), "{msg}");
+        assert!(
+            msg.contains("FORGE_BROWSER_BIN=/nonexistent/forge-chrome"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -87,10 +101,13 @@ mod tests {
             std::fs::write(&p, "#!/bin/sh\n").expect("write");
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         }
-        let found = find_browser_binary_in(None, Some(dir.path().as_os_str().to_owned()))
-            .expect("found");
+        let found =
+            find_browser_binary_in(None, Some(dir.path().as_os_str().to_owned())).expect("found");
         assert_eq!(found, dir.path().join("google-chrome"), "earlier name wins");
         let explicit = dir.path().join("headless-shell");
-        assert_eq!(find_browser_binary_in(Some(explicit.clone()), None).expect("explicit"), explicit);
+        assert_eq!(
+            find_browser_binary_in(Some(explicit.clone()), None).expect("explicit"),
+            explicit
+        );
     }
 }

@@ -54,7 +54,11 @@ impl Default for BrowserConfig {
 impl BrowserConfig {
     /// The defaults with `proxy` set, and `FORGE_BROWSER_BIN` / `FORGE_BROWSER_HEADLESS` applied.
     pub fn with_proxy(proxy: SocketAddr) -> Self {
-        Self { proxy: Some(proxy), ..Self::default() }.apply_env()
+        Self {
+            proxy: Some(proxy),
+            ..Self::default()
+        }
+        .apply_env()
     }
 
     /// Apply `FORGE_BROWSER_BIN` and `FORGE_BROWSER_HEADLESS` from the environment.

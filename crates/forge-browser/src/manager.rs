@@ -159,10 +159,20 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        for t in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             t.abort();
         }
-        if let Some(dir) = self.profile.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(dir) = self
+            .profile
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             let path = dir.path().to_path_buf();
             if dir.close().is_err() {
                 let _ = std::fs::remove_dir_all(&path);
@@ -186,10 +196,16 @@ fn group_alive(pgid: i32) -> bool {
     };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
         // Fields after the ")" that ends the command name: state ppid pgrp ...
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { continue };
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
         let mut f = rest.split_whitespace();
         let state = f.next().unwrap_or("");
         let _ppid = f.next();
@@ -218,7 +234,12 @@ pub struct BrowserManager {
 impl BrowserManager {
     /// A manager that will launch Chromium with `config` on first use. Starts nothing now.
     pub fn new(config: BrowserConfig) -> Self {
-        Self { config, running: Mutex::new(None), refusals: None, launches: AtomicU64::new(0) }
+        Self {
+            config,
+            running: Mutex::new(None),
+            refusals: None,
+            launches: AtomicU64::new(0),
+        }
     }
 
     /// Give the manager the proxy's log of recent refusals (wire [`RefusalLog`] as the proxy's
@@ -244,12 +265,21 @@ impl BrowserManager {
 
     /// The live browser's main process id, if one is running.
     pub async fn browser_pid(&self) -> Option<u32> {
-        self.running.lock().await.as_ref().filter(|r| !r.is_dead()).map(|r| r.pid)
+        self.running
+            .lock()
+            .await
+            .as_ref()
+            .filter(|r| !r.is_dead())
+            .map(|r| r.pid)
     }
 
     /// The live browser's profile dir, if one is running.
     pub async fn profile_dir(&self) -> Option<PathBuf> {
-        self.running.lock().await.as_ref().map(|r| r.profile_path.clone())
+        self.running
+            .lock()
+            .await
+            .as_ref()
+            .map(|r| r.profile_path.clone())
     }
 
     /// The time the current browser took from spawn to a usable CDP connection.
@@ -267,7 +297,9 @@ impl BrowserManager {
             // Dead: clean up what is left, then relaunch.
             let old = guard.take();
             if let Some(old) = old {
-                tokio::task::spawn_blocking(move || old.kill_and_clean()).await.ok();
+                tokio::task::spawn_blocking(move || old.kill_and_clean())
+                    .await
+                    .ok();
             }
         }
         let r = Arc::new(self.launch().await?);
@@ -294,8 +326,11 @@ impl BrowserManager {
             .proxy_server(format!("http://{proxy}"))
             .proxy_bypass_list("<-loopback>")
             .build();
-        let ctx = with_timeout(Duration::from_secs(10), running.browser.create_browser_context(params))
-            .await?;
+        let ctx = with_timeout(
+            Duration::from_secs(10),
+            running.browser.create_browser_context(params),
+        )
+        .await?;
         let page = with_timeout(
             Duration::from_secs(10),
             running.browser.new_page(
@@ -307,7 +342,12 @@ impl BrowserManager {
             ),
         )
         .await?;
-        let mut state = SessionState { tabs: Vec::new(), active: 0, next_tab: 1, known: HashSet::new() };
+        let mut state = SessionState {
+            tabs: Vec::new(),
+            active: 0,
+            next_tab: 1,
+            known: HashSet::new(),
+        };
         state.add_tab(page).await;
         let s = Arc::new(Session {
             key: key.to_string(),
@@ -363,11 +403,15 @@ impl BrowserManager {
             if !r.is_dead() {
                 let _ = tokio::time::timeout(
                     Duration::from_secs(2),
-                    r.browser.execute(chromiumoxide::cdp::browser_protocol::browser::CloseParams::default()),
+                    r.browser.execute(
+                        chromiumoxide::cdp::browser_protocol::browser::CloseParams::default(),
+                    ),
                 )
                 .await;
             }
-            tokio::task::spawn_blocking(move || r.kill_and_clean()).await.ok();
+            tokio::task::spawn_blocking(move || r.kill_and_clean())
+                .await
+                .ok();
         }
     }
 
@@ -384,7 +428,9 @@ impl BrowserManager {
     {
         use crate::tools::ActionError;
         if running.is_dead() {
-            return Err(ActionError::Browser(BrowserError::Crashed(running.death_reason())));
+            return Err(ActionError::Browser(BrowserError::Crashed(
+                running.death_reason(),
+            )));
         }
         let started = Instant::now();
         let watchdog = async {
@@ -427,9 +473,9 @@ impl BrowserManager {
                 let _ = tokio::time::timeout(Duration::from_millis(500), notified).await;
             }
             match r {
-                Err(_) if running.is_dead() => {
-                    Err(ActionError::Browser(BrowserError::Crashed(running.death_reason())))
-                }
+                Err(_) if running.is_dead() => Err(ActionError::Browser(BrowserError::Crashed(
+                    running.death_reason(),
+                ))),
                 other => other,
             }
         };
@@ -514,22 +560,36 @@ impl BrowserManager {
                 Ok(s) => format!("exited unexpectedly ({s})"),
                 Err(e) => format!("could not be waited for ({e})"),
             };
-            exit_why.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(msg);
+            exit_why
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(msg);
             exit_dead.store(true, Ordering::SeqCst);
             exit_death.notify_waiters();
             // Keep `child` alive until here so kill_on_drop does not fire early.
             drop(child);
         });
-        let mut provisional = ProvisionalCleanup { pgid, pid, dir: Some(dir), tasks: vec![stderr_task, exit_task] };
+        let mut provisional = ProvisionalCleanup {
+            pgid,
+            pid,
+            dir: Some(dir),
+            tasks: vec![stderr_task, exit_task],
+        };
         let ws = tokio::select! {
             r = ws_rx => r.ok(),
             _ = tokio::time::sleep(self.config.launch_timeout) => None,
         };
         let Some(ws) = ws else {
-            let tail = stderr_tail.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
+            let tail = stderr_tail
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .join("\n");
             return Err(launch_err(
                 &binary,
-                format!("no DevTools address within {:?}; its last output:\n{tail}", self.config.launch_timeout),
+                format!(
+                    "no DevTools address within {:?}; its last output:\n{tail}",
+                    self.config.launch_timeout
+                ),
             ));
         };
         let handler_config = HandlerConfig {
@@ -552,13 +612,19 @@ impl BrowserManager {
                 if let Err(e) = ev {
                     let s = e.to_string();
                     if s.contains("closed") || s.contains("Connection reset") || s.contains("Io") {
-                        h_why.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(format!("lost its DevTools connection ({s})"));
+                        h_why
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert(format!("lost its DevTools connection ({s})"));
                         break;
                     }
                     tracing::debug!("cdp handler: {s}");
                 }
             }
-            h_why.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert("closed its DevTools connection".into());
+            h_why
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert("closed its DevTools connection".into());
             h_dead.store(true, Ordering::SeqCst);
             h_death.notify_waiters();
         });
@@ -566,7 +632,10 @@ impl BrowserManager {
         tasks.push(handler_task);
         let dir = provisional.dir.take();
         provisional.pgid = 0;
-        let profile_path = dir.as_ref().map(|d| d.path().to_path_buf()).unwrap_or_default();
+        let profile_path = dir
+            .as_ref()
+            .map(|d| d.path().to_path_buf())
+            .unwrap_or_default();
         Ok(Running {
             browser,
             pgid,
@@ -627,11 +696,18 @@ impl Drop for ProvisionalCleanup {
 }
 
 fn launch_err(binary: &std::path::Path, reason: String) -> BrowserError {
-    BrowserError::Launch { binary: binary.display().to_string(), reason }
+    BrowserError::Launch {
+        binary: binary.display().to_string(),
+        reason,
+    }
 }
 
 /// The command line Chromium gets (see docs/browser.md for why each flag is there).
-pub fn launch_args(config: &BrowserConfig, proxy: std::net::SocketAddr, profile: &std::path::Path) -> Vec<String> {
+pub fn launch_args(
+    config: &BrowserConfig,
+    proxy: std::net::SocketAddr,
+    profile: &std::path::Path,
+) -> Vec<String> {
     let mut args: Vec<String> = vec![
         format!("--proxy-server=http://{proxy}"),
         // Without this Chromium sends localhost, 127/8, [::1] and 169.254/16 around the proxy.
@@ -691,7 +767,9 @@ async fn with_timeout<T>(
     match tokio::time::timeout(limit, f).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(e.into()),
-        Err(_) => Err(BrowserError::Cdp(format!("no answer from Chromium within {limit:?}"))),
+        Err(_) => Err(BrowserError::Cdp(format!(
+            "no answer from Chromium within {limit:?}"
+        ))),
     }
 }
 
@@ -701,7 +779,10 @@ impl Session {
     }
 
     fn idle_for(&self) -> Duration {
-        self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+        self.last_used
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .elapsed()
     }
 
     /// The session key.
@@ -714,7 +795,9 @@ impl Session {
         st.tabs.clear();
         let _ = tokio::time::timeout(
             Duration::from_secs(5),
-            self.running.browser.dispose_browser_context(self.context_id.clone()),
+            self.running
+                .browser
+                .dispose_browser_context(self.context_id.clone()),
         )
         .await;
     }
@@ -734,7 +817,9 @@ impl Session {
             .result
             .target_infos
             .into_iter()
-            .filter(|t| t.r#type == "page" && t.browser_context_id.as_ref() == Some(&self.context_id))
+            .filter(|t| {
+                t.r#type == "page" && t.browser_context_id.as_ref() == Some(&self.context_id)
+            })
             .collect();
         let live_ids: HashSet<TargetId> = live.iter().map(|t| t.target_id.clone()).collect();
         // Drop tabs that are gone.
@@ -773,7 +858,9 @@ impl Session {
             let tab = st.tabs.remove(idx);
             let _ = tokio::time::timeout(
                 Duration::from_secs(5),
-                self.running.browser.execute(CloseTargetParams::new(tab.target_id.clone())),
+                self.running
+                    .browser
+                    .execute(CloseTargetParams::new(tab.target_id.clone())),
             )
             .await;
             if st.active >= st.tabs.len() {
@@ -837,7 +924,13 @@ impl SessionState {
                 ));
             }
         });
-        self.tabs.push(Tab { id: id.clone(), target_id, page, dialogs, dialog_task });
+        self.tabs.push(Tab {
+            id: id.clone(),
+            target_id,
+            page,
+            dialogs,
+            dialog_task,
+        });
         id
     }
 

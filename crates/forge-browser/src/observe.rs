@@ -71,7 +71,10 @@ pub async fn call(page: &Page, cmd: &str, args: &Value) -> Result<Value, PageErr
         .silent(true)
         .build()
         .map_err(PageError::Cdp)?;
-    let resp = page.execute(params).await.map_err(|e| PageError::Cdp(e.to_string()))?;
+    let resp = page
+        .execute(params)
+        .await
+        .map_err(|e| PageError::Cdp(e.to_string()))?;
     if let Some(ex) = &resp.result.exception_details {
         let detail = ex
             .exception
@@ -99,7 +102,8 @@ pub async fn main_frame(page: &Page) -> Result<FrameId, PageError> {
 pub async fn wait_ready(page: &Page, limit: Duration) -> Result<(), PageError> {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
-        let r = tokio::time::timeout(Duration::from_secs(5), call(page, "ready", &Value::Null)).await;
+        let r =
+            tokio::time::timeout(Duration::from_secs(5), call(page, "ready", &Value::Null)).await;
         if let Ok(Ok(v)) = &r {
             if v.get("state").and_then(Value::as_str) == Some("complete") {
                 return Ok(());
@@ -165,7 +169,8 @@ pub struct Frame {
 /// Observe the active page of `page`.
 pub async fn observe(page: &Page) -> Result<Observation, PageError> {
     let v = call(page, "observe", &serde_json::json!({"maxText": 20000})).await?;
-    serde_json::from_value(v).map_err(|e| PageError::Script(format!("unexpected observation shape: {e}")))
+    serde_json::from_value(v)
+        .map_err(|e| PageError::Script(format!("unexpected observation shape: {e}")))
 }
 
 fn quote(s: &str) -> String {
@@ -194,10 +199,20 @@ pub fn element_line(e: &Element) -> String {
     }
     if let Some(sel) = st.get("selected").and_then(Value::as_array) {
         let s: Vec<String> = sel.iter().filter_map(Value::as_str).map(quote).collect();
-        line.push_str(&format!(" selected={}", if s.is_empty() { "none".into() } else { s.join(",") }));
+        line.push_str(&format!(
+            " selected={}",
+            if s.is_empty() {
+                "none".into()
+            } else {
+                s.join(",")
+            }
+        ));
         if let Some(opts) = st.get("options").and_then(Value::as_array) {
             let o: Vec<String> = opts.iter().filter_map(Value::as_str).map(quote).collect();
-            let count = st.get("optionCount").and_then(Value::as_u64).unwrap_or(o.len() as u64);
+            let count = st
+                .get("optionCount")
+                .and_then(Value::as_u64)
+                .unwrap_or(o.len() as u64);
             line.push_str(&format!(" options={}", o.join(",")));
             if count > o.len() as u64 {
                 line.push_str(&format!(",+{}", count - o.len() as u64));
@@ -241,7 +256,10 @@ pub fn render(obs: &Observation, budget: usize) -> String {
     out.push_str(&format!("page: {}\nurl: {}\n", obs.title, obs.url));
     out.push_str(&format!(
         "viewport: {}x{}, scrolled {} of {}px\n",
-        obs.viewport.width as i64, obs.viewport.height as i64, obs.scroll.y as i64, obs.scroll.height as i64
+        obs.viewport.width as i64,
+        obs.viewport.height as i64,
+        obs.scroll.y as i64,
+        obs.scroll.height as i64
     ));
     let element_budget = budget * 7 / 10;
     let mut above = 0usize;
@@ -264,7 +282,11 @@ pub fn render(obs: &Observation, budget: usize) -> String {
         }
         let mut line = String::new();
         // Introduce a frame before its first element.
-        if let Some(fnum) = e.reference.strip_prefix('f').and_then(|r| r.split('e').next()) {
+        if let Some(fnum) = e
+            .reference
+            .strip_prefix('f')
+            .and_then(|r| r.split('e').next())
+        {
             let key = format!("f{fnum}");
             if !frames_done.contains(&key.as_str()) {
                 if let Some(f) = obs.frames.iter().find(|f| f.frame == key) {
@@ -283,9 +305,17 @@ pub fn render(obs: &Observation, budget: usize) -> String {
         lines.push_str(&line);
         listed += 1;
     }
-    let frames_rest: Vec<String> =
-        obs.frames.iter().filter(|f| !frames_done.contains(&f.frame.as_str())).map(frame_line).collect();
-    out.push_str(if listed > 0 { "elements (in view, reading order):\n" } else { "elements in view: none\n" });
+    let frames_rest: Vec<String> = obs
+        .frames
+        .iter()
+        .filter(|f| !frames_done.contains(&f.frame.as_str()))
+        .map(frame_line)
+        .collect();
+    out.push_str(if listed > 0 {
+        "elements (in view, reading order):\n"
+    } else {
+        "elements in view: none\n"
+    });
     out.push_str(&lines);
     for f in frames_rest {
         if out.len() + f.len() < element_budget + 400 {
@@ -370,22 +400,52 @@ mod tests {
         );
         let mut b = el("f1e4", "button", "Pay", "in", serde_json::json!({}));
         b.covered_by = Some("div#overlay \"Cookies\"".into());
-        assert_eq!(element_line(&b), "f1e4 button \"Pay\" [covered by div#overlay \"Cookies\"]");
-        let p = el("e5", "textbox", "Password", "in", serde_json::json!({"type": "password", "value": "", "fillProtected": true}));
-        assert_eq!(element_line(&p), "e5 textbox \"Password\" type=password value=\"\" fill-protected");
+        assert_eq!(
+            element_line(&b),
+            "f1e4 button \"Pay\" [covered by div#overlay \"Cookies\"]"
+        );
+        let p = el(
+            "e5",
+            "textbox",
+            "Password",
+            "in",
+            serde_json::json!({"type": "password", "value": "", "fillProtected": true}),
+        );
+        assert_eq!(
+            element_line(&p),
+            "e5 textbox \"Password\" type=password value=\"\" fill-protected"
+        );
     }
 
     #[test]
     fn render_summarises_offscreen_elements_and_respects_the_budget() {
-        let mut elements = vec![el("e1", "link", "Home", "in", serde_json::json!({"href": "/"}))];
+        let mut elements = vec![el(
+            "e1",
+            "link",
+            "Home",
+            "in",
+            serde_json::json!({"href": "/"}),
+        )];
         for i in 2..200 {
-            elements.push(el(&format!("e{i}"), "link", &format!("Item {i}"), "below", serde_json::json!({})));
+            elements.push(el(
+                &format!("e{i}"),
+                "link",
+                &format!("Item {i}"),
+                "below",
+                serde_json::json!({}),
+            ));
         }
         let obs = Observation {
             url: "http://127.0.0.1/".into(),
             title: "T".into(),
-            viewport: Viewport { width: 1280.0, height: 800.0 },
-            scroll: Scroll { y: 0.0, height: 9000.0 },
+            viewport: Viewport {
+                width: 1280.0,
+                height: 800.0,
+            },
+            scroll: Scroll {
+                y: 0.0,
+                height: 9000.0,
+            },
             elements,
             frames: vec![],
             text: "word ".repeat(5000),

@@ -29,19 +29,29 @@ impl RefusalLog {
         if q.len() >= KEEP {
             q.pop_front();
         }
-        q.push_back((Instant::now(), host.to_ascii_lowercase(), reason.to_string()));
+        q.push_back((
+            Instant::now(),
+            host.to_ascii_lowercase(),
+            reason.to_string(),
+        ));
     }
 
     /// The latest reason `host` was refused within `within`, if any.
     pub fn recent(&self, host: &str, within: Duration) -> Option<String> {
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
         let q = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         q.iter()
             .rev()
             .take_while(|(t, _, _)| t.elapsed() <= within)
             .find(|(_, h, _)| {
                 let h = h.trim_start_matches('[').trim_end_matches(']');
-                h == host || h.rsplit_once(':').map(|(hh, _)| hh.trim_end_matches(']').trim_start_matches('[')) == Some(host.as_str())
+                h == host
+                    || h.rsplit_once(':')
+                        .map(|(hh, _)| hh.trim_end_matches(']').trim_start_matches('['))
+                        == Some(host.as_str())
             })
             .map(|(_, _, r)| r.clone())
     }
@@ -75,14 +85,24 @@ mod tests {
     fn finds_recent_refusals_by_host_with_or_without_port() {
         let log = RefusalLog::new();
         let t0 = Instant::now();
-        log.record("Evil.example:443", "evil.example is not in this agent's allowlist");
+        log.record(
+            "Evil.example:443",
+            "evil.example is not in this agent's allowlist",
+        );
         log.record("127.0.0.1:9", "port 9 is not allowed");
         assert_eq!(
-            log.recent("evil.example", Duration::from_secs(5)).as_deref(),
+            log.recent("evil.example", Duration::from_secs(5))
+                .as_deref(),
             Some("evil.example is not in this agent's allowlist")
         );
-        assert_eq!(log.recent("127.0.0.1", Duration::from_secs(5)).as_deref(), Some("port 9 is not allowed"));
+        assert_eq!(
+            log.recent("127.0.0.1", Duration::from_secs(5)).as_deref(),
+            Some("port 9 is not allowed")
+        );
         assert_eq!(log.recent("other.example", Duration::from_secs(5)), None);
-        assert_eq!(log.hosts_since(t0), vec!["evil.example:443".to_string(), "127.0.0.1:9".to_string()]);
+        assert_eq!(
+            log.hosts_since(t0),
+            vec!["evil.example:443".to_string(), "127.0.0.1:9".to_string()]
+        );
     }
 }

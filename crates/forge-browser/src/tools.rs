@@ -124,11 +124,17 @@ pub struct BrowserTool {
 }
 
 /// The browser tools over `manager`, in a fixed order.
-pub fn browser_tools(manager: Arc<BrowserManager>, options: BrowserToolOptions) -> Vec<Arc<dyn Tool>> {
+pub fn browser_tools(
+    manager: Arc<BrowserManager>,
+    options: BrowserToolOptions,
+) -> Vec<Arc<dyn Tool>> {
     ALL.iter()
         .map(|k| {
-            Arc::new(BrowserTool { kind: *k, manager: manager.clone(), options: options.clone() })
-                as Arc<dyn Tool>
+            Arc::new(BrowserTool {
+                kind: *k,
+                manager: manager.clone(),
+                options: options.clone(),
+            }) as Arc<dyn Tool>
         })
         .collect()
 }
@@ -184,7 +190,10 @@ impl Tool for BrowserTool {
         let mut req: Vec<&str> = Vec::new();
         match self.kind {
             Kind::Navigate => {
-                p.insert("url".into(), json!({"type": "string", "description": "http(s) URL to open."}));
+                p.insert(
+                    "url".into(),
+                    json!({"type": "string", "description": "http(s) URL to open."}),
+                );
                 p.insert("wait_for".into(), json!({"type": "string", "description": "Wait until this text appears or this CSS selector matches."}));
                 p.insert("timeout_ms".into(), json!({"type": "integer", "minimum": 1, "description": "Navigation time limit in ms (default 45000)."}));
                 req.push("url");
@@ -192,18 +201,30 @@ impl Tool for BrowserTool {
             Kind::State => {
                 p.insert("max_chars".into(), json!({"type": "integer", "minimum": 500, "maximum": MAX_BUDGET, "description": "Observation budget (default 6000)."}));
                 p.insert("scroll".into(), json!({"type": "number", "description": "Scroll by this many pages first (negative is up)."}));
-                p.insert("scroll_to".into(), json!({"type": "string", "description": "Scroll this ref into view first."}));
+                p.insert(
+                    "scroll_to".into(),
+                    json!({"type": "string", "description": "Scroll this ref into view first."}),
+                );
             }
             Kind::Click => {
                 p = target_props();
-                p.insert("button".into(), json!({"type": "string", "enum": ["left", "right", "middle"]}));
-                p.insert("click_count".into(), json!({"type": "integer", "minimum": 1, "maximum": 3}));
+                p.insert(
+                    "button".into(),
+                    json!({"type": "string", "enum": ["left", "right", "middle"]}),
+                );
+                p.insert(
+                    "click_count".into(),
+                    json!({"type": "integer", "minimum": 1, "maximum": 3}),
+                );
                 p.insert("force".into(), json!({"type": "boolean", "description": "Click even when another element covers the target's centre."}));
             }
             Kind::Fill => {
                 p = target_props();
                 p.insert("value".into(), json!({"type": "string"}));
-                p.insert("submit".into(), json!({"type": "boolean", "description": "Press Enter after typing."}));
+                p.insert(
+                    "submit".into(),
+                    json!({"type": "boolean", "description": "Press Enter after typing."}),
+                );
                 req.push("value");
             }
             Kind::Select => {
@@ -213,7 +234,10 @@ impl Tool for BrowserTool {
             }
             Kind::Press => {
                 p.insert("key".into(), json!({"type": "string", "description": "Key or chord: Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Control+A, Shift+Tab, a single character."}));
-                p.insert("ref".into(), json!({"type": "string", "description": "Focus this element first."}));
+                p.insert(
+                    "ref".into(),
+                    json!({"type": "string", "description": "Focus this element first."}),
+                );
                 req.push("key");
             }
             Kind::Hover => {
@@ -231,7 +255,10 @@ impl Tool for BrowserTool {
                 p.insert("offset".into(), json!({"type": "integer", "minimum": 0, "description": "Start at this character (from a previous 'pass offset=N' line)."}));
             }
             Kind::Screenshot => {
-                p.insert("selector".into(), json!({"type": "string", "description": "Only this element."}));
+                p.insert(
+                    "selector".into(),
+                    json!({"type": "string", "description": "Only this element."}),
+                );
                 p.insert("full_page".into(), json!({"type": "boolean"}));
                 p.insert("filename".into(), json!({"type": "string", "description": "File name (a .png name inside the agent's files dir)."}));
             }
@@ -241,9 +268,14 @@ impl Tool for BrowserTool {
 
     async fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
         if !input.is_object() && !input.is_null() {
-            return Err(ToolError::InvalidInput("the input must be a JSON object".into()));
+            return Err(ToolError::InvalidInput(
+                "the input must be a JSON object".into(),
+            ));
         }
-        let nav_kind = matches!(self.kind, Kind::Navigate | Kind::Back | Kind::Click | Kind::Fill | Kind::Press);
+        let nav_kind = matches!(
+            self.kind,
+            Kind::Navigate | Kind::Back | Kind::Click | Kind::Fill | Kind::Press
+        );
         let cfg = self.manager.config();
         let mut limit = match ctx.timeout {
             Some(t) => t.min(cfg.max_timeout),
@@ -255,11 +287,17 @@ impl Tool for BrowserTool {
                 limit = Duration::from_millis(ms).min(cfg.max_timeout);
             }
         }
-        let session_key = if ctx.session_key.is_empty() { "default" } else { ctx.session_key.as_str() };
+        let session_key = if ctx.session_key.is_empty() {
+            "default"
+        } else {
+            ctx.session_key.as_str()
+        };
         let work = async {
             let session = self.manager.session(session_key).await?;
             let running = session.running.clone();
-            self.manager.guard(&running, limit, self.run(&session, ctx, &input, limit)).await
+            self.manager
+                .guard(&running, limit, self.run(&session, ctx, &input, limit))
+                .await
         };
         tokio::select! {
             r = work => r.map_err(ToolError::from),
@@ -312,7 +350,12 @@ impl NavWatch {
 
     /// Wait up to `quick` for a main-frame navigation to start; if it does, wait up to `limit`
     /// for it to finish, collecting the document's status and any egress refusal.
-    async fn settle(&mut self, mgr: &BrowserManager, quick: Duration, limit: Duration) -> NavOutcome {
+    async fn settle(
+        &mut self,
+        mgr: &BrowserManager,
+        quick: Duration,
+        limit: Duration,
+    ) -> NavOutcome {
         let mut out = NavOutcome::default();
         let deadline = tokio::time::Instant::now() + quick;
         loop {
@@ -363,7 +406,9 @@ impl NavWatch {
         }
         // Drain what already arrived (responses can come before stoppedLoading is read).
         while let Some(Some(r)) = self.responses.now_or_never_opt() {
-            if r.r#type == ResourceType::Document && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str()) {
+            if r.r#type == ResourceType::Document
+                && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str())
+            {
                 out.status = Some(r.response.status);
                 if let Some(code) = egress_reason(&r.response.headers) {
                     out.blocked = Some(blocked_from_code(mgr, &r.response.url, &code));
@@ -386,7 +431,9 @@ impl<S: futures::Stream + Unpin> NowOrNever for S {
 }
 
 /// The proxy's refusal reason from a response's headers, if it is one.
-fn egress_reason(headers: &chromiumoxide::cdp::browser_protocol::network::Headers) -> Option<String> {
+fn egress_reason(
+    headers: &chromiumoxide::cdp::browser_protocol::network::Headers,
+) -> Option<String> {
     let obj = headers.inner().as_object()?;
     obj.iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("x-forge-egress-reason"))
@@ -396,8 +443,14 @@ fn egress_reason(headers: &chromiumoxide::cdp::browser_protocol::network::Header
 
 /// The message for a plain-HTTP refusal (403 with the reason header carrying a short code).
 fn blocked_from_code(mgr: &BrowserManager, url: &str, code: &str) -> String {
-    let bare = url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_else(|| url.to_string());
-    if let Some(reason) = mgr.refusals().and_then(|l| l.recent(&bare, Duration::from_secs(30))) {
+    let bare = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_else(|| url.to_string());
+    if let Some(reason) = mgr
+        .refusals()
+        .and_then(|l| l.recent(&bare, Duration::from_secs(30)))
+    {
         return strip_prefix(&reason);
     }
     match code {
@@ -409,17 +462,22 @@ fn blocked_from_code(mgr: &BrowserManager, url: &str, code: &str) -> String {
 fn host_of(url: &str) -> String {
     url::Url::parse(url)
         .ok()
-        .and_then(|u| u.host_str().map(|h| match u.port() {
-            Some(p) => format!("{h}:{p}"),
-            None => h.to_string(),
-        }))
+        .and_then(|u| {
+            u.host_str().map(|h| match u.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h.to_string(),
+            })
+        })
         .unwrap_or_else(|| url.to_string())
 }
 
 /// A blocked-by-egress message for a failed document load, when the failure is the proxy's refusal.
 fn blocked_from_error(mgr: &BrowserManager, url: &str, error_text: &str) -> Option<String> {
     let host = host_of(url);
-    let bare = url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_string)).unwrap_or(host.clone());
+    let bare = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or(host.clone());
     if let Some(log) = mgr.refusals() {
         if let Some(reason) = log.recent(&bare, Duration::from_secs(30)) {
             return Some(strip_prefix(&reason));
@@ -429,13 +487,19 @@ fn blocked_from_error(mgr: &BrowserManager, url: &str, error_text: &str) -> Opti
         if mgr.refusals().is_some() {
             return None; // the proxy did not record a refusal: some other tunnel failure.
         }
-        return Some(format!("{bare} is not in this agent's allowlist (the egress proxy refused the connection)"));
+        return Some(format!(
+            "{bare} is not in this agent's allowlist (the egress proxy refused the connection)"
+        ));
     }
     None
 }
 
 fn strip_prefix(reason: &str) -> String {
-    reason.trim().trim_start_matches("blocked by egress policy:").trim().to_string()
+    reason
+        .trim()
+        .trim_start_matches("blocked by egress policy:")
+        .trim()
+        .to_string()
 }
 
 fn str_arg<'a>(input: &'a Value, key: &str) -> Option<&'a str> {
@@ -443,17 +507,29 @@ fn str_arg<'a>(input: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 fn target_args(input: &Value) -> R<Value> {
-    let r = str_arg(input, "ref").map(str::trim).filter(|s| !s.is_empty());
-    let s = str_arg(input, "selector").map(str::trim).filter(|s| !s.is_empty());
+    let r = str_arg(input, "ref")
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let s = str_arg(input, "selector")
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
     match (r, s) {
         (Some(r), _) => Ok(json!({"ref": r})),
         (None, Some(s)) => Ok(json!({"selector": s})),
-        (None, None) => Err(invalid("give `ref` (from the latest observation, e.g. \"e12\") or `selector` (CSS)")),
+        (None, None) => Err(invalid(
+            "give `ref` (from the latest observation, e.g. \"e12\") or `selector` (CSS)",
+        )),
     }
 }
 
 impl BrowserTool {
-    async fn run(&self, session: &Arc<Session>, ctx: &ToolContext, input: &Value, limit: Duration) -> R<ToolOutput> {
+    async fn run(
+        &self,
+        session: &Arc<Session>,
+        ctx: &ToolContext,
+        input: &Value,
+        limit: Duration,
+    ) -> R<ToolOutput> {
         let mut st = session.state.lock().await;
         let new_before = session.sync_tabs(&mut st).await;
         let _ = new_before;
@@ -476,7 +552,9 @@ impl BrowserTool {
     }
 
     fn page(st: &SessionState) -> R<Page> {
-        st.active_tab().map(|t| t.page.clone()).ok_or_else(|| failed("this session has no open tab; call browser_navigate"))
+        st.active_tab()
+            .map(|t| t.page.clone())
+            .ok_or_else(|| failed("this session has no open tab; call browser_navigate"))
     }
 
     /// `status` (forge's words) followed by the fenced observation of the active tab.
@@ -484,21 +562,39 @@ impl BrowserTool {
         let tab = st.active_tab().ok_or_else(|| failed("no open tab"))?;
         let obs = observe::observe(&tab.page).await?;
         let mut body = observe::render(&obs, budget);
-        let dialogs: Vec<String> = std::mem::take(&mut *tab.dialogs.lock().unwrap_or_else(|p| p.into_inner()));
+        let dialogs: Vec<String> =
+            std::mem::take(&mut *tab.dialogs.lock().unwrap_or_else(|p| p.into_inner()));
         if !dialogs.is_empty() {
             body.push_str("\ndialogs: ");
             body.push_str(&dialogs.join("; "));
         }
         if st.tabs.len() > 1 {
-            body.push_str(&format!("\ntabs: {} open (browser_tabs to list or switch)", st.tabs.len()));
+            body.push_str(&format!(
+                "\ntabs: {} open (browser_tabs to list or switch)",
+                st.tabs.len()
+            ));
         }
-        let text = format!("{status}\n{}", fence::wrap(&format!("source=browser tab={}", tab.id), &body));
-        Ok(ToolOutput { text, data: Some(json!({"tab": tab.id, "status": status})) })
+        let text = format!(
+            "{status}\n{}",
+            fence::wrap(&format!("source=browser tab={}", tab.id), &body)
+        );
+        Ok(ToolOutput {
+            text,
+            data: Some(json!({"tab": tab.id, "status": status})),
+        })
     }
 
     async fn stale(&self, st: &SessionState, what: &str, r: &Value) -> ActionError {
-        let reference = r.get("ref").and_then(Value::as_str).unwrap_or("").to_string();
-        let selector = r.get("selector").and_then(Value::as_str).unwrap_or("").to_string();
+        let reference = r
+            .get("ref")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let selector = r
+            .get("selector")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let head = match what {
             "stale" => format!("stale ref {reference}: that element is no longer on the page (it was removed or the page changed). Use a ref from this fresh observation:"),
             "bad-ref" => format!("{reference:?} is not a ref; refs look like e12 or f1e3. Current observation:"),
@@ -512,16 +608,34 @@ impl BrowserTool {
         }
     }
 
-    async fn navigate(&self, st: &mut SessionState, input: &Value, limit: Duration) -> R<ToolOutput> {
-        let raw = str_arg(input, "url").map(str::trim).filter(|s| !s.is_empty()).ok_or_else(|| invalid("`url` is required"))?;
-        let url = url::Url::parse(raw).map_err(|e| invalid(format!("{raw:?} is not a URL ({e}); give an absolute http(s) URL")))?;
+    async fn navigate(
+        &self,
+        st: &mut SessionState,
+        input: &Value,
+        limit: Duration,
+    ) -> R<ToolOutput> {
+        let raw = str_arg(input, "url")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("`url` is required"))?;
+        let url = url::Url::parse(raw).map_err(|e| {
+            invalid(format!(
+                "{raw:?} is not a URL ({e}); give an absolute http(s) URL"
+            ))
+        })?;
         if url.scheme() != "http" && url.scheme() != "https" {
-            return Err(invalid(format!("only http and https URLs can be opened, not {}:", url.scheme())));
+            return Err(invalid(format!(
+                "only http and https URLs can be opened, not {}:",
+                url.scheme()
+            )));
         }
         let t0 = tokio::time::Instant::now();
         let page = Self::page(st)?;
         let mut watch = NavWatch::new(&page).await?;
-        let nav = page.execute(NavigateParams::new(url.as_str())).await?.result;
+        let nav = page
+            .execute(NavigateParams::new(url.as_str()))
+            .await?
+            .result;
         if let Some(err) = nav.error_text.filter(|e| !e.is_empty()) {
             if let Some(b) = blocked_from_error(&self.manager, url.as_str(), &err) {
                 return Err(ActionError::Tool(ToolError::Blocked(b)));
@@ -529,7 +643,9 @@ impl BrowserTool {
             // Let the error page settle, then report.
             return Err(failed(format!("navigation to {url} failed: {err}")));
         }
-        let out = watch.settle(&self.manager, Duration::from_secs(2), limit).await;
+        let out = watch
+            .settle(&self.manager, Duration::from_secs(2), limit)
+            .await;
         if let Some(b) = out.blocked {
             return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(&b))));
         }
@@ -537,10 +653,16 @@ impl BrowserTool {
         let mut note = String::new();
         if let Some(w) = str_arg(input, "wait_for").filter(|s| !s.is_empty()) {
             // Leave time for the observation inside the call's limit.
-            let deadline = t0 + limit.saturating_sub(Duration::from_millis(1500)).max(limit / 2);
+            let deadline = t0
+                + limit
+                    .saturating_sub(Duration::from_millis(1500))
+                    .max(limit / 2);
             loop {
                 let v = observe::call(&page, "waitCheck", &json!({"waitFor": w})).await?;
-                if v.get("found").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+                if v.get("found")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty())
+                {
                     break;
                 }
                 if tokio::time::Instant::now() >= deadline {
@@ -559,7 +681,11 @@ impl BrowserTool {
 
     async fn state(&self, st: &mut SessionState, input: &Value) -> R<ToolOutput> {
         let page = Self::page(st)?;
-        let budget = input.get("max_chars").and_then(Value::as_u64).map(|n| (n as usize).clamp(500, MAX_BUDGET)).unwrap_or(DEFAULT_BUDGET);
+        let budget = input
+            .get("max_chars")
+            .and_then(Value::as_u64)
+            .map(|n| (n as usize).clamp(500, MAX_BUDGET))
+            .unwrap_or(DEFAULT_BUDGET);
         if let Some(r) = str_arg(input, "scroll_to").filter(|s| !s.is_empty()) {
             let v = observe::call(&page, "scrollTo", &json!({"ref": r})).await?;
             if let Some(e) = v.get("error").and_then(Value::as_str) {
@@ -588,13 +714,27 @@ impl BrowserTool {
         Ok((x, y, v))
     }
 
-    async fn click(&self, session: &Arc<Session>, st: &mut SessionState, input: &Value, limit: Duration) -> R<ToolOutput> {
+    async fn click(
+        &self,
+        session: &Arc<Session>,
+        st: &mut SessionState,
+        input: &Value,
+        limit: Duration,
+    ) -> R<ToolOutput> {
         let target = target_args(input)?;
         let page = Self::page(st)?;
         let (x, y, info) = self.point(st, &page, &target).await?;
-        let r = info.get("ref").and_then(Value::as_str).unwrap_or("").to_string();
+        let r = info
+            .get("ref")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let force = input.get("force").and_then(Value::as_bool).unwrap_or(false);
-        if let Some(cover) = info.get("cover").and_then(Value::as_str).filter(|c| !c.is_empty()) {
+        if let Some(cover) = info
+            .get("cover")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+        {
             if !force {
                 let msg = format!(
                     "did not click {r}: another element covers its centre; the click would hit that instead. Close or scroll past the cover (often a banner or dialog), or pass force=true. The cover: {}",
@@ -607,16 +747,42 @@ impl BrowserTool {
             "left" => MouseButton::Left,
             "right" => MouseButton::Right,
             "middle" => MouseButton::Middle,
-            other => return Err(invalid(format!("button must be left, right or middle, not {other:?}"))),
+            other => {
+                return Err(invalid(format!(
+                    "button must be left, right or middle, not {other:?}"
+                )))
+            }
         };
-        let count = input.get("click_count").and_then(Value::as_i64).unwrap_or(1).clamp(1, 3);
+        let count = input
+            .get("click_count")
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+            .clamp(1, 3);
         let mut watch = NavWatch::new(&page).await?;
         mouse(&page, DispatchMouseEventType::MouseMoved, x, y, None, 0).await?;
         for c in 1..=count {
-            mouse(&page, DispatchMouseEventType::MousePressed, x, y, Some(button.clone()), c).await?;
-            mouse(&page, DispatchMouseEventType::MouseReleased, x, y, Some(button.clone()), c).await?;
+            mouse(
+                &page,
+                DispatchMouseEventType::MousePressed,
+                x,
+                y,
+                Some(button.clone()),
+                c,
+            )
+            .await?;
+            mouse(
+                &page,
+                DispatchMouseEventType::MouseReleased,
+                x,
+                y,
+                Some(button.clone()),
+                c,
+            )
+            .await?;
         }
-        let out = watch.settle(&self.manager, Duration::from_millis(250), limit).await;
+        let out = watch
+            .settle(&self.manager, Duration::from_millis(250), limit)
+            .await;
         let mut what = self.outcome(session, st, &out, &page, limit).await?;
         if what.is_empty() {
             what = "no navigation".into();
@@ -626,7 +792,14 @@ impl BrowserTool {
     }
 
     /// Describe what an action led to, and switch to a tab it opened.
-    async fn outcome(&self, session: &Arc<Session>, st: &mut SessionState, out: &NavOutcome, page: &Page, limit: Duration) -> R<String> {
+    async fn outcome(
+        &self,
+        session: &Arc<Session>,
+        st: &mut SessionState,
+        out: &NavOutcome,
+        page: &Page,
+        limit: Duration,
+    ) -> R<String> {
         if let Some(b) = &out.blocked {
             return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(b))));
         }
@@ -645,22 +818,40 @@ impl BrowserTool {
                 st.active = i;
                 observe::wait_ready(&st.tabs[i].page, limit.min(Duration::from_secs(10))).await?;
             }
-            parts.push(format!("opened new tab {} (now active; browser_tabs to switch back)", new_tabs.join(", ")));
+            parts.push(format!(
+                "opened new tab {} (now active; browser_tabs to switch back)",
+                new_tabs.join(", ")
+            ));
         }
         let dialogs = page_dialog_count(st, page);
         if dialogs > 0 {
-            parts.push(format!("{dialogs} dialog(s) opened and were answered (see dialogs below)"));
+            parts.push(format!(
+                "{dialogs} dialog(s) opened and were answered (see dialogs below)"
+            ));
         }
         Ok(parts.join("; "))
     }
 
-    async fn fill(&self, session: &Arc<Session>, st: &mut SessionState, input: &Value, limit: Duration) -> R<ToolOutput> {
+    async fn fill(
+        &self,
+        session: &Arc<Session>,
+        st: &mut SessionState,
+        input: &Value,
+        limit: Duration,
+    ) -> R<ToolOutput> {
         let mut target = target_args(input)?;
-        let value = input.get("value").and_then(Value::as_str).ok_or_else(|| invalid("`value` (a string) is required"))?;
+        let value = input
+            .get("value")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("`value` (a string) is required"))?;
         let page = Self::page(st)?;
         target["allowSensitive"] = json!(self.options.allow_sensitive_fill);
         let v = observe::call(&page, "prepareFill", &target).await?;
-        let r = v.get("ref").and_then(Value::as_str).unwrap_or("").to_string();
+        let r = v
+            .get("ref")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             return Err(match e {
                 "sensitive" => ActionError::Tool(ToolError::Failed(format!(
@@ -687,14 +878,29 @@ impl BrowserTool {
         let want = value.chars().count() as u64;
         let mut status = format!("filled {r} ({want} chars)");
         if len != want {
-            status.push_str(&format!("; the field now holds {len} chars (the page changed or limited the value)"));
+            status.push_str(&format!(
+                "; the field now holds {len} chars (the page changed or limited the value)"
+            ));
         }
-        if input.get("submit").and_then(Value::as_bool).unwrap_or(false) {
+        if input
+            .get("submit")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
             let mut watch = NavWatch::new(&page).await?;
             key(&page, &KeyPress::named("Enter", 0)?).await?;
-            let out = watch.settle(&self.manager, Duration::from_millis(400), limit).await;
+            let out = watch
+                .settle(&self.manager, Duration::from_millis(400), limit)
+                .await;
             let what = self.outcome(session, st, &out, &page, limit).await?;
-            status.push_str(&format!("; pressed Enter: {}", if what.is_empty() { "no navigation" } else { &what }));
+            status.push_str(&format!(
+                "; pressed Enter: {}",
+                if what.is_empty() {
+                    "no navigation"
+                } else {
+                    &what
+                }
+            ));
         }
         self.observed(st, status, DEFAULT_BUDGET).await
     }
@@ -703,8 +909,15 @@ impl BrowserTool {
         let mut target = target_args(input)?;
         let options: Vec<String> = match input.get("option") {
             Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
-            _ => return Err(invalid("`option` (a label or value, or a list of them) is required")),
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => {
+                return Err(invalid(
+                    "`option` (a label or value, or a list of them) is required",
+                ))
+            }
         };
         if options.is_empty() {
             return Err(invalid("`option` must not be empty"));
@@ -712,7 +925,11 @@ impl BrowserTool {
         let page = Self::page(st)?;
         target["options"] = json!(options);
         let v = observe::call(&page, "selectOption", &target).await?;
-        let r = v.get("ref").and_then(Value::as_str).unwrap_or("").to_string();
+        let r = v
+            .get("ref")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             return Err(match e {
                 "no-option" => {
@@ -730,12 +947,25 @@ impl BrowserTool {
                 other => self.stale(st, other, &target).await,
             });
         }
-        let n = v.get("selected").and_then(Value::as_array).map(Vec::len).unwrap_or(0);
-        self.observed(st, format!("selected {n} option(s) in {r}"), DEFAULT_BUDGET).await
+        let n = v
+            .get("selected")
+            .and_then(Value::as_array)
+            .map(Vec::len)
+            .unwrap_or(0);
+        self.observed(st, format!("selected {n} option(s) in {r}"), DEFAULT_BUDGET)
+            .await
     }
 
-    async fn press(&self, session: &Arc<Session>, st: &mut SessionState, input: &Value, limit: Duration) -> R<ToolOutput> {
-        let k = str_arg(input, "key").filter(|s| !s.is_empty()).ok_or_else(|| invalid("`key` is required (e.g. Enter, Tab, Control+A)"))?;
+    async fn press(
+        &self,
+        session: &Arc<Session>,
+        st: &mut SessionState,
+        input: &Value,
+        limit: Duration,
+    ) -> R<ToolOutput> {
+        let k = str_arg(input, "key")
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("`key` is required (e.g. Enter, Tab, Control+A)"))?;
         let press = KeyPress::parse(k)?;
         let page = Self::page(st)?;
         if let Some(r) = str_arg(input, "ref").filter(|s| !s.is_empty()) {
@@ -747,24 +977,46 @@ impl BrowserTool {
         }
         let mut watch = NavWatch::new(&page).await?;
         key(&page, &press).await?;
-        let out = watch.settle(&self.manager, Duration::from_millis(250), limit).await;
+        let out = watch
+            .settle(&self.manager, Duration::from_millis(250), limit)
+            .await;
         let what = self.outcome(session, st, &out, &page, limit).await?;
-        self.observed(st, format!("pressed {k}{}", if what.is_empty() { String::new() } else { format!(": {what}") }), DEFAULT_BUDGET).await
+        self.observed(
+            st,
+            format!(
+                "pressed {k}{}",
+                if what.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {what}")
+                }
+            ),
+            DEFAULT_BUDGET,
+        )
+        .await
     }
 
     async fn hover(&self, st: &mut SessionState, input: &Value) -> R<ToolOutput> {
         let target = target_args(input)?;
         let page = Self::page(st)?;
         let (x, y, info) = self.point(st, &page, &target).await?;
-        let r = info.get("ref").and_then(Value::as_str).unwrap_or("").to_string();
+        let r = info
+            .get("ref")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         mouse(&page, DispatchMouseEventType::MouseMoved, x, y, None, 0).await?;
         settle_frames(&page).await;
-        self.observed(st, format!("hovering over {r}"), DEFAULT_BUDGET).await
+        self.observed(st, format!("hovering over {r}"), DEFAULT_BUDGET)
+            .await
     }
 
     async fn back(&self, st: &mut SessionState, limit: Duration) -> R<ToolOutput> {
         let page = Self::page(st)?;
-        let hist = page.execute(GetNavigationHistoryParams::default()).await?.result;
+        let hist = page
+            .execute(GetNavigationHistoryParams::default())
+            .await?
+            .result;
         let idx = hist.current_index;
         if idx <= 0 {
             return Err(failed("there is no previous page in this tab's history"));
@@ -773,28 +1025,42 @@ impl BrowserTool {
             return Err(failed("there is no previous page in this tab's history"));
         };
         let mut watch = NavWatch::new(&page).await?;
-        page.execute(NavigateToHistoryEntryParams::new(entry.id)).await?;
-        let out = watch.settle(&self.manager, Duration::from_millis(1000), limit).await;
+        page.execute(NavigateToHistoryEntryParams::new(entry.id))
+            .await?;
+        let out = watch
+            .settle(&self.manager, Duration::from_millis(1000), limit)
+            .await;
         if let Some(b) = out.blocked {
             return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(&b))));
         }
         observe::wait_ready(&page, limit).await?;
-        self.observed(st, "went back one page".into(), DEFAULT_BUDGET).await
+        self.observed(st, "went back one page".into(), DEFAULT_BUDGET)
+            .await
     }
 
-    async fn tabs(&self, session: &Arc<Session>, st: &mut SessionState, input: &Value) -> R<ToolOutput> {
+    async fn tabs(
+        &self,
+        session: &Arc<Session>,
+        st: &mut SessionState,
+        input: &Value,
+    ) -> R<ToolOutput> {
         let action = str_arg(input, "action").unwrap_or("list");
         let find = |st: &SessionState, id: &str| -> R<usize> {
             let id = id.trim();
             st.tabs
                 .iter()
                 .position(|t| t.id == id || t.id == format!("t{id}"))
-                .ok_or_else(|| invalid(format!("no tab {id:?}; browser_tabs with action=list shows the tab ids")))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "no tab {id:?}; browser_tabs with action=list shows the tab ids"
+                    ))
+                })
         };
         let status = match action {
             "list" => "tabs:".to_string(),
             "switch" => {
-                let id = str_arg(input, "tab").ok_or_else(|| invalid("`tab` (a tab id like t2) is required for switch"))?;
+                let id = str_arg(input, "tab")
+                    .ok_or_else(|| invalid("`tab` (a tab id like t2) is required for switch"))?;
                 st.active = find(st, id)?;
                 let _ = st.tabs[st.active].page.bring_to_front().await;
                 format!("switched to {}", st.tabs[st.active].id)
@@ -815,7 +1081,11 @@ impl BrowserTool {
                 session.new_tab(st).await?;
                 format!("opened {} (blank; now active)", st.tabs[st.active].id)
             }
-            other => return Err(invalid(format!("action must be list, switch, close or new, not {other:?}"))),
+            other => {
+                return Err(invalid(format!(
+                    "action must be list, switch, close or new, not {other:?}"
+                )))
+            }
         };
         let mut listing = String::new();
         for (i, t) in st.tabs.iter().enumerate() {
@@ -830,18 +1100,32 @@ impl BrowserTool {
             ));
         }
         let ids: Vec<&str> = st.tabs.iter().map(|t| t.id.as_str()).collect();
-        let text = format!("{status} {}\n{}", ids.join(", "), fence::wrap("source=browser tabs", &listing));
-        Ok(ToolOutput { text, data: Some(json!({"tabs": ids, "active": st.tabs[st.active].id})) })
+        let text = format!(
+            "{status} {}\n{}",
+            ids.join(", "),
+            fence::wrap("source=browser tabs", &listing)
+        );
+        Ok(ToolOutput {
+            text,
+            data: Some(json!({"tabs": ids, "active": st.tabs[st.active].id})),
+        })
     }
 
     async fn extract(&self, st: &mut SessionState, input: &Value) -> R<ToolOutput> {
         let page = Self::page(st)?;
         let mode = str_arg(input, "mode").unwrap_or("text");
         if !matches!(mode, "text" | "links" | "html") {
-            return Err(invalid(format!("mode must be text, links or html, not {mode:?}")));
+            return Err(invalid(format!(
+                "mode must be text, links or html, not {mode:?}"
+            )));
         }
         let selector = str_arg(input, "selector").filter(|s| !s.is_empty());
-        let v = observe::call(&page, "extract", &json!({"mode": mode, "selector": selector})).await?;
+        let v = observe::call(
+            &page,
+            "extract",
+            &json!({"mode": mode, "selector": selector}),
+        )
+        .await?;
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             return Err(match e {
                 "html-needs-selector" => invalid("mode=html needs a `selector` naming one element (the whole page's HTML is never returned)"),
@@ -852,11 +1136,17 @@ impl BrowserTool {
             });
         }
         let content = v.get("content").and_then(Value::as_str).unwrap_or("");
-        let max = input.get("max_chars").and_then(Value::as_u64).map(|n| (n as usize).clamp(200, MAX_BUDGET)).unwrap_or(8000);
+        let max = input
+            .get("max_chars")
+            .and_then(Value::as_u64)
+            .map(|n| (n as usize).clamp(200, MAX_BUDGET))
+            .unwrap_or(8000);
         let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
         let total = content.chars().count();
         if offset > total {
-            return Err(invalid(format!("offset {offset} is past the end ({total} chars)")));
+            return Err(invalid(format!(
+                "offset {offset} is past the end ({total} chars)"
+            )));
         }
         let chunk: String = content.chars().skip(offset).take(max).collect();
         let end = offset + chunk.chars().count();
@@ -864,14 +1154,28 @@ impl BrowserTool {
         let mut text = format!("extract mode={mode}: chars {offset}..{end} of {total}\n");
         text.push_str(&fence::wrap(&format!("source=browser url={url}"), &chunk));
         if end < total {
-            text.push_str(&format!("\n{} more chars: pass offset={end} for more", total - end));
+            text.push_str(&format!(
+                "\n{} more chars: pass offset={end} for more",
+                total - end
+            ));
         }
-        Ok(ToolOutput { text, data: Some(json!({"mode": mode, "offset": offset, "end": end, "total": total})) })
+        Ok(ToolOutput {
+            text,
+            data: Some(json!({"mode": mode, "offset": offset, "end": end, "total": total})),
+        })
     }
 
-    async fn screenshot(&self, st: &mut SessionState, ctx: &ToolContext, input: &Value) -> R<ToolOutput> {
+    async fn screenshot(
+        &self,
+        st: &mut SessionState,
+        ctx: &ToolContext,
+        input: &Value,
+    ) -> R<ToolOutput> {
         let page = Self::page(st)?;
-        let full = input.get("full_page").and_then(Value::as_bool).unwrap_or(false);
+        let full = input
+            .get("full_page")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let selector = str_arg(input, "selector").filter(|s| !s.is_empty());
         let bytes = if let Some(sel) = selector {
             let v = observe::call(&page, "rect", &json!({"selector": sel})).await?;
@@ -887,7 +1191,13 @@ impl BrowserTool {
             }
             let params = CaptureScreenshotParams::builder()
                 .format(CaptureScreenshotFormat::Png)
-                .clip(ClipViewport { x: f("x"), y: f("y"), width: f("width"), height: f("height"), scale: 1.0 })
+                .clip(ClipViewport {
+                    x: f("x"),
+                    y: f("y"),
+                    width: f("width"),
+                    height: f("height"),
+                    scale: 1.0,
+                })
                 .capture_beyond_viewport(true)
                 .build();
             page.screenshot(params).await?
@@ -901,9 +1211,11 @@ impl BrowserTool {
             .await?
         };
         let name = screenshot_name(str_arg(input, "filename"), &ctx.files_dir)?;
-        std::fs::create_dir_all(&ctx.files_dir).map_err(|e| failed(format!("cannot create {}: {e}", ctx.files_dir.display())))?;
+        std::fs::create_dir_all(&ctx.files_dir)
+            .map_err(|e| failed(format!("cannot create {}: {e}", ctx.files_dir.display())))?;
         let path = ctx.files_dir.join(&name);
-        std::fs::write(&path, &bytes).map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
+        std::fs::write(&path, &bytes)
+            .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
         Ok(ToolOutput::json(json!({
             "filename": name,
             "mime_type": "image/png",
@@ -925,13 +1237,25 @@ fn page_dialog_count(st: &SessionState, page: &Page) -> usize {
 fn screenshot_name(requested: Option<&str>, dir: &std::path::Path) -> R<String> {
     let base = match requested.map(str::trim).filter(|s| !s.is_empty()) {
         Some(r) => {
-            let last = std::path::Path::new(r).file_name().and_then(|s| s.to_str()).unwrap_or("");
-            let clean: String = last.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect();
+            let last = std::path::Path::new(r)
+                .file_name()
+                .and_then(|s| s.to_str())
+                .unwrap_or("");
+            let clean: String = last
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                .collect();
             let clean = clean.trim_start_matches('.').to_string();
             if clean.is_empty() {
-                return Err(invalid(format!("{r:?} is not a usable file name; use letters, digits, - _ .")));
+                return Err(invalid(format!(
+                    "{r:?} is not a usable file name; use letters, digits, - _ ."
+                )));
             }
-            if clean.to_ascii_lowercase().ends_with(".png") { clean } else { format!("{clean}.png") }
+            if clean.to_ascii_lowercase().ends_with(".png") {
+                clean
+            } else {
+                format!("{clean}.png")
+            }
         }
         None => "screenshot.png".to_string(),
     };
@@ -948,7 +1272,14 @@ fn screenshot_name(requested: Option<&str>, dir: &std::path::Path) -> R<String> 
     Err(failed("too many screenshots with that name"))
 }
 
-async fn mouse(page: &Page, kind: DispatchMouseEventType, x: f64, y: f64, button: Option<MouseButton>, count: i64) -> R<()> {
+async fn mouse(
+    page: &Page,
+    kind: DispatchMouseEventType,
+    x: f64,
+    y: f64,
+    button: Option<MouseButton>,
+    count: i64,
+) -> R<()> {
     let mut b = DispatchMouseEventParams::builder().r#type(kind).x(x).y(y);
     if let Some(btn) = button {
         let buttons = match btn {
@@ -959,7 +1290,7 @@ async fn mouse(page: &Page, kind: DispatchMouseEventType, x: f64, y: f64, button
         };
         b = b.button(btn).buttons(buttons).click_count(count);
     }
-    page.execute(b.build().map_err(|e| failed(e))?).await?;
+    page.execute(b.build().map_err(failed)?).await?;
     Ok(())
 }
 
@@ -1006,8 +1337,15 @@ impl KeyPress {
     fn named(name: &str, modifiers: i64) -> R<Self> {
         let def = chromiumoxide::keys::get_key_definition(name)
             .ok_or_else(|| invalid(format!("unknown key {name:?}; use names like Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Home, F5, or a single character")))?;
-        let printable = def.text.map(str::to_string).or_else(|| (def.key.chars().count() == 1).then(|| def.key.to_string()));
-        let text = if modifiers & (CTRL | META | ALT) != 0 { None } else { printable };
+        let printable = def
+            .text
+            .map(str::to_string)
+            .or_else(|| (def.key.chars().count() == 1).then(|| def.key.to_string()));
+        let text = if modifiers & (CTRL | META | ALT) != 0 {
+            None
+        } else {
+            printable
+        };
         Ok(KeyPress {
             key: def.key.to_string(),
             code: def.code.to_string(),
@@ -1020,7 +1358,11 @@ impl KeyPress {
 
     /// Parse `Enter`, `a`, `Control+A`, `Shift+Tab`, `Control+Shift+ArrowLeft`.
     pub fn parse(spec: &str) -> R<Self> {
-        let parts: Vec<&str> = if spec == "+" { vec!["+"] } else { spec.split('+').map(str::trim).collect() };
+        let parts: Vec<&str> = if spec == "+" {
+            vec!["+"]
+        } else {
+            spec.split('+').map(str::trim).collect()
+        };
         let (last, mods) = parts.split_last().ok_or_else(|| invalid("empty key"))?;
         let mut m = 0;
         for p in mods {
@@ -1029,13 +1371,21 @@ impl KeyPress {
                 "shift" => SHIFT,
                 "alt" | "option" => ALT,
                 "meta" | "cmd" | "command" | "super" => META,
-                other => return Err(invalid(format!("unknown modifier {other:?} in {spec:?}; use Control, Shift, Alt or Meta"))),
+                other => {
+                    return Err(invalid(format!(
+                        "unknown modifier {other:?} in {spec:?}; use Control, Shift, Alt or Meta"
+                    )))
+                }
             };
         }
         let mut name = last.to_string();
         if name.chars().count() == 1 {
             let c = name.chars().next().unwrap_or(' ');
-            if m & SHIFT != 0 { name = c.to_ascii_uppercase().to_string() } else if m & (CTRL | META | ALT) != 0 { name = c.to_ascii_lowercase().to_string() }
+            if m & SHIFT != 0 {
+                name = c.to_ascii_uppercase().to_string()
+            } else if m & (CTRL | META | ALT) != 0 {
+                name = c.to_ascii_lowercase().to_string()
+            }
         } else {
             // Accept common spellings.
             name = match name.to_ascii_lowercase().as_str() {
@@ -1070,14 +1420,20 @@ impl KeyPress {
 
 async fn key(page: &Page, k: &KeyPress) -> R<()> {
     let mut down = DispatchKeyEventParams::builder()
-        .r#type(if k.text.is_some() { DispatchKeyEventType::KeyDown } else { DispatchKeyEventType::RawKeyDown })
+        .r#type(if k.text.is_some() {
+            DispatchKeyEventType::KeyDown
+        } else {
+            DispatchKeyEventType::RawKeyDown
+        })
         .key(k.key.clone())
         .modifiers(k.modifiers);
     if !k.code.is_empty() {
         down = down.code(k.code.clone());
     }
     if k.key_code != 0 {
-        down = down.windows_virtual_key_code(k.key_code).native_virtual_key_code(k.key_code);
+        down = down
+            .windows_virtual_key_code(k.key_code)
+            .native_virtual_key_code(k.key_code);
     }
     if let Some(t) = &k.text {
         down = down.text(t.clone()).unmodified_text(t.clone());
@@ -1085,15 +1441,20 @@ async fn key(page: &Page, k: &KeyPress) -> R<()> {
     if !k.commands.is_empty() {
         down = down.commands(k.commands.clone());
     }
-    page.execute(down.build().map_err(|e| failed(e))?).await?;
-    let mut up = DispatchKeyEventParams::builder().r#type(DispatchKeyEventType::KeyUp).key(k.key.clone()).modifiers(k.modifiers);
+    page.execute(down.build().map_err(failed)?).await?;
+    let mut up = DispatchKeyEventParams::builder()
+        .r#type(DispatchKeyEventType::KeyUp)
+        .key(k.key.clone())
+        .modifiers(k.modifiers);
     if !k.code.is_empty() {
         up = up.code(k.code.clone());
     }
     if k.key_code != 0 {
-        up = up.windows_virtual_key_code(k.key_code).native_virtual_key_code(k.key_code);
+        up = up
+            .windows_virtual_key_code(k.key_code)
+            .native_virtual_key_code(k.key_code);
     }
-    page.execute(up.build().map_err(|e| failed(e))?).await?;
+    page.execute(up.build().map_err(failed)?).await?;
     Ok(())
 }
 
@@ -1104,7 +1465,10 @@ mod tests {
     #[test]
     fn key_chords_parse() {
         let k = KeyPress::parse("Control+A").expect("chord");
-        assert_eq!((k.key.as_str(), k.modifiers, k.text.clone()), ("a", CTRL, None));
+        assert_eq!(
+            (k.key.as_str(), k.modifiers, k.text.clone()),
+            ("a", CTRL, None)
+        );
         assert_eq!(k.commands, vec!["selectAll".to_string()]);
         let e = KeyPress::parse("Enter").expect("enter");
         assert_eq!((e.key_code, e.text.as_deref()), (13, Some("\r")));
@@ -1117,11 +1481,23 @@ mod tests {
     #[test]
     fn screenshot_names_stay_inside_the_files_dir() {
         let dir = tempfile::tempdir().expect("tempdir");
-        assert_eq!(screenshot_name(Some("../../etc/passwd"), dir.path()).expect("name"), "passwd.png");
-        assert_eq!(screenshot_name(Some("shot.PNG"), dir.path()).expect("name"), "shot.PNG");
-        assert_eq!(screenshot_name(None, dir.path()).expect("name"), "screenshot.png");
+        assert_eq!(
+            screenshot_name(Some("../../etc/passwd"), dir.path()).expect("name"),
+            "passwd.png"
+        );
+        assert_eq!(
+            screenshot_name(Some("shot.PNG"), dir.path()).expect("name"),
+            "shot.PNG"
+        );
+        assert_eq!(
+            screenshot_name(None, dir.path()).expect("name"),
+            "screenshot.png"
+        );
         std::fs::write(dir.path().join("screenshot.png"), b"x").expect("write");
-        assert_eq!(screenshot_name(None, dir.path()).expect("name"), "screenshot-2.png");
+        assert_eq!(
+            screenshot_name(None, dir.path()).expect("name"),
+            "screenshot-2.png"
+        );
         assert!(screenshot_name(Some("..."), dir.path()).is_err());
     }
 

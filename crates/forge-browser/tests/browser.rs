@@ -104,12 +104,19 @@ fn cookie_page(req: &Request) -> Option<Response> {
     match req.path.as_str() {
         "/setcookie" => {
             let mut r = Response::html("<!doctype html><title>Set</title><p>cookie set</p>");
-            r.headers.push(("Set-Cookie".into(), "forge_session=alpha; Path=/".into()));
+            r.headers
+                .push(("Set-Cookie".into(), "forge_session=alpha; Path=/".into()));
             Some(r)
         }
         "/showcookie" => {
-            let c = req.headers.get("cookie").cloned().unwrap_or_else(|| "none".into());
-            Some(Response::html(format!("<!doctype html><title>Show</title><p>cookie header: [{c}]</p>")))
+            let c = req
+                .headers
+                .get("cookie")
+                .cloned()
+                .unwrap_or_else(|| "none".into());
+            Some(Response::html(format!(
+                "<!doctype html><title>Show</title><p>cookie header: [{c}]</p>"
+            )))
         }
         _ => None,
     }
@@ -119,21 +126,41 @@ fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
         browser_or_skip("forge-browser tests")?;
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
         let (server, other, blocked_port, manager, proxy, tmp) = rt.block_on(async {
             let other = TestServer::start(Arc::new(|r: &Request| page(&r.path, ""))).await;
             let other_url = format!("http://{}", other.addr);
-            let server = TestServer::start(Arc::new(move |r: &Request| cookie_page(r).unwrap_or_else(|| page(&r.path, &other_url)))).await;
+            let server = TestServer::start(Arc::new(move |r: &Request| {
+                cookie_page(r).unwrap_or_else(|| page(&r.path, &other_url))
+            }))
+            .await;
             // A port nothing is allowed to reach.
             let blocked = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             let blocked_port = blocked.local_addr().expect("addr").port();
             drop(blocked);
-            let (addr, proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port()), format!("127.0.0.1:{}", other.addr.port())]).await;
+            let (addr, proxy, log) = proxy(&[
+                format!("127.0.0.1:{}", server.addr.port()),
+                format!("127.0.0.1:{}", other.addr.port()),
+            ])
+            .await;
             let tmp = tempfile::tempdir().expect("tmp");
             let manager = Arc::new(manager(addr, log, tmp.path()));
             (server, other, blocked_port, manager, proxy, tmp)
         });
-        Some(Fixture { rt, server, _other: other, blocked_port, manager, _proxy: proxy, files: tempfile::tempdir().expect("files"), _tmp: tmp })
+        Some(Fixture {
+            rt,
+            server,
+            _other: other,
+            blocked_port,
+            manager,
+            _proxy: proxy,
+            files: tempfile::tempdir().expect("files"),
+            _tmp: tmp,
+        })
     })
     .as_ref()
 }
@@ -149,7 +176,8 @@ impl Fixture {
     fn call(&self, session: &str, name: &str, input: Value) -> Result<String, ToolError> {
         let ctx = ToolContext::new(session, self.files.path());
         let tool = self.tool(name);
-        self.rt.block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
+        self.rt
+            .block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
     }
 
     fn ok(&self, session: &str, name: &str, input: Value) -> String {
@@ -162,47 +190,117 @@ impl Fixture {
 
 /// The ref on the observation line that contains `needle`.
 fn ref_of(obs: &str, needle: &str) -> String {
-    let line = obs.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("no line with {needle:?} in:\n{obs}"));
+    let line = obs
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{obs}"));
     line.split_whitespace().next().expect("ref").to_string()
 }
 
 #[test]
 fn observation_lists_forms_shadow_frames_covers_and_skips_hidden() {
     let Some(f) = fixture() else { return };
-    let obs = f.ok("obs", "browser_navigate", json!({"url": f.server.url("/form.html")}));
+    let obs = f.ok(
+        "obs",
+        "browser_navigate",
+        json!({"url": f.server.url("/form.html")}),
+    );
     assert!(obs.starts_with("navigated: HTTP 200"), "{obs}");
-    assert!(obs.contains("<<<UNTRUSTED_CONTENT_START id="), "fenced: {obs}");
+    assert!(
+        obs.contains("<<<UNTRUSTED_CONTENT_START id="),
+        "fenced: {obs}"
+    );
     assert!(obs.contains("page: Form page"));
-    assert!(obs.contains("textbox \"Email\" type=email value=\"\" required"), "{obs}");
-    assert!(obs.contains("combobox \"Country\" selected=\"France\" options=\"France\",\"Germany\",\"Spain\""), "{obs}");
+    assert!(
+        obs.contains("textbox \"Email\" type=email value=\"\" required"),
+        "{obs}"
+    );
+    assert!(
+        obs.contains(
+            "combobox \"Country\" selected=\"France\" options=\"France\",\"Germany\",\"Spain\""
+        ),
+        "{obs}"
+    );
     assert!(obs.contains("checkbox \"Newsletter\" checked"), "{obs}");
-    assert!(obs.contains("Email Country Newsletter Create account"), "words stay apart: {obs}");
-    assert!(!obs.lines().any(|l| l.contains("Echo") && l.contains("covered")), "{obs}");
+    assert!(
+        obs.contains("Email Country Newsletter Create account"),
+        "words stay apart: {obs}"
+    );
+    assert!(
+        !obs.lines()
+            .any(|l| l.contains("Echo") && l.contains("covered")),
+        "{obs}"
+    );
     assert!(obs.contains("button \"Create account\""), "{obs}");
-    assert!(obs.contains("clickable \"Clickable div\""), "onclick counts: {obs}");
-    assert!(obs.contains("clickable \"Pointer span\""), "cursor:pointer counts: {obs}");
-    assert!(obs.contains("button \"Shadow Button\""), "shadow DOM walked: {obs}");
-    assert!(obs.contains("f1: iframe \"Inner frame\" same-origin"), "{obs}");
+    assert!(
+        obs.contains("clickable \"Clickable div\""),
+        "onclick counts: {obs}"
+    );
+    assert!(
+        obs.contains("clickable \"Pointer span\""),
+        "cursor:pointer counts: {obs}"
+    );
+    assert!(
+        obs.contains("button \"Shadow Button\""),
+        "shadow DOM walked: {obs}"
+    );
+    assert!(
+        obs.contains("f1: iframe \"Inner frame\" same-origin"),
+        "{obs}"
+    );
     let frame_ref = ref_of(&obs, "\"Frame Button\"");
     assert!(frame_ref.starts_with("f1e"), "{frame_ref}");
     assert!(obs.contains("cross-origin http://127.0.0.1:"), "{obs}");
-    let covered = obs.lines().find(|l| l.contains("Covered Button")).expect("covered line");
-    assert!(covered.contains("[covered by div#overlay \"Cookie banner\"]"), "{covered}");
-    for secret in ["SECRET-HIDDEN-ONE", "SECRET-HIDDEN-TWO", "SECRET-HIDDEN-THREE", "SECRET-HIDDEN-FOUR"] {
+    let covered = obs
+        .lines()
+        .find(|l| l.contains("Covered Button"))
+        .expect("covered line");
+    assert!(
+        covered.contains("[covered by div#overlay \"Cookie banner\"]"),
+        "{covered}"
+    );
+    for secret in [
+        "SECRET-HIDDEN-ONE",
+        "SECRET-HIDDEN-TWO",
+        "SECRET-HIDDEN-THREE",
+        "SECRET-HIDDEN-FOUR",
+    ] {
         assert!(!obs.contains(secret), "{secret} leaked: {obs}");
     }
     assert!(obs.contains("Visible paragraph text."));
     // Stable refs and deterministic bytes on the same page.
     let again = f.ok("obs", "browser_state", json!({}));
-    let body = |s: &str| s.split_once("\n[forge:").map(|(_, b)| b.split_once('\n').map(|(_, r)| r.to_string()).unwrap_or_default()).unwrap_or_default();
-    let strip_end = |s: String| s.rsplit_once("<<<UNTRUSTED_CONTENT_END").map(|(a, _)| a.to_string()).unwrap_or(s);
-    assert_eq!(strip_end(body(&obs)), strip_end(body(&again)), "same page, same observation");
+    let body = |s: &str| {
+        s.split_once("\n[forge:")
+            .map(|(_, b)| {
+                b.split_once('\n')
+                    .map(|(_, r)| r.to_string())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    };
+    let strip_end = |s: String| {
+        s.rsplit_once("<<<UNTRUSTED_CONTENT_END")
+            .map(|(a, _)| a.to_string())
+            .unwrap_or(s)
+    };
+    assert_eq!(
+        strip_end(body(&obs)),
+        strip_end(body(&again)),
+        "same page, same observation"
+    );
     // A fresh load in another session gives the same bytes too.
-    let other = f.ok("obs-2", "browser_navigate", json!({"url": f.server.url("/form.html")}));
+    let other = f.ok(
+        "obs-2",
+        "browser_navigate",
+        json!({"url": f.server.url("/form.html")}),
+    );
     assert_eq!(strip_end(body(&obs)), strip_end(body(&other)));
     // Clicking the covered button reports the cover instead of clicking.
     let under = ref_of(&obs, "Covered Button");
-    let err = f.call("obs", "browser_click", json!({"ref": under})).expect_err("covered");
+    let err = f
+        .call("obs", "browser_click", json!({"ref": under}))
+        .expect_err("covered");
     assert!(err.to_string().contains("covers its centre"), "{err}");
     // A click inside the same-origin frame works.
     let out = f.ok("obs", "browser_click", json!({"ref": frame_ref}));
@@ -212,47 +310,99 @@ fn observation_lists_forms_shadow_frames_covers_and_skips_hidden() {
 #[test]
 fn hostile_page_cannot_spoof_or_break_the_observation() {
     let Some(f) = fixture() else { return };
-    let obs = f.ok("hostile", "browser_navigate", json!({"url": f.server.url("/hostile.html")}));
+    let obs = f.ok(
+        "hostile",
+        "browser_navigate",
+        json!({"url": f.server.url("/hostile.html")}),
+    );
     assert!(obs.contains("button \"Real Button\""), "{obs}");
     assert!(obs.contains("link \"Real link\" -> /target.html"), "{obs}");
     assert!(!obs.contains("FORGED") && !obs.contains("FAKE"), "{obs}");
     let r = ref_of(&obs, "Real link");
     let out = f.ok("hostile", "browser_click", json!({"ref": r}));
-    assert!(out.contains("navigated (HTTP 200)") && out.contains("page: Target page"), "{out}");
+    assert!(
+        out.contains("navigated (HTTP 200)") && out.contains("page: Target page"),
+        "{out}"
+    );
 }
 
 #[test]
 fn click_follows_a_link_back_returns_and_new_tabs_belong_to_the_session() {
     let Some(f) = fixture() else { return };
-    let obs = f.ok("links", "browser_navigate", json!({"url": f.server.url("/link.html")}));
-    let out = f.ok("links", "browser_click", json!({"ref": ref_of(&obs, "Go to target")}));
+    let obs = f.ok(
+        "links",
+        "browser_navigate",
+        json!({"url": f.server.url("/link.html")}),
+    );
+    let out = f.ok(
+        "links",
+        "browser_click",
+        json!({"ref": ref_of(&obs, "Go to target")}),
+    );
     assert!(out.starts_with("clicked e1: navigated (HTTP 200)"), "{out}");
     assert!(out.contains("page: Target page"), "{out}");
     let back = f.ok("links", "browser_back", json!({}));
     assert!(back.contains("page: Links"), "{back}");
-    let obs = f.ok("links", "browser_click", json!({"selector": "a[target=_blank]"}));
+    let obs = f.ok(
+        "links",
+        "browser_click",
+        json!({"selector": "a[target=_blank]"}),
+    );
     assert!(obs.contains("opened new tab t2"), "{obs}");
     assert!(obs.contains("page: Target page"), "{obs}");
     let tabs = f.ok("links", "browser_tabs", json!({"action": "list"}));
-    assert!(tabs.contains("t1") && tabs.contains("t2 (active)"), "{tabs}");
-    let sw = f.ok("links", "browser_tabs", json!({"action": "switch", "tab": "t1"}));
+    assert!(
+        tabs.contains("t1") && tabs.contains("t2 (active)"),
+        "{tabs}"
+    );
+    let sw = f.ok(
+        "links",
+        "browser_tabs",
+        json!({"action": "switch", "tab": "t1"}),
+    );
     assert!(sw.contains("t1 (active)"), "{sw}");
     // window.open popups too.
-    let obs = f.ok("links", "browser_navigate", json!({"url": f.server.url("/popup.html")}));
-    let out = f.ok("links", "browser_click", json!({"ref": ref_of(&obs, "Open popup")}));
+    let obs = f.ok(
+        "links",
+        "browser_navigate",
+        json!({"url": f.server.url("/popup.html")}),
+    );
+    let out = f.ok(
+        "links",
+        "browser_click",
+        json!({"ref": ref_of(&obs, "Open popup")}),
+    );
     assert!(out.contains("opened new tab t3"), "{out}");
-    let closed = f.ok("links", "browser_tabs", json!({"action": "close", "tab": "t3"}));
+    let closed = f.ok(
+        "links",
+        "browser_tabs",
+        json!({"action": "close", "tab": "t3"}),
+    );
     assert!(!closed.contains("t3 "), "{closed}");
 }
 
 #[test]
 fn fill_types_real_key_events_and_submit_presses_enter() {
     let Some(f) = fixture() else { return };
-    let obs = f.ok("fill", "browser_navigate", json!({"url": f.server.url("/form.html")}));
+    let obs = f.ok(
+        "fill",
+        "browser_navigate",
+        json!({"url": f.server.url("/form.html")}),
+    );
     let echo = ref_of(&obs, "\"Echo\"");
     let out = f.ok("fill", "browser_fill", json!({"ref": echo, "value": "ab"}));
-    assert!(out.starts_with(&format!("filled {echo} (2 chars)")), "{out}");
-    for ev in ["keydown:a", "keypress:a", "input:a", "keyup:a", "keydown:b", "keyup:b"] {
+    assert!(
+        out.starts_with(&format!("filled {echo} (2 chars)")),
+        "{out}"
+    );
+    for ev in [
+        "keydown:a",
+        "keypress:a",
+        "input:a",
+        "keyup:a",
+        "keydown:b",
+        "keyup:b",
+    ] {
         assert!(out.contains(ev), "{ev} missing: {out}");
     }
     assert!(out.contains("value=\"ab\""), "{out}");
@@ -260,7 +410,11 @@ fn fill_types_real_key_events_and_submit_presses_enter() {
     let out = f.ok("fill", "browser_fill", json!({"ref": echo, "value": "xyz"}));
     assert!(out.contains("value=\"xyz\""), "{out}");
     let email = ref_of(&out, "\"Email\"");
-    let out = f.ok("fill", "browser_fill", json!({"ref": email, "value": "a@b.example", "submit": true}));
+    let out = f.ok(
+        "fill",
+        "browser_fill",
+        json!({"ref": email, "value": "a@b.example", "submit": true}),
+    );
     assert!(out.contains("pressed Enter: navigated"), "{out}");
     assert!(out.contains("page: Target page"), "{out}");
     assert!(out.contains("email=a%40b.example"), "{out}");
@@ -269,28 +423,62 @@ fn fill_types_real_key_events_and_submit_presses_enter() {
 #[test]
 fn select_picks_an_option_and_rejects_unknown_ones() {
     let Some(f) = fixture() else { return };
-    let obs = f.ok("select", "browser_navigate", json!({"url": f.server.url("/select.html")}));
+    let obs = f.ok(
+        "select",
+        "browser_navigate",
+        json!({"url": f.server.url("/select.html")}),
+    );
     let size = ref_of(&obs, "\"Size\"");
-    let out = f.ok("select", "browser_select", json!({"ref": size, "option": "Large"}));
-    assert!(out.contains("selected=\"Large\"") && out.contains("changed to l"), "{out}");
-    let out = f.ok("select", "browser_select", json!({"ref": size, "option": "m"}));
+    let out = f.ok(
+        "select",
+        "browser_select",
+        json!({"ref": size, "option": "Large"}),
+    );
+    assert!(
+        out.contains("selected=\"Large\"") && out.contains("changed to l"),
+        "{out}"
+    );
+    let out = f.ok(
+        "select",
+        "browser_select",
+        json!({"ref": size, "option": "m"}),
+    );
     assert!(out.contains("selected=\"Medium\""), "by value: {out}");
-    let err = f.call("select", "browser_select", json!({"ref": size, "option": "Huge"})).expect_err("unknown");
+    let err = f
+        .call(
+            "select",
+            "browser_select",
+            json!({"ref": size, "option": "Huge"}),
+        )
+        .expect_err("unknown");
     let msg = err.to_string();
-    assert!(msg.contains("no option \"Huge\"") && msg.contains("Small") && msg.contains("Large"), "{msg}");
+    assert!(
+        msg.contains("no option \"Huge\"") && msg.contains("Small") && msg.contains("Large"),
+        "{msg}"
+    );
     let multi = ref_of(&out, "\"Toppings\"");
-    let out = f.ok("select", "browser_select", json!({"ref": multi, "option": ["Cheese", "Olives"]}));
+    let out = f.ok(
+        "select",
+        "browser_select",
+        json!({"ref": multi, "option": ["Cheese", "Olives"]}),
+    );
     assert!(out.contains("selected=\"Cheese\",\"Olives\""), "{out}");
 }
 
 #[test]
 fn stale_ref_fails_with_a_fresh_observation() {
     let Some(f) = fixture() else { return };
-    let obs = f.ok("stale", "browser_navigate", json!({"url": f.server.url("/stale.html")}));
+    let obs = f.ok(
+        "stale",
+        "browser_navigate",
+        json!({"url": f.server.url("/stale.html")}),
+    );
     let r = ref_of(&obs, "Replace me");
     let out = f.ok("stale", "browser_click", json!({"ref": r}));
     assert!(out.contains("Fresh Button"), "{out}");
-    let err = f.call("stale", "browser_click", json!({"ref": r})).expect_err("stale");
+    let err = f
+        .call("stale", "browser_click", json!({"ref": r}))
+        .expect_err("stale");
     let msg = err.to_string();
     assert!(msg.contains(&format!("stale ref {r}")), "{msg}");
     let fresh = ref_of(&msg, "Fresh Button");
@@ -301,27 +489,63 @@ fn stale_ref_fails_with_a_fresh_observation() {
 #[test]
 fn extract_text_links_html_with_pagination() {
     let Some(f) = fixture() else { return };
-    f.ok("extract", "browser_navigate", json!({"url": f.server.url("/long.html")}));
+    f.ok(
+        "extract",
+        "browser_navigate",
+        json!({"url": f.server.url("/long.html")}),
+    );
     let t = f.ok("extract", "browser_extract", json!({"max_chars": 1000}));
     assert!(t.contains("# Long article"), "{t}");
     assert!(t.contains("Paragraph 0 of the long article"));
     assert!(t.contains("pass offset=1000 for more"), "{t}");
-    let t2 = f.ok("extract", "browser_extract", json!({"max_chars": 1000, "offset": 1000}));
-    assert!(t2.starts_with("extract mode=text: chars 1000..2000"), "{t2}");
+    let t2 = f.ok(
+        "extract",
+        "browser_extract",
+        json!({"max_chars": 1000, "offset": 1000}),
+    );
+    assert!(
+        t2.starts_with("extract mode=text: chars 1000..2000"),
+        "{t2}"
+    );
     let links = f.ok("extract", "browser_extract", json!({"mode": "links"}));
-    assert!(links.contains(&format!("- [Link number 7]({})", f.server.url("/target.html?n=7"))), "{links}");
-    let html = f.ok("extract", "browser_extract", json!({"mode": "html", "selector": "#box"}));
-    assert!(html.contains("<div id=\"box\"><b>Bold</b> <i>box</i></div>"), "{html}");
-    let err = f.call("extract", "browser_extract", json!({"mode": "html"})).expect_err("whole page");
+    assert!(
+        links.contains(&format!(
+            "- [Link number 7]({})",
+            f.server.url("/target.html?n=7")
+        )),
+        "{links}"
+    );
+    let html = f.ok(
+        "extract",
+        "browser_extract",
+        json!({"mode": "html", "selector": "#box"}),
+    );
+    assert!(
+        html.contains("<div id=\"box\"><b>Bold</b> <i>box</i></div>"),
+        "{html}"
+    );
+    let err = f
+        .call("extract", "browser_extract", json!({"mode": "html"}))
+        .expect_err("whole page");
     assert!(err.to_string().contains("needs a `selector`"), "{err}");
-    let err = f.call("extract", "browser_extract", json!({"mode": "html", "selector": "body"})).expect_err("whole page");
+    let err = f
+        .call(
+            "extract",
+            "browser_extract",
+            json!({"mode": "html", "selector": "body"}),
+        )
+        .expect_err("whole page");
     assert!(err.to_string().contains("not the whole page"), "{err}");
 }
 
 #[test]
 fn screenshot_writes_a_png_and_returns_no_bytes() {
     let Some(f) = fixture() else { return };
-    f.ok("shot", "browser_navigate", json!({"url": f.server.url("/form.html")}));
+    f.ok(
+        "shot",
+        "browser_navigate",
+        json!({"url": f.server.url("/form.html")}),
+    );
     let out = f.ok("shot", "browser_screenshot", json!({"filename": "form"}));
     let v: Value = serde_json::from_str(&out).expect("json result");
     assert_eq!(v["mime_type"], "image/png");
@@ -331,47 +555,132 @@ fn screenshot_writes_a_png_and_returns_no_bytes() {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     assert_eq!(v["size_bytes"].as_u64(), Some(bytes.len() as u64));
     assert!(out.len() < 400, "no image bytes in the text: {}", out.len());
-    let el = f.ok("shot", "browser_screenshot", json!({"selector": "#clicky", "filename": "clicky.png"}));
+    let el = f.ok(
+        "shot",
+        "browser_screenshot",
+        json!({"selector": "#clicky", "filename": "clicky.png"}),
+    );
     let v: Value = serde_json::from_str(&el).expect("json");
-    let small = std::fs::metadata(v["path"].as_str().expect("path")).expect("file").len();
-    assert!(small > 0 && small < bytes.len() as u64, "element shot is smaller");
+    let small = std::fs::metadata(v["path"].as_str().expect("path"))
+        .expect("file")
+        .len();
+    assert!(
+        small > 0 && small < bytes.len() as u64,
+        "element shot is smaller"
+    );
 }
 
 #[test]
 fn blocked_destination_is_a_prompt_clear_error() {
     let Some(f) = fixture() else { return };
     let started = Instant::now();
-    let err = f.call("blocked", "browser_navigate", json!({"url": format!("http://127.0.0.1:{}/", f.blocked_port)})).expect_err("blocked");
+    let err = f
+        .call(
+            "blocked",
+            "browser_navigate",
+            json!({"url": format!("http://127.0.0.1:{}/", f.blocked_port)}),
+        )
+        .expect_err("blocked");
     let msg = err.to_string();
-    assert!(msg.starts_with("blocked by egress policy: 127.0.0.1"), "{msg}");
+    assert!(
+        msg.starts_with("blocked by egress policy: 127.0.0.1"),
+        "{msg}"
+    );
     assert!(matches!(err, ToolError::Blocked(_)), "{err:?}");
-    let err = f.call("blocked", "browser_navigate", json!({"url": "https://not-allowed.example/"})).expect_err("blocked");
+    let err = f
+        .call(
+            "blocked",
+            "browser_navigate",
+            json!({"url": "https://not-allowed.example/"}),
+        )
+        .expect_err("blocked");
     let msg = err.to_string();
-    assert!(msg.starts_with("blocked by egress policy: not-allowed.example is not in this agent's allowlist"), "{msg}");
-    let err = f.call("blocked", "browser_navigate", json!({"url": "http://not-allowed.example/"})).expect_err("blocked");
-    assert!(err.to_string().starts_with("blocked by egress policy: not-allowed.example is not in this agent's allowlist"), "{err}");
+    assert!(
+        msg.starts_with(
+            "blocked by egress policy: not-allowed.example is not in this agent's allowlist"
+        ),
+        "{msg}"
+    );
+    let err = f
+        .call(
+            "blocked",
+            "browser_navigate",
+            json!({"url": "http://not-allowed.example/"}),
+        )
+        .expect_err("blocked");
+    assert!(
+        err.to_string().starts_with(
+            "blocked by egress policy: not-allowed.example is not in this agent's allowlist"
+        ),
+        "{err}"
+    );
     eprintln!("three blocked navigations took {:?}", started.elapsed());
 }
 
 #[test]
 fn sensitive_fields_are_refused_unless_opted_in() {
     let Some(f) = fixture() else { return };
-    let obs = f.ok("sens", "browser_navigate", json!({"url": f.server.url("/sensitive.html")}));
-    for (label, why) in [("\"Password\"", "type=password"), ("\"Card\"", "autocomplete=cc-number"), ("\"Security\"", "security code"), ("\"Expiry date\"", "expiry"), ("\"Code\"", "one-time-code")] {
-        let line = obs.lines().find(|l| l.contains(label)).unwrap_or_else(|| panic!("{label}: {obs}"));
+    let obs = f.ok(
+        "sens",
+        "browser_navigate",
+        json!({"url": f.server.url("/sensitive.html")}),
+    );
+    for (label, why) in [
+        ("\"Password\"", "type=password"),
+        ("\"Card\"", "autocomplete=cc-number"),
+        ("\"Security\"", "security code"),
+        ("\"Expiry date\"", "expiry"),
+        ("\"Code\"", "one-time-code"),
+    ] {
+        let line = obs
+            .lines()
+            .find(|l| l.contains(label))
+            .unwrap_or_else(|| panic!("{label}: {obs}"));
         assert!(line.contains("fill-protected"), "{line}");
-        let err = f.call("sens", "browser_fill", json!({"ref": ref_of(&obs, label), "value": "4111111111111111"})).expect_err("refused");
+        let err = f
+            .call(
+                "sens",
+                "browser_fill",
+                json!({"ref": ref_of(&obs, label), "value": "4111111111111111"}),
+            )
+            .expect_err("refused");
         let msg = err.to_string();
-        assert!(msg.contains("refused to fill") && msg.contains(why) && msg.contains("allow_sensitive_fill: true"), "{label}: {msg}");
+        assert!(
+            msg.contains("refused to fill")
+                && msg.contains(why)
+                && msg.contains("allow_sensitive_fill: true"),
+            "{label}: {msg}"
+        );
     }
     let user = ref_of(&obs, "\"User name\"");
-    assert!(!obs.lines().find(|l| l.contains("User name")).expect("line").contains("fill-protected"));
-    f.ok("sens", "browser_fill", json!({"ref": user, "value": "alice"}));
+    assert!(!obs
+        .lines()
+        .find(|l| l.contains("User name"))
+        .expect("line")
+        .contains("fill-protected"));
+    f.ok(
+        "sens",
+        "browser_fill",
+        json!({"ref": user, "value": "alice"}),
+    );
     // With the opt-in, the same field is filled.
-    let tools = browser_tools(f.manager.clone(), BrowserToolOptions { allow_sensitive_fill: true });
-    let fill = tools.iter().find(|t| t.name() == "browser_fill").expect("fill");
+    let tools = browser_tools(
+        f.manager.clone(),
+        BrowserToolOptions {
+            allow_sensitive_fill: true,
+        },
+    );
+    let fill = tools
+        .iter()
+        .find(|t| t.name() == "browser_fill")
+        .expect("fill");
     let ctx = ToolContext::new("sens", f.files.path());
-    let out = f.rt.block_on(fill.execute(&ctx, json!({"ref": ref_of(&obs, "\"Password\""), "value": "hunter2"}))).expect("opt-in fill");
+    let out =
+        f.rt.block_on(fill.execute(
+            &ctx,
+            json!({"ref": ref_of(&obs, "\"Password\""), "value": "hunter2"}),
+        ))
+        .expect("opt-in fill");
     assert!(out.text.contains("(7 chars hidden)"), "{}", out.text);
     assert!(!out.text.contains("hunter2"), "password never echoed");
 }
@@ -379,21 +688,52 @@ fn sensitive_fields_are_refused_unless_opted_in() {
 #[test]
 fn two_sessions_do_not_share_cookies() {
     let Some(f) = fixture() else { return };
-    f.ok("cookie-a", "browser_navigate", json!({"url": f.server.url("/setcookie")}));
-    let a = f.ok("cookie-a", "browser_navigate", json!({"url": f.server.url("/showcookie")}));
+    f.ok(
+        "cookie-a",
+        "browser_navigate",
+        json!({"url": f.server.url("/setcookie")}),
+    );
+    let a = f.ok(
+        "cookie-a",
+        "browser_navigate",
+        json!({"url": f.server.url("/showcookie")}),
+    );
     assert!(a.contains("cookie header: [forge_session=alpha]"), "{a}");
-    let b = f.ok("cookie-b", "browser_navigate", json!({"url": f.server.url("/showcookie")}));
+    let b = f.ok(
+        "cookie-b",
+        "browser_navigate",
+        json!({"url": f.server.url("/showcookie")}),
+    );
     assert!(b.contains("cookie header: [none]"), "{b}");
 }
 
 #[test]
 fn dialogs_are_reported_and_never_hang() {
     let Some(f) = fixture() else { return };
-    let obs = f.ok("dialog", "browser_navigate", json!({"url": f.server.url("/alert.html")}));
-    assert!(obs.contains("alert \\\"hello from page\\\" (dismissed)") || obs.contains("alert \"hello from page\" (dismissed)"), "{obs}");
-    let out = f.ok("dialog", "browser_click", json!({"ref": ref_of(&obs, "Alert me")}));
-    assert!(out.contains("clicked alert") && out.contains("page: after alert"), "{out}");
-    let out = f.ok("dialog", "browser_click", json!({"ref": ref_of(&obs, "Prompt me")}));
+    let obs = f.ok(
+        "dialog",
+        "browser_navigate",
+        json!({"url": f.server.url("/alert.html")}),
+    );
+    assert!(
+        obs.contains("alert \\\"hello from page\\\" (dismissed)")
+            || obs.contains("alert \"hello from page\" (dismissed)"),
+        "{obs}"
+    );
+    let out = f.ok(
+        "dialog",
+        "browser_click",
+        json!({"ref": ref_of(&obs, "Alert me")}),
+    );
+    assert!(
+        out.contains("clicked alert") && out.contains("page: after alert"),
+        "{out}"
+    );
+    let out = f.ok(
+        "dialog",
+        "browser_click",
+        json!({"ref": ref_of(&obs, "Prompt me")}),
+    );
     assert!(out.contains("prompt gave null"), "prompt dismissed: {out}");
 }
 

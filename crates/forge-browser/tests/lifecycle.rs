@@ -8,12 +8,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use forge_browser::{browser_tools, BrowserConfig, BrowserError, BrowserManager, BrowserToolOptions};
+use forge_browser::{
+    browser_tools, BrowserConfig, BrowserError, BrowserManager, BrowserToolOptions,
+};
 use forge_tools::{Tool, ToolContext};
 use serde_json::json;
 
 fn tool(m: &Arc<BrowserManager>, name: &str) -> Arc<dyn Tool> {
-    browser_tools(m.clone(), BrowserToolOptions::default()).into_iter().find(|t| t.name() == name).expect("tool")
+    browser_tools(m.clone(), BrowserToolOptions::default())
+        .into_iter()
+        .find(|t| t.name() == name)
+        .expect("tool")
 }
 
 async fn simple_server() -> TestServer {
@@ -29,9 +34,16 @@ async fn refuses_to_start_without_a_proxy_and_launches_nothing() {
     let m = BrowserManager::new(BrowserConfig::default());
     let err = m.session("s").await.err().expect("no proxy is an error");
     assert!(matches!(err, BrowserError::NoProxy), "{err}");
-    assert!(err.to_string().contains("refuses to start without an egress proxy"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("refuses to start without an egress proxy"),
+        "{err}"
+    );
     assert_eq!(m.launch_count(), 0);
-    let m = BrowserManager::new(BrowserConfig { proxy: Some("10.0.0.1:8080".parse().expect("addr")), ..BrowserConfig::default() });
+    let m = BrowserManager::new(BrowserConfig {
+        proxy: Some("10.0.0.1:8080".parse().expect("addr")),
+        ..BrowserConfig::default()
+    });
     let err = m.session("s").await.err().expect("non-loopback proxy");
     assert!(matches!(err, BrowserError::ProxyNotLoopback(_)), "{err}");
     let m = BrowserManager::new(BrowserConfig {
@@ -40,7 +52,10 @@ async fn refuses_to_start_without_a_proxy_and_launches_nothing() {
         ..BrowserConfig::default()
     });
     let err = m.session("s").await.err().expect("missing binary");
-    assert!(err.to_string().contains("/nonexistent/chromium-for-forge"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/chromium-for-forge"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,7 +65,9 @@ async fn crash_mid_session_gives_a_clear_error_and_the_next_call_relaunches() {
     }
     let server = simple_server().await;
     // A server that accepts and never answers, so a navigation is in flight when Chromium dies.
-    let hang = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let hang = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let hang_addr = hang.local_addr().expect("addr");
     let held = Arc::new(tokio::sync::Mutex::new(Vec::new()));
     let h2 = held.clone();
@@ -59,12 +76,18 @@ async fn crash_mid_session_gives_a_clear_error_and_the_next_call_relaunches() {
             h2.lock().await.push(s);
         }
     });
-    let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port()), format!("127.0.0.1:{}", hang_addr.port())]).await;
+    let (addr, _proxy, log) = proxy(&[
+        format!("127.0.0.1:{}", server.addr.port()),
+        format!("127.0.0.1:{}", hang_addr.port()),
+    ])
+    .await;
     let tmp = tempfile::tempdir().expect("tmp");
     let m = Arc::new(manager(addr, log, tmp.path()));
     let ctx = ToolContext::new("crash", tmp.path().join("files"));
     let nav = tool(&m, "browser_navigate");
-    nav.execute(&ctx, json!({"url": server.url("/")})).await.expect("first navigation");
+    nav.execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("first navigation");
     let pid = m.browser_pid().await.expect("running");
     let profile = m.profile_dir().await.expect("profile");
     assert!(profile.exists());
@@ -82,18 +105,33 @@ async fn crash_mid_session_gives_a_clear_error_and_the_next_call_relaunches() {
     unsafe {
         libc::kill(pid as i32, libc::SIGKILL);
     }
-    let (res, took) = tokio::time::timeout(Duration::from_secs(20), in_flight).await.expect("bounded").expect("join");
+    let (res, took) = tokio::time::timeout(Duration::from_secs(20), in_flight)
+        .await
+        .expect("bounded")
+        .expect("join");
     let err = res.expect_err("the call in flight fails");
     let msg = err.to_string();
-    assert!(msg.contains("Chromium") && msg.contains("next browser call starts a fresh browser"), "{msg}");
-    assert!(took < Duration::from_secs(10), "failed promptly, took {took:?}");
+    assert!(
+        msg.contains("Chromium") && msg.contains("next browser call starts a fresh browser"),
+        "{msg}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "failed promptly, took {took:?}"
+    );
 
-    let out = tool(&m, "browser_navigate").execute(&ctx, json!({"url": server.url("/")})).await.expect("relaunched");
+    let out = tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("relaunched");
     assert!(out.text.contains("button \"Hello\""), "{}", out.text);
     assert_eq!(m.launch_count(), 2);
     assert_ne!(m.browser_pid().await, Some(pid));
     // Nothing of the dead browser is left.
-    assert!(processes_mentioning(&profile.display().to_string()).is_empty(), "old processes remain");
+    assert!(
+        processes_mentioning(&profile.display().to_string()).is_empty(),
+        "old processes remain"
+    );
     assert!(!profile.exists(), "old profile dir removed");
     m.shutdown().await;
 }
@@ -108,7 +146,10 @@ async fn a_hung_browser_is_detected_killed_and_replaced() {
     let tmp = tempfile::tempdir().expect("tmp");
     let m = Arc::new(manager(addr, log, tmp.path()));
     let ctx = ToolContext::new("hang", tmp.path().join("files"));
-    tool(&m, "browser_navigate").execute(&ctx, json!({"url": server.url("/")})).await.expect("first");
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("first");
     let pid = m.browser_pid().await.expect("running");
     let profile = m.profile_dir().await.expect("profile");
     // Freeze the whole browser (every process of its group).
@@ -116,12 +157,25 @@ async fn a_hung_browser_is_detected_killed_and_replaced() {
         libc::killpg(pid as i32, libc::SIGSTOP);
     }
     let t = Instant::now();
-    let err = tool(&m, "browser_state").execute(&ctx, json!({})).await.expect_err("hung");
+    let err = tool(&m, "browser_state")
+        .execute(&ctx, json!({}))
+        .await
+        .expect_err("hung");
     assert!(err.to_string().contains("stopped responding"), "{err}");
-    assert!(t.elapsed() < Duration::from_secs(15), "detected in {:?}", t.elapsed());
-    let out = tool(&m, "browser_navigate").execute(&ctx, json!({"url": server.url("/")})).await.expect("relaunched");
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "detected in {:?}",
+        t.elapsed()
+    );
+    let out = tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("relaunched");
     assert!(out.text.contains("Hello"));
-    assert!(processes_mentioning(&profile.display().to_string()).is_empty(), "frozen processes were killed");
+    assert!(
+        processes_mentioning(&profile.display().to_string()).is_empty(),
+        "frozen processes were killed"
+    );
     assert!(!profile.exists());
     m.shutdown().await;
 }
@@ -139,14 +193,23 @@ async fn shutdown_leaves_no_process_and_no_profile_dir_and_limits_hold() {
     cfg.max_sessions = 2;
     let m = Arc::new(BrowserManager::new(cfg).with_refusals(log));
     let ctx = ToolContext::new("one", tmp.path().join("files"));
-    tool(&m, "browser_navigate").execute(&ctx, json!({"url": server.url("/")})).await.expect("nav");
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("nav");
     let profile = m.profile_dir().await.expect("profile");
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(profile.join("profile")).expect("profile").permissions().mode();
+        let mode = std::fs::metadata(profile.join("profile"))
+            .expect("profile")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o700, "profile dir is private");
     }
-    assert!(!processes_mentioning(&profile.display().to_string()).is_empty(), "browser runs from the profile");
+    assert!(
+        !processes_mentioning(&profile.display().to_string()).is_empty(),
+        "browser runs from the profile"
+    );
     m.session("two").await.expect("second session");
     let err = m.session("three").await.err().expect("cap");
     assert!(matches!(err, BrowserError::TooManySessions(2)), "{err}");
@@ -154,9 +217,24 @@ async fn shutdown_leaves_no_process_and_no_profile_dir_and_limits_hold() {
     m.session("three").await.expect("room again after close");
 
     m.shutdown().await;
-    assert!(processes_mentioning(&profile.display().to_string()).is_empty(), "no process left");
+    assert!(
+        processes_mentioning(&profile.display().to_string()).is_empty(),
+        "no process left"
+    );
     assert!(!profile.exists(), "profile dir removed");
-    assert_eq!(std::fs::read_dir(tmp.path()).expect("tmp").filter(|e| e.as_ref().map(|e| e.file_name().to_string_lossy().starts_with("forge-browser-")).unwrap_or(false)).count(), 0);
+    assert_eq!(
+        std::fs::read_dir(tmp.path())
+            .expect("tmp")
+            .filter(|e| e
+                .as_ref()
+                .map(|e| e
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("forge-browser-"))
+                .unwrap_or(false))
+            .count(),
+        0
+    );
 
     // Idle sessions are closed on the next session request.
     let tmp2 = tempfile::tempdir().expect("tmp");
@@ -178,9 +256,13 @@ async fn page_traffic_to_a_non_allowlisted_port_never_arrives() {
         return;
     }
     // The canary: TCP and UDP on the same loopback port, counting every connection and datagram.
-    let canary = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("canary");
+    let canary = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("canary");
     let cport = canary.local_addr().expect("addr").port();
-    let udp = tokio::net::UdpSocket::bind(("127.0.0.1", cport)).await.expect("udp canary");
+    let udp = tokio::net::UdpSocket::bind(("127.0.0.1", cport))
+        .await
+        .expect("udp canary");
     let hits = Arc::new(AtomicUsize::new(0));
     let (h1, h2) = (hits.clone(), hits.clone());
     tokio::spawn(async move {
@@ -224,13 +306,24 @@ fetch('/ping').then(() => {{ document.title = 'control reached'; }});
     let ctx = ToolContext::new("canary", tmp.path().join("files"));
     let started = Instant::now();
     tool(&m, "browser_navigate").execute(&ctx, json!({"url": server.url("/canary.html"), "wait_for": "never-present-text", "timeout_ms": 3000})).await.expect("nav");
-    let out = tool(&m, "browser_state").execute(&ctx, json!({})).await.expect("state");
+    let out = tool(&m, "browser_state")
+        .execute(&ctx, json!({}))
+        .await
+        .expect("state");
     // The positive control went through the proxy to the allowlisted server.
     assert!(out.text.contains("page: control reached"), "{}", out.text);
-    assert!(server.paths.lock().expect("paths").iter().any(|p| p == "/ping"));
+    assert!(server
+        .paths
+        .lock()
+        .expect("paths")
+        .iter()
+        .any(|p| p == "/ping"));
     // The proxy saw and refused the page's attempts (so they were really made).
     let refused = log.hosts_since(started - Duration::from_secs(1));
-    assert!(refused.iter().any(|h| h.contains("127.0.0.1")), "refusals: {refused:?}");
+    assert!(
+        refused.iter().any(|h| h.contains("127.0.0.1")),
+        "refusals: {refused:?}"
+    );
     assert_eq!(hits.load(Ordering::SeqCst), 0, "the canary was reached");
     m.shutdown().await;
 }

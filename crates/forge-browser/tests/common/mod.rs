@@ -44,7 +44,12 @@ pub struct Response {
 
 impl Response {
     pub fn html(body: impl Into<String>) -> Self {
-        Response { status: 200, content_type: "text/html; charset=utf-8".into(), headers: vec![], body: body.into().into_bytes() }
+        Response {
+            status: 200,
+            content_type: "text/html; charset=utf-8".into(),
+            headers: vec![],
+            body: body.into().into_bytes(),
+        }
     }
 }
 
@@ -57,14 +62,18 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(handler: Handler) -> TestServer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind test server");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind test server");
         let addr = listener.local_addr().expect("addr");
         let hits = Arc::new(AtomicUsize::new(0));
         let paths = Arc::new(Mutex::new(Vec::new()));
         let (h2, p2) = (hits.clone(), paths.clone());
         tokio::spawn(async move {
             loop {
-                let Ok((mut sock, _)) = listener.accept().await else { return };
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
                 h2.fetch_add(1, Ordering::SeqCst);
                 let handler = handler.clone();
                 let paths = p2.clone();
@@ -72,7 +81,12 @@ impl TestServer {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
                     loop {
-                        let n = match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut chunk)).await {
+                        let n = match tokio::time::timeout(
+                            std::time::Duration::from_secs(5),
+                            sock.read(&mut chunk),
+                        )
+                        .await
+                        {
                             Ok(Ok(n)) if n > 0 => n,
                             _ => return,
                         };
@@ -117,9 +131,13 @@ impl TestServer {
 
 /// The real egress proxy allowlisting exactly `entries`, with a refusal log as its observer.
 pub async fn proxy(entries: &[String]) -> (SocketAddr, ProxyHandle, RefusalLog) {
-    let policy = Arc::new(EgressPolicy::allowlist(entries.iter().map(String::as_str)).expect("policy"));
+    let policy =
+        Arc::new(EgressPolicy::allowlist(entries.iter().map(String::as_str)).expect("policy"));
     let log = RefusalLog::new();
-    let opts = ProxyOptions { observer: Some(Arc::new(log.clone())), ..ProxyOptions::default() };
+    let opts = ProxyOptions {
+        observer: Some(Arc::new(log.clone())),
+        ..ProxyOptions::default()
+    };
     let (addr, handle) = EgressProxy::serve(policy, opts).await.expect("proxy");
     (addr, handle, log)
 }
@@ -135,14 +153,23 @@ pub fn manager(addr: SocketAddr, log: RefusalLog, tmp: &std::path::Path) -> Brow
 /// Processes whose command line mentions `needle` (a profile dir path), zombies excluded.
 pub fn processes_mentioning(needle: &str) -> Vec<i32> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return out };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
     for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
         let cmd = String::from_utf8_lossy(&cmd);
         if cmd.contains(needle) {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit_once(')').map(|(_, r)| r.trim().chars().next().unwrap_or('?')).unwrap_or('?');
+            let state = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r.trim().chars().next().unwrap_or('?'))
+                .unwrap_or('?');
             if state != 'Z' {
                 out.push(pid);
             }
