@@ -1,0 +1,408 @@
+//! The A2A server over real sockets: agent card and health, message/send, message/stream (SSE with
+//! tool progress, artifacts and a final event), tasks/get, tasks/cancel reaching the tool in
+//! flight, JSON-RPC errors, and the bearer token. The model is the scripted provider; the tools are
+//! registered in a plain registry (a slow tool that waits for cancellation, and a real builtin).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use forge_runtime::a2a::{self, CardInfo, TaskStore};
+use forge_runtime::agent_loop::{AgentLoop, LoopConfig, SessionCloser};
+use forge_runtime::audit::AuditLog;
+use forge_runtime::providers::scripted::Scripted;
+use forge_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// A tool that runs until its task is cancelled (bounded at 60 s), recording that it saw the cancel.
+struct WaitTool {
+    started: Arc<AtomicUsize>,
+    saw_cancel: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl Tool for WaitTool {
+    fn name(&self) -> &str {
+        "wait_for_cancel"
+    }
+    fn description(&self) -> &str {
+        "Waits until the task is cancelled."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, ctx: &ToolContext, _input: Value) -> Result<ToolOutput, ToolError> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        tokio::select! {
+            _ = ctx.cancel.cancelled() => {
+                self.saw_cancel.store(true, Ordering::SeqCst);
+                Err(ToolError::Cancelled)
+            }
+            _ = tokio::time::sleep(Duration::from_secs(60)) => Ok(ToolOutput::text("waited 60 s")),
+        }
+    }
+}
+
+/// Records which sessions were closed.
+#[derive(Default)]
+struct Sessions(std::sync::Mutex<Vec<String>>);
+
+#[async_trait]
+impl SessionCloser for Sessions {
+    async fn close_session(&self, key: &str) {
+        self.0.lock().unwrap().push(key.to_string());
+    }
+}
+
+struct Fixture {
+    addr: std::net::SocketAddr,
+    handle: a2a::ServerHandle,
+    started: Arc<AtomicUsize>,
+    saw_cancel: Arc<AtomicBool>,
+    sessions: Arc<Sessions>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(script: &str, token: Option<&str>) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let script_path = dir.path().join("script.yaml");
+    std::fs::write(&script_path, script).unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let saw_cancel = Arc::new(AtomicBool::new(false));
+    let mut reg = Registry::new();
+    reg.register(Arc::new(WaitTool {
+        started: started.clone(),
+        saw_cancel: saw_cancel.clone(),
+    }));
+    reg.register(Arc::new(forge_tools::builtins::math::MathCalculate));
+    let sessions = Arc::new(Sessions::default());
+    let agent = Arc::new(AgentLoop {
+        provider: Arc::new(Scripted::load(&script_path).unwrap()),
+        tools: Arc::new(reg),
+        system_prompt: "test".into(),
+        audit: AuditLog::to_writer(Box::new(std::io::sink())),
+        config: LoopConfig::default(),
+        files_dir: dir.path().join("files"),
+        egress: None,
+        sessions: Some(sessions.clone()),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let info = CardInfo {
+        name: "test-agent".into(),
+        description: "an agent for tests".into(),
+        version: "1.2.3".into(),
+        skills: vec![("browse".into(), "Browse things".into(), vec!["web".into()])],
+    };
+    let card = a2a::agent_card(&info, &format!("http://{addr}/"), token.is_some());
+    let handle = a2a::serve(
+        listener,
+        TaskStore::new(agent),
+        card,
+        token.map(str::to_string),
+    )
+    .unwrap();
+    Fixture {
+        addr,
+        handle,
+        started,
+        saw_cancel,
+        sessions,
+        _dir: dir,
+    }
+}
+
+/// One HTTP/1.1 request; returns (status, headers, body).
+async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    auth: Option<&str>,
+    body: Option<&Value>,
+) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", payload.len());
+    if let Some(t) = auth {
+        req.push_str(&format!("authorization: Bearer {t}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(&payload);
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("response within 30 s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+async fn rpc(addr: std::net::SocketAddr, method: &str, params: Value) -> Value {
+    let (status, _, body) = http(
+        addr,
+        "POST",
+        "/",
+        None,
+        Some(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+fn user_message(text: &str) -> Value {
+    json!({"kind": "message", "role": "user", "messageId": "m-1", "parts": [{"kind": "text", "text": text}]})
+}
+
+const CALC_SCRIPT: &str = "turns:\n  - tool_calls:\n      - {name: math_calculate, arguments: {expression: \"40+2\"}}\n  - text: \"answer: {{result:math_calculate}}\"\n";
+const WAIT_SCRIPT: &str =
+    "turns:\n  - tool_calls:\n      - {name: wait_for_cancel}\n  - text: never\n";
+
+#[tokio::test]
+async fn card_and_health_are_served() {
+    let f = start(CALC_SCRIPT, None).await;
+    let (status, _, body) = http(f.addr, "GET", "/.well-known/agent-card.json", None, None).await;
+    assert_eq!(status, 200);
+    let card: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(card["name"], "test-agent");
+    assert_eq!(card["protocolVersion"], "0.3.0");
+    assert_eq!(card["url"], format!("http://{}/", f.addr));
+    assert_eq!(card["capabilities"]["streaming"], true);
+    assert_eq!(card["skills"][0]["id"], "browse");
+    assert!(card.get("security").is_none());
+    let (status, _, body) = http(f.addr, "GET", "/healthz", None, None).await;
+    assert_eq!((status, body.as_str()), (200, "{\"status\":\"ok\"}"));
+    let (status, _, _) = http(f.addr, "GET", "/nope", None, None).await;
+    assert_eq!(status, 404);
+    f.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn message_send_runs_the_task_and_tasks_get_returns_it() {
+    let f = start(CALC_SCRIPT, None).await;
+    let r = rpc(
+        f.addr,
+        "message/send",
+        json!({"message": user_message("add")}),
+    )
+    .await;
+    assert_eq!(r["id"], 7);
+    let task = &r["result"];
+    assert_eq!(task["kind"], "task");
+    assert_eq!(task["status"]["state"], "completed", "{r}");
+    let answer = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        answer.starts_with("answer: ") && answer.contains("42"),
+        "{answer}"
+    );
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], answer);
+    assert_eq!(task["history"][0]["role"], "user");
+    assert_eq!(task["history"][1]["role"], "agent");
+
+    let id = task["id"].as_str().unwrap();
+    let got = rpc(f.addr, "tasks/get", json!({"id": id})).await;
+    assert_eq!(got["result"]["status"]["state"], "completed");
+    assert_eq!(got["result"]["contextId"], task["contextId"]);
+    let one = rpc(f.addr, "tasks/get", json!({"id": id, "historyLength": 1})).await;
+    assert_eq!(one["result"]["history"].as_array().unwrap().len(), 1);
+    assert!(
+        f.sessions.0.lock().unwrap().is_empty(),
+        "no browser tool ran, no session to close"
+    );
+    f.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn message_stream_sends_tool_progress_then_a_final_event() {
+    let f = start(CALC_SCRIPT, None).await;
+    let mut s = TcpStream::connect(f.addr).await.unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": "s1", "method": "message/stream", "params": {"message": user_message("add")}}).to_string();
+    let req = format!("POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut reader = BufReader::new(s);
+    let mut head = String::new();
+    let mut events: Vec<Value> = Vec::new();
+    let res = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).await.unwrap() == 0 {
+                break;
+            }
+            if events.is_empty() && !line.starts_with("data:") {
+                head.push_str(&line);
+            }
+            if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                let v: Value = serde_json::from_str(data).unwrap();
+                assert_eq!(v["id"], "s1");
+                let ev = v["result"].clone();
+                let is_final = ev["final"] == true;
+                events.push(ev);
+                if is_final {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(res.is_ok(), "stream finished within 30 s");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{head}"
+    );
+    assert_eq!(events[0]["kind"], "task");
+    let tool_events: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e["status"]["message"]["parts"].as_array())
+        .flat_map(|p| p.iter())
+        .filter(|p| p["kind"] == "data")
+        .map(|p| &p["data"])
+        .filter(|d| d["tool"] == "math_calculate")
+        .collect();
+    assert_eq!(tool_events.len(), 2, "tool_start and tool_end: {events:#?}");
+    assert_eq!(tool_events[0]["event"], "tool_start");
+    assert_eq!(tool_events[1]["event"], "tool_end");
+    assert_eq!(tool_events[1]["ok"], true);
+    assert!(events.iter().any(|e| e["kind"] == "artifact-update"));
+    let last = events.last().unwrap();
+    assert_eq!(last["kind"], "status-update");
+    assert_eq!(last["final"], true);
+    assert_eq!(last["status"]["state"], "completed");
+    f.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn tasks_cancel_reaches_the_tool_in_flight() {
+    let f = start(WAIT_SCRIPT, None).await;
+    let r = rpc(
+        f.addr,
+        "message/send",
+        json!({"message": user_message("wait"), "configuration": {"blocking": false}}),
+    )
+    .await;
+    let id = r["result"]["id"].as_str().unwrap().to_string();
+    assert!(
+        matches!(
+            r["result"]["status"]["state"].as_str(),
+            Some("submitted" | "working")
+        ),
+        "{r}"
+    );
+    // Wait (bounded) until the tool is running.
+    for _ in 0..300 {
+        if f.started.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(f.started.load(Ordering::SeqCst), 1, "the tool started");
+    let c = rpc(f.addr, "tasks/cancel", json!({"id": id})).await;
+    assert_eq!(c["result"]["status"]["state"], "canceled", "{c}");
+    assert!(
+        f.saw_cancel.load(Ordering::SeqCst),
+        "the tool saw the cancellation"
+    );
+    let again = rpc(f.addr, "tasks/cancel", json!({"id": id})).await;
+    assert_eq!(again["error"]["code"], -32002);
+    f.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn json_rpc_errors_use_the_standard_codes() {
+    let f = start(CALC_SCRIPT, None).await;
+    let (_, _, body) = http(f.addr, "POST", "/", None, None).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["code"], -32700);
+    assert_eq!(
+        rpc(f.addr, "tasks/list_everything", json!({})).await["error"]["code"],
+        -32601
+    );
+    assert_eq!(
+        rpc(f.addr, "tasks/get", json!({"id": "no-such-task"})).await["error"]["code"],
+        -32001
+    );
+    assert_eq!(
+        rpc(f.addr, "tasks/get", json!({})).await["error"]["code"],
+        -32602
+    );
+    assert_eq!(
+        rpc(
+            f.addr,
+            "message/send",
+            json!({"message": {"role": "user", "parts": []}})
+        )
+        .await["error"]["code"],
+        -32602
+    );
+    f.handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_bearer_token_is_required_when_configured() {
+    let f = start(CALC_SCRIPT, Some("s3cret-token-0123456789abcdef0123456789")).await;
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}});
+    let (status, head, _) = http(f.addr, "POST", "/", None, Some(&req)).await;
+    assert_eq!(status, 401);
+    assert!(head
+        .to_ascii_lowercase()
+        .contains("www-authenticate: bearer"));
+    let (status, _, _) = http(f.addr, "POST", "/", Some("wrong-token"), Some(&req)).await;
+    assert_eq!(status, 401);
+    let (status, _, body) = http(
+        f.addr,
+        "POST",
+        "/",
+        Some("s3cret-token-0123456789abcdef0123456789"),
+        Some(&req),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"]["code"],
+        -32001
+    );
+    // Discovery and probes stay public; the card advertises the scheme.
+    let (status, _, card) = http(f.addr, "GET", "/.well-known/agent-card.json", None, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&card).unwrap()["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    f.handle.shutdown().await;
+}
+
+#[test]
+fn the_token_file_is_created_once_with_private_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".forge").join("runtime.token");
+    let (t1, new1) = a2a::load_or_create_token(&path).unwrap();
+    let (t2, new2) = a2a::load_or_create_token(&path).unwrap();
+    assert!(new1 && !new2);
+    assert_eq!(t1, t2);
+    assert_eq!(t1.len(), 64);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(Path::new(&path))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+    }
+}
