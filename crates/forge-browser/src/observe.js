@@ -637,7 +637,11 @@
     return { found: '' };
   }
 
-  function markClickers(el) { if (el && el.nodeType === 1) S.clickers.add(el); return true; }
+  // Listeners on the document, <html> or <body> are delegation, not a control.
+  function markClickers(el) {
+    if (el && el.nodeType === 1 && el !== el.ownerDocument.documentElement && el !== el.ownerDocument.body) S.clickers.add(el);
+    return true;
+  }
 
   return {
     observe, point, prepareFill, valueOf, selectOption, focusRef, scrollBy, scrollTo, rect, extract,

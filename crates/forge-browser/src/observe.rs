@@ -20,8 +20,12 @@
 
 use std::time::Duration;
 
+use chromiumoxide::cdp::browser_protocol::dom::ResolveNodeParams;
+use chromiumoxide::cdp::browser_protocol::dom_debugger::GetEventListenersParams;
 use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
-use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+use chromiumoxide::cdp::js_protocol::runtime::{
+    CallFunctionOnParams, EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
+};
 use chromiumoxide::Page;
 use serde::Deserialize;
 use serde_json::Value;
@@ -44,6 +48,12 @@ pub enum PageError {
 
 /// Run `cmd(args)` of the page library in the isolated world of `page`'s main frame.
 pub async fn call(page: &Page, cmd: &str, args: &Value) -> Result<Value, PageError> {
+    let ctx = isolated_context(page).await?;
+    call_in(page, ctx, cmd, args).await
+}
+
+/// The execution context of forge's isolated world in the main frame's current document.
+async fn isolated_context(page: &Page) -> Result<ExecutionContextId, PageError> {
     let frame = main_frame(page).await?;
     let ctx = page
         .execute(
@@ -58,6 +68,15 @@ pub async fn call(page: &Page, cmd: &str, args: &Value) -> Result<Value, PageErr
         .map_err(|e| PageError::Cdp(e.to_string()))?
         .result
         .execution_context_id;
+    Ok(ctx)
+}
+
+async fn call_in(
+    page: &Page,
+    ctx: ExecutionContextId,
+    cmd: &str,
+    args: &Value,
+) -> Result<Value, PageError> {
     let expression = format!(
         "(globalThis.__forgeLib || (globalThis.__forgeLib = {LIBRARY}))[{cmd}]({args})",
         cmd = serde_json::to_string(cmd).unwrap_or_default(),
@@ -166,9 +185,95 @@ pub struct Frame {
     pub src: String,
 }
 
+/// Most elements with JS click listeners marked per observation (each costs two CDP calls).
+const MAX_LISTENER_MARKS: usize = 60;
+const OBJECT_GROUP: &str = "forge-observe";
+
+/// Tell the page library which elements have JS click/pointer listeners (invisible to page JS;
+/// read through DOMDebugger), so they count as interactive. Best effort: failures are ignored.
+async fn mark_click_listeners(page: &Page, ctx: ExecutionContextId) {
+    let _ = mark_click_listeners_inner(page, ctx).await;
+    let _ = page
+        .execute(ReleaseObjectGroupParams::new(OBJECT_GROUP))
+        .await;
+}
+
+async fn mark_click_listeners_inner(page: &Page, ctx: ExecutionContextId) -> Option<()> {
+    let doc = page
+        .execute(
+            EvaluateParams::builder()
+                .expression("document")
+                .context_id(ctx)
+                .object_group(OBJECT_GROUP)
+                .build()
+                .ok()?,
+        )
+        .await
+        .ok()?;
+    let doc_id = doc.result.result.object_id.clone()?;
+    let listeners = page
+        .execute(
+            GetEventListenersParams::builder()
+                .object_id(doc_id)
+                .depth(-1)
+                .pierce(true)
+                .build()
+                .ok()?,
+        )
+        .await
+        .ok()?;
+    let mut seen = std::collections::HashSet::new();
+    for l in &listeners.result.listeners {
+        if !matches!(
+            l.r#type.as_str(),
+            "click" | "mousedown" | "mouseup" | "pointerdown" | "pointerup"
+        ) {
+            continue;
+        }
+        let Some(node) = l.backend_node_id else {
+            continue;
+        };
+        if !seen.insert(*node.inner()) || seen.len() > MAX_LISTENER_MARKS {
+            continue;
+        }
+        let Ok(obj) = page
+            .execute(
+                ResolveNodeParams::builder()
+                    .backend_node_id(node)
+                    .execution_context_id(ctx)
+                    .object_group(OBJECT_GROUP)
+                    .build(),
+            )
+            .await
+        else {
+            continue;
+        };
+        let Some(oid) = obj.result.object.object_id.clone() else {
+            continue;
+        };
+        let _ = page
+            .execute(
+                CallFunctionOnParams::builder()
+                    .function_declaration(
+                        "function () { if (globalThis.__forgeLib) globalThis.__forgeLib.markClickers(this); }",
+                    )
+                    .object_id(oid)
+                    .silent(true)
+                    .build()
+                    .ok()?,
+            )
+            .await;
+    }
+    Some(())
+}
+
 /// Observe the active page of `page`.
 pub async fn observe(page: &Page) -> Result<Observation, PageError> {
-    let v = call(page, "observe", &serde_json::json!({"maxText": 20000})).await?;
+    let ctx = isolated_context(page).await?;
+    // Install the library, then mark listener elements, then observe.
+    call_in(page, ctx, "ready", &Value::Null).await?;
+    mark_click_listeners(page, ctx).await;
+    let v = call_in(page, ctx, "observe", &serde_json::json!({"maxText": 20000})).await?;
     serde_json::from_value(v)
         .map_err(|e| PageError::Script(format!("unexpected observation shape: {e}")))
 }

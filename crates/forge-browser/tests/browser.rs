@@ -41,6 +41,8 @@ fn page(path: &str, other: &str) -> Response {
 <div style="width:0;height:0;overflow:hidden">SECRET-HIDDEN-FOUR</div>
 <div onclick="void 0" id="clicky">Clickable div</div>
 <span style="cursor:pointer">Pointer span</span>
+<div id="listener">Listener div</div>
+<script>document.getElementById('listener').addEventListener('click', () => {{ document.getElementById('listener').textContent = 'Listener clicked'; }});</script>
 <shadow-host></shadow-host>
 <script>customElements.define('shadow-host', class extends HTMLElement {{ constructor() {{ super(); this.attachShadow({{mode:'open'}}).innerHTML = '<button>Shadow Button</button>'; }} }});</script>
 <div id="cover"><button id="under">Covered Button</button><div id="overlay">Cookie banner</div></div>
@@ -239,6 +241,14 @@ fn observation_lists_forms_shadow_frames_covers_and_skips_hidden() {
     assert!(
         obs.contains("clickable \"Pointer span\""),
         "cursor:pointer counts: {obs}"
+    );
+    assert!(
+        obs.contains("clickable \"Listener div\""),
+        "addEventListener('click') counts: {obs}"
+    );
+    assert!(
+        !obs.contains("clickable \"Visible paragraph"),
+        "plain text is not clickable: {obs}"
     );
     assert!(
         obs.contains("button \"Shadow Button\""),
