@@ -1,16 +1,317 @@
-//! `forge egress ...` (not implemented yet).
+//! `forge egress check` and `forge egress serve`: build the agent's egress policy (forge.yaml
+//! `egress`, the active skills' `egress_domains`, `--allow`), then decide one URL or run the loopback
+//! proxy standalone. The policy, resolution and the proxy live in forge-egress.
+//!
+//! Exit codes: `check` 0 allowed, 3 blocked, 2 malformed, 1 error (unreadable config, DNS failure);
+//! `serve` 0 after a clean stop on Ctrl-C/SIGTERM, 1 on error.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
+use forge_egress::client::parse_url;
+use forge_egress::connect::{ConnectLimits, Connector, TcpDialer};
+use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, Outcome, ProxyOptions};
+use forge_egress::resolve::{Resolver, StaticResolver, SystemResolver};
+use forge_egress::{EgressError, EgressMode, EgressPolicy, EgressSettings};
+use forge_skills::miette::{GraphicalReportHandler, GraphicalTheme};
 
 #[derive(Subcommand)]
 pub enum EgressCommand {
-    /// Not implemented yet.
-    Todo,
+    /// Decide one URL against the egress policy (exit 0 allowed, 3 blocked, 2 malformed).
+    Check(CheckArgs),
+    /// Run the egress proxy standalone on 127.0.0.1 (use it as HTTP_PROXY/HTTPS_PROXY).
+    Serve(ServeArgs),
 }
 
-pub fn run(_cmd: EgressCommand) -> ExitCode {
-    eprintln!("forge egress: not implemented yet");
-    ExitCode::from(2)
+/// Where the policy comes from.
+#[derive(Args, Clone, Default)]
+pub struct PolicyArgs {
+    /// The agent's forge.yaml (default: ./forge.yaml when it exists, else no config: deny-all).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Also allow this entry (`example.com`, `*.example.org`, `host:port`, `127.0.0.1:8080`).
+    /// Honoured in every mode, deny-all included. Repeatable.
+    #[arg(long = "allow", value_name = "ENTRY")]
+    allow: Vec<String>,
+    /// Answer DNS for HOST with these addresses instead of asking DNS (like curl). Repeatable.
+    #[arg(long = "resolve", value_name = "HOST=IP[,IP]")]
+    resolve: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// The URL to decide (http:// or https://).
+    url: String,
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Port on 127.0.0.1 (default: an ephemeral port).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    listen_port: u16,
+}
+
+pub fn run(cmd: EgressCommand) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match cmd {
+        EgressCommand::Check(a) => rt.block_on(check(a)),
+        EgressCommand::Serve(a) => rt.block_on(serve(a)),
+    }
+}
+
+/// The policy and resolver built from the arguments.
+struct Built {
+    policy: Arc<EgressPolicy>,
+    resolver: Arc<dyn Resolver>,
+    config: Option<PathBuf>,
+}
+
+fn build(args: &PolicyArgs) -> Result<Built, ExitCode> {
+    let config = match &args.config {
+        Some(p) => Some(p.clone()),
+        None => Some(PathBuf::from("forge.yaml")).filter(|p| p.is_file()),
+    };
+    let mut settings = EgressSettings::default();
+    if let Some(path) = &config {
+        settings = settings_from_agent(path)?;
+    }
+    settings.cli_entries = args.allow.clone();
+    let policy = EgressPolicy::new(settings).map_err(|e| {
+        match &config {
+            Some(p) => eprintln!("error: egress policy from {}: {e}", p.display()),
+            None => eprintln!("error: egress policy: {e}"),
+        }
+        ExitCode::from(1)
+    })?;
+    let mut resolver = StaticResolver::new().with_fallback(Arc::new(SystemResolver));
+    for spec in &args.resolve {
+        resolver = resolver.add_mapping(spec).map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        })?;
+    }
+    Ok(Built {
+        policy: Arc::new(policy),
+        resolver: Arc::new(resolver),
+        config,
+    })
+}
+
+/// forge.yaml `egress` plus every active skill's `egress_domains` (`$VAR` entries expanded from the
+/// environment).
+fn settings_from_agent(path: &Path) -> Result<EgressSettings, ExitCode> {
+    let agent = forge_skills::Agent::load(path).map_err(|e| {
+        let mut out = String::new();
+        let handler =
+            GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor()).with_width(100);
+        if handler.render_report(&mut out, &e).is_err() || out.is_empty() {
+            out = format!("error: {e}\n");
+        }
+        eprint!("{out}");
+        ExitCode::from(1)
+    })?;
+    let eg = &agent.config.egress;
+    let mode = match eg.mode {
+        forge_skills::EgressMode::DenyAll => EgressMode::DenyAll,
+        forge_skills::EgressMode::Allowlist => EgressMode::Allowlist,
+        forge_skills::EgressMode::DevOpen => EgressMode::DevOpen,
+    };
+    let mut skill_domains = Vec::new();
+    for skill in &agent.skills {
+        if let Some(meta) = &skill.forge {
+            for d in forge_skills::expand_domains(&meta.egress_domains, |k| std::env::var(k).ok()) {
+                skill_domains.push((skill.name.clone(), d));
+            }
+        }
+    }
+    Ok(EgressSettings {
+        mode: Some(mode),
+        allowed_domains: eg.allowed_domains.clone(),
+        allow_private_ips: eg.allow_private_ips,
+        allowed_private_cidrs: eg.allowed_private_cidrs.clone(),
+        skill_domains,
+        ..Default::default()
+    })
+}
+
+async fn check(args: CheckArgs) -> ExitCode {
+    let built = match build(&args.policy) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let mut out = String::new();
+    out.push_str(&format!("url:      {}\n", args.url));
+    out.push_str(&format!(
+        "policy:   mode {}{}\n",
+        built.policy.mode(),
+        built
+            .config
+            .as_ref()
+            .map(|p| format!(", from {}", p.display()))
+            .unwrap_or_default()
+    ));
+    let url = match parse_url(&args.url) {
+        Ok(u) => u,
+        Err(e) => {
+            out.push_str("decision: malformed\n");
+            out.push_str(&format!("rule:     {e}\n"));
+            print!("{out}");
+            return ExitCode::from(2);
+        }
+    };
+    out.push_str(&format!("target:   {}:{}\n", url.host, url.port));
+    let connector = Connector {
+        policy: built.policy.clone(),
+        resolver: built.resolver.clone(),
+        dialer: Arc::new(TcpDialer),
+        limits: ConnectLimits::default(),
+    };
+    // Validation only: policy, one lookup, every answer checked. Nothing is dialed.
+    let code = match connector.validate(&url.host, url.port, url.kind()).await {
+        Ok(v) => {
+            out.push_str("decision: allowed\n");
+            out.push_str(&format!("rule:     {}\n", v.allowed.rule));
+            if url.host.ip().is_none() {
+                out.push_str(&format!("resolved: {}\n", join(&v.resolved)));
+            }
+            ExitCode::SUCCESS
+        }
+        Err((EgressError::Blocked(r), resolved)) => {
+            let malformed = r.is_malformed();
+            out.push_str(if malformed {
+                "decision: malformed\n"
+            } else {
+                "decision: blocked\n"
+            });
+            out.push_str(&format!("reason:   {}\n", r.code()));
+            out.push_str(&format!("rule:     {r}\n"));
+            if !resolved.is_empty() && url.host.ip().is_none() {
+                out.push_str(&format!("resolved: {}\n", join(&resolved)));
+            }
+            ExitCode::from(if malformed { 2 } else { 3 })
+        }
+        Err((e, _)) => {
+            out.push_str("decision: error\n");
+            out.push_str(&format!("error:    {e}\n"));
+            print!("{out}");
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    print!("{out}");
+    code
+}
+
+fn join(ips: &[std::net::IpAddr]) -> String {
+    ips.iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Logs every decision as one line on stderr.
+struct StderrLog;
+
+impl EgressObserver for StderrLog {
+    fn on_decision(&self, d: &Decision) {
+        let what = match d.outcome {
+            Outcome::Allowed => "allowed",
+            Outcome::Blocked => "blocked",
+            Outcome::Malformed => "malformed",
+            Outcome::Failed => "failed",
+        };
+        let chosen = d.chosen.map(|c| format!(" -> {c}")).unwrap_or_default();
+        eprintln!(
+            "egress {what} {} {}:{}{chosen} status={} up={} down={} {}ms: {}",
+            d.method,
+            d.host,
+            d.port,
+            d.status,
+            d.bytes_up,
+            d.bytes_down,
+            d.duration.as_millis(),
+            d.reason
+        );
+    }
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    let built = match build(&args.policy) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let opts = ProxyOptions {
+        observer: Some(Arc::new(StderrLog)),
+        resolver: built.resolver.clone(),
+        listen_port: args.listen_port,
+        ..Default::default()
+    };
+    let (addr, handle) = match EgressProxy::serve(built.policy.clone(), opts).await {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!(
+                "error: cannot listen on 127.0.0.1:{}: {e}",
+                args.listen_port
+            );
+            return ExitCode::from(1);
+        }
+    };
+    eprintln!(
+        "egress mode {} with {} entries; set HTTP_PROXY and HTTPS_PROXY to http://{addr}",
+        built.policy.mode(),
+        built.policy.entries().len()
+    );
+    println!("proxy listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    wait_for_stop().await;
+    eprintln!("stopping the egress proxy");
+    if tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
+        .await
+        .is_err()
+    {
+        eprintln!("error: the proxy did not stop within 10s");
+        return ExitCode::from(1);
+    }
+    eprintln!("egress proxy stopped");
+    ExitCode::SUCCESS
+}
+
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

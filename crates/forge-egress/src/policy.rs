@@ -26,7 +26,7 @@ use crate::ip::{classify, private_ranges, IpBlock, IpClass};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EgressMode {
-    /// No host is allowed except forge's own (model provider) entries.
+    /// No host is allowed except forge's own (model provider) entries and `--allow` entries.
     #[default]
     DenyAll,
     /// Hosts matching an entry are allowed.
@@ -65,7 +65,7 @@ pub struct EgressSettings {
     /// Entries declared by skills (`egress_domains`), as (skill name, entry).
     #[serde(skip)]
     pub skill_domains: Vec<(String, String)>,
-    /// Entries given on the command line (`--allow`).
+    /// Entries given on the command line (`--allow`). Honoured in every mode, including deny-all.
     #[serde(skip)]
     pub cli_entries: Vec<String>,
     /// Entries forge itself needs (model provider endpoints), as (why, entry). Honoured in every mode,
@@ -399,9 +399,10 @@ impl EgressPolicy {
                     &format!("egress_domains of skill {skill}"),
                 )?);
             }
-            for e in &settings.cli_entries {
-                entries.push(Entry::parse(e, EntrySource::Cli, "--allow")?);
-            }
+        }
+        // The operator's own `--allow` entries count in every mode, like forge's entries.
+        for e in &settings.cli_entries {
+            entries.push(Entry::parse(e, EntrySource::Cli, "--allow")?);
         }
         let mut private_cidrs = Vec::new();
         let ranges = private_ranges();
@@ -662,9 +663,11 @@ mod tests {
         let p = EgressPolicy::new(EgressSettings {
             allowed_domains: vec!["example.com".into()],
             forge_entries: vec![("model provider".into(), "api.openai.com".into())],
+            cli_entries: vec!["cli.example.net".into()],
             ..Default::default()
         })
         .unwrap();
+        assert!(p.check("cli.example.net", 443, Kind::Tls, true).is_ok());
         assert_eq!(p.mode(), EgressMode::DenyAll);
         assert!(p.check("example.com", 443, Kind::Tls, true).is_err());
         assert!(p.check("api.openai.com", 443, Kind::Tls, true).is_ok());

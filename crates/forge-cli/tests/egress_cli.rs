@@ -1,0 +1,287 @@
+//! `forge egress check` and `forge egress serve` end to end: exit codes, printed decisions, a real
+//! request through the standalone proxy to a loopback upstream, clean stop on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::CommandCargoExt;
+use predicates::prelude::*;
+
+/// `forge` run in an empty directory, so that no ./forge.yaml is picked up implicitly.
+struct Forge {
+    _cwd: tempfile::TempDir,
+    cmd: assert_cmd::Command,
+}
+
+impl std::ops::Deref for Forge {
+    type Target = assert_cmd::Command;
+    fn deref(&self) -> &Self::Target {
+        &self.cmd
+    }
+}
+
+impl std::ops::DerefMut for Forge {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.cmd
+    }
+}
+
+fn forge() -> Forge {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut cmd = assert_cmd::Command::cargo_bin("forge").unwrap();
+    cmd.current_dir(cwd.path());
+    Forge { _cwd: cwd, cmd }
+}
+
+#[test]
+fn check_allowed_prints_rule_and_resolved_addresses() {
+    forge()
+        .args([
+            "egress",
+            "check",
+            "https://api.example.com/v1",
+            "--allow",
+            "*.example.com",
+        ])
+        .args([
+            "--resolve",
+            "api.example.com=93.184.216.34,2606:2800:220:1:248:1893:25c8:1946",
+        ])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("decision: allowed"))
+        .stdout(predicate::str::contains(
+            "rule:     entry `*.example.com` (--allow)",
+        ))
+        .stdout(predicate::str::contains(
+            "resolved: 93.184.216.34, 2606:2800:220:1:248:1893:25c8:1946",
+        ));
+}
+
+#[test]
+fn check_blocked_host_exits_3() {
+    forge()
+        .args([
+            "egress",
+            "check",
+            "http://evil.test/",
+            "--allow",
+            "example.com",
+        ])
+        .args(["--resolve", "evil.test=93.184.216.34"])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("decision: blocked"))
+        .stdout(predicate::str::contains(
+            "blocked by egress policy: evil.test is not in this agent's allowlist",
+        ));
+}
+
+#[test]
+fn check_metadata_ip_and_internal_answers_exit_3() {
+    forge()
+        .args([
+            "egress",
+            "check",
+            "http://169.254.169.254/latest/meta-data/",
+        ])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("reason:   blocked-ip"))
+        .stdout(predicate::str::contains("cloud metadata"));
+    forge()
+        .args([
+            "egress",
+            "check",
+            "http://wild.example.com/",
+            "--allow",
+            "*.example.com",
+        ])
+        .args(["--resolve", "wild.example.com=93.184.216.34,10.0.0.7"])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains(
+            "wild.example.com resolves to 10.0.0.7",
+        ))
+        .stdout(predicate::str::contains(
+            "resolved: 93.184.216.34, 10.0.0.7",
+        ));
+}
+
+#[test]
+fn check_malformed_exits_2() {
+    for url in [
+        "http://0x7f000001/",
+        "http://127.1/",
+        "http://user@example.com/",
+        "gopher://example.com/",
+    ] {
+        forge()
+            .args(["egress", "check", url, "--allow", "example.com"])
+            .assert()
+            .code(2)
+            .stdout(predicate::str::contains("decision: malformed"));
+    }
+}
+
+#[test]
+fn check_reads_forge_yaml_and_skill_egress_domains() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        "agent_id: egress-test\nversion: 0.1.0\nframework: forge\nmodel:\n  provider: openai\n  name: gpt-4o-mini\n\
+         egress:\n  mode: allowlist\n  allowed_domains:\n    - docs.example.com\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("skills/fetcher")).unwrap();
+    std::fs::write(
+        dir.path().join("skills/fetcher/SKILL.md"),
+        "---\nname: fetcher\ndescription: Fetches things.\nmetadata:\n  forge:\n    egress_domains:\n      - api.fetcher.example\n---\n# Fetcher\n",
+    )
+    .unwrap();
+    let cfg = dir.path().join("forge.yaml");
+    forge()
+        .args(["egress", "check", "https://docs.example.com/"])
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--resolve", "docs.example.com=93.184.216.34"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "forge.yaml egress.allowed_domains",
+        ));
+    forge()
+        .args(["egress", "check", "https://api.fetcher.example/"])
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--resolve", "api.fetcher.example=93.184.216.34"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("skill fetcher egress_domains"));
+    forge()
+        .args(["egress", "check", "https://other.example.com/"])
+        .arg("--config")
+        .arg(&cfg)
+        .assert()
+        .code(3);
+}
+
+#[test]
+fn bad_allow_entry_is_a_clear_error() {
+    forge()
+        .args([
+            "egress",
+            "check",
+            "http://example.com/",
+            "--allow",
+            "https://example.com/path",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("--allow"))
+        .stderr(predicate::str::contains("write just the host"));
+}
+
+/// A one-shot loopback HTTP server answering `hello through forge`.
+fn upstream() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(4) {
+            let Ok(mut s) = s else { continue };
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = Vec::new();
+            let mut b = [0u8; 1];
+            while !buf.ends_with(b"\r\n\r\n") && s.read(&mut b).map(|n| n == 1).unwrap_or(false) {
+                buf.push(b[0]);
+            }
+            let body = "hello through forge";
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn serve_proxies_allowed_requests_refuses_others_and_stops_on_sigterm() {
+    let up = upstream();
+    let cwd = tempfile::tempdir().unwrap();
+    let mut child = Command::cargo_bin("forge")
+        .unwrap()
+        .current_dir(cwd.path())
+        .args(["egress", "serve", "--allow", &format!("127.0.0.1:{up}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("proxy listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+
+    let exchange = |req: String| -> String {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    };
+    let ok = exchange(format!(
+        "GET http://127.0.0.1:{up}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    ));
+    assert!(
+        ok.starts_with("HTTP/1.1 200") && ok.ends_with("hello through forge"),
+        "{ok}"
+    );
+    let blocked = exchange(
+        "GET http://169.254.169.254/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into(),
+    );
+    assert!(blocked.starts_with("HTTP/1.1 403"), "{blocked}");
+    assert!(
+        blocked.contains("blocked by egress policy: 169.254.169.254"),
+        "{blocked}"
+    );
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("forge egress serve did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(exit.success(), "exit {exit:?}; stderr {stderr}");
+    assert!(stderr.contains("egress allowed GET 127.0.0.1"), "{stderr}");
+    assert!(
+        stderr.contains("egress blocked GET 169.254.169.254"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("egress proxy stopped"), "{stderr}");
+}
