@@ -1,0 +1,402 @@
+//! Tool assembly on the `fixtures/agents/tools-*` agents and on small agents written by the tests:
+//! which tools are present or absent and why, cli_execute from forge.yaml or from derived bins with
+//! the real egress proxy in its environment, skill script tools, denied_tools, and the startup
+//! errors (shell in allowed_binaries, invalid guardrail regex).
+
+use std::path::{Path, PathBuf};
+
+use forge_runtime::assemble::{
+    assemble, AssembleError, AssembleOptions, AssembledTools, ToolSource,
+};
+use forge_skills::Agent;
+use serde_json::json;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/agents")
+        .join(name)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// A private copy of a fixture agent (so `.forge/files` lands in a temp dir).
+fn agent_copy(name: &str) -> (tempfile::TempDir, Agent) {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixture(name), dir.path());
+    let agent = Agent::load(dir.path().join("forge.yaml")).unwrap();
+    (dir, agent)
+}
+
+/// An agent written by the test: forge.yaml text and (skill name, SKILL.md text) pairs.
+fn agent_from(yaml: &str, skills: &[(&str, &str)]) -> (tempfile::TempDir, Agent) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("forge.yaml"), yaml).unwrap();
+    for (name, text) in skills {
+        let d = dir.path().join("skills").join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("SKILL.md"), text).unwrap();
+    }
+    let agent = Agent::load(dir.path().join("forge.yaml")).unwrap();
+    (dir, agent)
+}
+
+fn present(t: &AssembledTools) -> Vec<String> {
+    t.registry()
+        .list()
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect()
+}
+
+fn reason<'a>(t: &'a AssembledTools, name: &str) -> &'a forge_runtime::assemble::ToolReason {
+    t.reasons()
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no reason for {name}"))
+}
+
+#[tokio::test]
+async fn plain_agent_gets_builtins_only_and_no_proxy() {
+    let (_d, agent) = agent_copy("tools-plain");
+    let tools = assemble(&agent, AssembleOptions::default()).await.unwrap();
+    assert_eq!(
+        present(&tools),
+        [
+            "http_request",
+            "file_create",
+            "datetime_now",
+            "json_parse",
+            "math_calculate"
+        ]
+    );
+    let wf = reason(&tools, "web_fetch");
+    assert!(!wf.present);
+    assert!(
+        wf.reason
+            .contains("denied by denied_tools of skill(s) notes"),
+        "{}",
+        wf.reason
+    );
+    let cli = reason(&tools, "cli_execute");
+    assert!(!cli.present && cli.source == ToolSource::Cli);
+    for r in tools
+        .reasons()
+        .iter()
+        .filter(|r| r.source == ToolSource::Browser)
+    {
+        assert!(!r.present);
+        assert!(
+            r.reason.contains("no active skill declares"),
+            "{}",
+            r.reason
+        );
+    }
+    assert_eq!(
+        tools
+            .reasons()
+            .iter()
+            .filter(|r| r.source == ToolSource::Browser)
+            .count(),
+        11
+    );
+    assert!(
+        tools.proxy_addr().is_none(),
+        "no proxy listener without cli_execute, scripts or browser"
+    );
+    assert!(tools.browser().is_none());
+    assert!(tools.files_dir().is_absolute());
+    // The builtins run through the runner.
+    let ctx = tools.context("s1");
+    let out = tools
+        .execute("math_calculate", json!({"expression": "6*7"}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(out.data.unwrap()["result"], 42);
+    let err = tools
+        .execute("web_fetch", json!({"url": "https://example.com"}), &ctx)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("there is no tool called \"web_fetch\""),
+        "{err}"
+    );
+    tools.shutdown().await;
+}
+
+#[tokio::test]
+async fn cli_execute_from_forge_yaml_runs_with_the_proxy_env() {
+    let (_d, agent) = agent_copy("tools-cli");
+    let tools = assemble(&agent, AssembleOptions::default()).await.unwrap();
+    let names = present(&tools);
+    assert!(
+        names.contains(&"cli_execute".to_string()) && names.contains(&"word_count".to_string()),
+        "{names:?}"
+    );
+    let r = reason(&tools, "cli_execute");
+    assert!(
+        r.reason
+            .contains("forge.yaml tools[cli_execute]: allowed binaries echo, printenv, seq"),
+        "{}",
+        r.reason
+    );
+    let proxy = tools
+        .proxy_addr()
+        .expect("cli_execute starts the egress proxy");
+    assert!(proxy.ip().is_loopback());
+    let ctx = tools.context("s1");
+    let out = tools
+        .execute(
+            "cli_execute",
+            json!({"binary": "printenv", "args": ["HTTPS_PROXY"]}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.data.unwrap()["stdout"], format!("http://{proxy}\n"));
+    // Not in the allowlist.
+    let err = tools
+        .execute("cli_execute", json!({"binary": "ls"}), &ctx)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not an allowed binary"), "{err}");
+    // The skill's script tool gets the same proxy and its JSON args.
+    let out = tools
+        .execute("word_count", json!({"text": "one two three\nfour"}), &ctx)
+        .await
+        .unwrap();
+    let data = out.data.unwrap();
+    assert_eq!(data["words"], 4);
+    assert_eq!(data["lines"], 2);
+    assert_eq!(data["proxy"], format!("http://{proxy}"));
+    let ns = reason(&tools, "not_scripted");
+    assert!(
+        !ns.present && ns.reason.contains("no script"),
+        "{}",
+        ns.reason
+    );
+    tools.shutdown().await;
+}
+
+#[tokio::test]
+async fn cli_execute_derived_from_bins_drops_shells() {
+    let (_d, agent) = agent_copy("tools-derived");
+    let tools = assemble(&agent, AssembleOptions::default()).await.unwrap();
+    let r = reason(&tools, "cli_execute");
+    assert!(r.present);
+    assert!(
+        r.reason.contains("derived from the skills' requires.bins"),
+        "{}",
+        r.reason
+    );
+    let ctx = tools.context("s1");
+    let out = tools
+        .execute("cli_execute", json!({"binary": "ls", "args": ["/"]}), &ctx)
+        .await
+        .unwrap();
+    assert!(out.data.unwrap()["stdout"]
+        .as_str()
+        .unwrap()
+        .contains("proc"));
+    let err = tools
+        .execute(
+            "cli_execute",
+            json!({"binary": "bash", "args": ["-c", "id"]}),
+            &ctx,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("shells are never allowed"),
+        "{err}"
+    );
+    assert!(!present(&tools).contains(&"http_request".to_string()));
+    tools.shutdown().await;
+}
+
+/// The child really is confined by the proxy: curl through HTTP_PROXY reaches an allowlisted
+/// loopback server and is refused (403 from forge's proxy) for a port that is not allowlisted.
+#[tokio::test]
+async fn cli_execute_traffic_goes_through_the_egress_proxy() {
+    if forge_tools::builtins::process::which_in("curl", &std::env::var("PATH").unwrap_or_default())
+        .is_none()
+    {
+        eprintln!(
+            "SKIPPED cli_execute_traffic_goes_through_the_egress_proxy: curl is not installed"
+        );
+        return;
+    }
+    let allowed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let canary = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (allowed_port, canary_port) = (
+        allowed.local_addr().unwrap().port(),
+        canary.local_addr().unwrap().port(),
+    );
+    canary.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        // Bounded: serves at most 4 connections.
+        for s in allowed.incoming().take(4) {
+            let Ok(mut s) = s else { return };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+            );
+        }
+    });
+    let (_d, agent) = agent_from(
+        "agent_id: curl-agent\nversion: 0.1.0\ntools:\n  - name: cli_execute\n    config:\n      allowed_binaries: [curl]\negress:\n  mode: allowlist\n  allowed_domains: []\n",
+        &[],
+    );
+    let opts = AssembleOptions {
+        cli_egress_entries: vec![format!("127.0.0.1:{allowed_port}")],
+        ..Default::default()
+    };
+    let tools = assemble(&agent, opts).await.unwrap();
+    let ctx = tools.context("s1");
+    let ok = tools
+        .execute("cli_execute", json!({"binary": "curl", "args": ["-s", "-i", "--max-time", "10", format!("http://127.0.0.1:{allowed_port}/")]}), &ctx)
+        .await
+        .unwrap();
+    let stdout = ok.data.unwrap()["stdout"].as_str().unwrap().to_string();
+    assert!(
+        stdout.starts_with("HTTP/1.1 200") && stdout.ends_with("hello"),
+        "{stdout}"
+    );
+    let blocked = tools
+        .execute("cli_execute", json!({"binary": "curl", "args": ["-s", "-i", "--max-time", "10", format!("http://127.0.0.1:{canary_port}/")]}), &ctx)
+        .await
+        .unwrap();
+    let stdout = blocked.data.unwrap()["stdout"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(stdout.starts_with("HTTP/1.1 403"), "{stdout}");
+    assert!(
+        stdout
+            .to_ascii_lowercase()
+            .contains("x-forge-egress-reason"),
+        "{stdout}"
+    );
+    assert!(canary.accept().is_err(), "the canary was never contacted");
+    tools.shutdown().await;
+}
+
+#[tokio::test]
+async fn shells_in_forge_yaml_are_a_startup_error() {
+    let (_d, agent) = agent_from(
+        "agent_id: a\nversion: 0.1.0\ntools:\n  - name: cli_execute\n    config:\n      allowed_binaries: [jq, bash]\n",
+        &[],
+    );
+    let err = assemble(&agent, AssembleOptions::default())
+        .await
+        .err()
+        .expect("bash is refused");
+    let msg = err.to_string();
+    assert!(matches!(err, AssembleError::CliConfig { .. }), "{msg}");
+    assert!(
+        msg.contains("forge.yaml") && msg.contains("`bash` is a shell"),
+        "{msg}"
+    );
+    let (_d, agent) = agent_from(
+        "agent_id: a\nversion: 0.1.0\ntools:\n  - name: cli_execute\n    config:\n      allowed_binaries: [ls]\n      timout: 3\n",
+        &[],
+    );
+    let msg = assemble(&agent, AssembleOptions::default())
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("unknown key config.timout"), "{msg}");
+}
+
+#[tokio::test]
+async fn invalid_guardrail_regex_is_a_startup_error_with_skill_and_line() {
+    let skill = "---\nname: broken\ndescription: d\nmetadata:\n  forge:\n    guardrails:\n      deny_output:\n        - pattern: '(unclosed'\n          action: redact\n---\nbody\n";
+    let (_d, agent) = agent_from("agent_id: a\nversion: 0.1.0\n", &[("broken", skill)]);
+    let err = assemble(&agent, AssembleOptions::default())
+        .await
+        .err()
+        .expect("invalid regex");
+    let msg = err.to_string();
+    assert!(matches!(err, AssembleError::Guardrail(_)), "{msg}");
+    assert!(msg.contains("skill \"broken\""), "{msg}");
+    assert!(
+        msg.contains("SKILL.md:8:"),
+        "the line of the pattern: {msg}"
+    );
+    assert!(msg.contains("(unclosed"), "{msg}");
+}
+
+#[tokio::test]
+async fn denied_tools_remove_browser_tools_too() {
+    if forge_browser::find_browser_binary().is_err() {
+        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("FORGE_REQUIRE_BROWSER=1 but no Chromium is installed");
+        }
+        eprintln!("SKIPPED denied_tools_remove_browser_tools_too: no Chromium installed");
+        return;
+    }
+    let (_d, agent) = agent_copy("tools-browser");
+    let tools = assemble(&agent, AssembleOptions::default()).await.unwrap();
+    let names = present(&tools);
+    assert!(names.contains(&"browser_navigate".to_string()), "{names:?}");
+    assert!(!names.contains(&"browser_hover".to_string()), "{names:?}");
+    let hover = reason(&tools, "browser_hover");
+    assert!(
+        hover
+            .reason
+            .contains("denied by denied_tools of skill(s) shelf-reader"),
+        "{}",
+        hover.reason
+    );
+    let nav = reason(&tools, "browser_navigate");
+    assert!(
+        nav.reason.contains("shelf-reader")
+            && nav.reason.contains("requires.capabilities: [browser]"),
+        "{}",
+        nav.reason
+    );
+    assert!(tools.proxy_addr().is_some(), "the browser gets the proxy");
+    // Assembly resolves Chromium but does not launch it.
+    assert_eq!(tools.browser().unwrap().manager().launch_count(), 0);
+    tools.shutdown().await;
+}
+
+#[test]
+fn cli_config_parsing() {
+    use forge_runtime::assemble::parse_cli_config;
+    let c = parse_cli_config(&json!({"allowed_binaries": ["jq", "git"], "env_passthrough": "A, B", "timeout": "2m", "max_output_bytes": 10})).unwrap();
+    assert_eq!(c.allowed_binaries, ["jq", "git"]);
+    assert_eq!(c.env_passthrough, ["A", "B"]);
+    assert_eq!(c.timeout, std::time::Duration::from_secs(120));
+    assert_eq!(c.max_output_bytes, 10);
+    assert_eq!(
+        parse_cli_config(&json!({"timeout": 30}))
+            .unwrap()
+            .timeout
+            .as_secs(),
+        30
+    );
+    for bad in [
+        json!({"timeout": "soon"}),
+        json!({"timeout": -1}),
+        json!({"max_output_bytes": 0}),
+        json!({"allowed_binaries": [1]}),
+        json!([1]),
+    ] {
+        assert!(parse_cli_config(&bad).is_err(), "{bad}");
+    }
+}
