@@ -202,6 +202,9 @@ pub struct AgentLoop {
     pub sessions: Option<Arc<dyn SessionCloser>>,
 }
 
+/// How long cancelled tools get to stop on their own before their futures are dropped.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(3);
+
 fn is_browser_tool(name: &str) -> bool {
     name.starts_with("browser_")
 }
@@ -423,9 +426,16 @@ impl AgentLoop {
                     json!({"session": task_id}),
                 );
             }
+            let calls_fut = self.run_calls(task_id, &calls, cancel, &send);
+            tokio::pin!(calls_fut);
             let results = tokio::select! {
-                _ = cancel.cancelled() => return Err(LoopError::Cancelled),
-                r = self.run_calls(task_id, &calls, cancel, &send) => r,
+                r = &mut calls_fut => r,
+                _ = cancel.cancelled() => {
+                    // The tools got the same cancellation through their context: give them a
+                    // moment to stop cleanly (a browser call abandons its page), then drop them.
+                    let _ = tokio::time::timeout(CANCEL_GRACE, &mut calls_fut).await;
+                    return Err(LoopError::Cancelled);
+                }
             };
             if cancel.is_cancelled() {
                 return Err(LoopError::Cancelled);
