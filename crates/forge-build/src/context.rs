@@ -110,7 +110,8 @@ impl Writer {
     fn write(&mut self, rel: &str, bytes: &[u8]) -> Result<(), BuildError> {
         let path = self.root.join(rel);
         if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(|e| BuildError::io(parent, "creating directory", e))?;
+            fs::create_dir_all(parent)
+                .map_err(|e| BuildError::io(parent, "creating directory", e))?;
         }
         fs::write(&path, bytes).map_err(|e| BuildError::io(&path, "writing", e))?;
         self.files.push(rel.to_string());
@@ -120,9 +121,11 @@ impl Writer {
     fn copy(&mut self, rel: &str, from: &Path, mode: u32) -> Result<(), BuildError> {
         let path = self.root.join(rel);
         if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(|e| BuildError::io(parent, "creating directory", e))?;
+            fs::create_dir_all(parent)
+                .map_err(|e| BuildError::io(parent, "creating directory", e))?;
         }
-        fs::copy(from, &path).map_err(|e| BuildError::io(from, "copying into the build context", e))?;
+        fs::copy(from, &path)
+            .map_err(|e| BuildError::io(from, "copying into the build context", e))?;
         set_mode(&path, mode)?;
         self.files.push(rel.to_string());
         Ok(())
@@ -185,7 +188,8 @@ fn copy_tree(
         }
         let meta = fs::symlink_metadata(&path).map_err(|e| BuildError::io(&path, "reading", e))?;
         let target_meta = if meta.file_type().is_symlink() {
-            let target = fs::canonicalize(&path).map_err(|e| BuildError::io(&path, "resolving symlink", e))?;
+            let target = fs::canonicalize(&path)
+                .map_err(|e| BuildError::io(&path, "resolving symlink", e))?;
             if !target.starts_with(root) {
                 warnings.push(format!(
                     "left {} out of the image: it is a symlink leaving the agent's skills directory",
@@ -198,7 +202,10 @@ fn copy_tree(
             meta
         };
         if target_meta.is_dir() {
-            if fs::symlink_metadata(&path).map(|m| m.file_type().is_symlink()).unwrap_or(false) {
+            if fs::symlink_metadata(&path)
+                .map(|m| m.file_type().is_symlink())
+                .unwrap_or(false)
+            {
                 // A directory symlink inside the tree would be copied twice (or loop).
                 warnings.push(format!(
                     "left {} out of the image: directory symlinks are not followed",
@@ -208,7 +215,11 @@ fn copy_tree(
             }
             copy_tree(w, &path, &shown, root, skip, warnings)?;
         } else if target_meta.is_file() {
-            let mode = if is_executable(&target_meta) { 0o755 } else { 0o644 };
+            let mode = if is_executable(&target_meta) {
+                0o755
+            } else {
+                0o644
+            };
             w.copy(&shown, &path, mode)?;
         }
     }
@@ -235,7 +246,8 @@ fn prepare_output_dir(dir: &Path, agent_dir: &Path) -> Result<(), BuildError> {
                 return Err(BuildError::NotForgeOutput(dir.to_path_buf()));
             }
         }
-        let mut entries = fs::read_dir(dir).map_err(|e| BuildError::io(dir, "reading directory", e))?;
+        let mut entries =
+            fs::read_dir(dir).map_err(|e| BuildError::io(dir, "reading directory", e))?;
         if entries.next().is_some() {
             let manifest = dir.join("build-manifest.json");
             let ours = fs::read(&manifest)
@@ -245,7 +257,8 @@ fn prepare_output_dir(dir: &Path, agent_dir: &Path) -> Result<(), BuildError> {
             if !ours {
                 return Err(BuildError::NotForgeOutput(dir.to_path_buf()));
             }
-            fs::remove_dir_all(dir).map_err(|e| BuildError::io(dir, "removing the previous build output", e))?;
+            fs::remove_dir_all(dir)
+                .map_err(|e| BuildError::io(dir, "removing the previous build output", e))?;
         }
     }
     fs::create_dir_all(dir).map_err(|e| BuildError::io(dir, "creating directory", e))
@@ -345,7 +358,9 @@ fn sha256_file(path: &Path) -> Result<String, BuildError> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        let n = f.read(&mut buf).map_err(|e| BuildError::io(path, "reading", e))?;
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| BuildError::io(path, "reading", e))?;
         if n == 0 {
             break;
         }
@@ -367,8 +382,13 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
             reasons: spec.audit.errors.clone(),
         });
     }
-    let forge_meta = fs::metadata(&opts.forge_bin)
-        .map_err(|e| BuildError::io(&opts.forge_bin, "reading the forge binary to put in the image", e))?;
+    let forge_meta = fs::metadata(&opts.forge_bin).map_err(|e| {
+        BuildError::io(
+            &opts.forge_bin,
+            "reading the forge binary to put in the image",
+            e,
+        )
+    })?;
     if !forge_meta.is_file() {
         return Err(BuildError::invalid(
             &opts.forge_bin.display().to_string(),
@@ -390,23 +410,40 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
     let mut warnings = Vec::new();
 
     w.write("Dockerfile", dockerfile.as_bytes())?;
-    w.write(".dockerignore", dockerfile::render_dockerignore().as_bytes())?;
+    w.write(
+        ".dockerignore",
+        dockerfile::render_dockerignore().as_bytes(),
+    )?;
     w.copy("bin/forge", &opts.forge_bin, 0o755)?;
 
     // Agent files: forge.yaml, skills/, the root skill file. Nothing hidden or secret-looking.
     w.copy("agent/forge.yaml", &spec.config_path, 0o644)?;
     let skills_dir = spec.agent_dir.join("skills");
     if skills_dir.is_dir() {
-        let root = fs::canonicalize(&skills_dir).map_err(|e| BuildError::io(&skills_dir, "resolving", e))?;
-        copy_tree(&mut w, &skills_dir, "agent/skills", &root, &out_canon, &mut warnings)?;
+        let root = fs::canonicalize(&skills_dir)
+            .map_err(|e| BuildError::io(&skills_dir, "resolving", e))?;
+        copy_tree(
+            &mut w,
+            &skills_dir,
+            "agent/skills",
+            &root,
+            &out_canon,
+            &mut warnings,
+        )?;
     }
     for extra in &spec.extra_agent_files {
         let rel = extra.to_string_lossy().replace('\\', "/");
         if rel.starts_with("skills/") || rel == "forge.yaml" {
             continue;
         }
-        let name = extra.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if rel.split('/').any(|c| c == ".." || c.is_empty()) || extra.is_absolute() || is_secret_like(&name) {
+        let name = extra
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if rel.split('/').any(|c| c == ".." || c.is_empty())
+            || extra.is_absolute()
+            || is_secret_like(&name)
+        {
             warnings.push(format!("left {rel} out of the image: only files inside the agent directory are copied, never secret-looking ones"));
             continue;
         }
@@ -442,7 +479,10 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
                 .as_ref()
                 .map(|b| b.skills.iter().map(|s| s.as_str()).collect())
                 .unwrap_or_default(),
-            allow_sensitive_fill: spec.browser.as_ref().is_some_and(|b| b.allow_sensitive_fill),
+            allow_sensitive_fill: spec
+                .browser
+                .as_ref()
+                .is_some_and(|b| b.allow_sensitive_fill),
         },
         tools: plan.iter().filter(|t| t.registered).cloned().collect(),
         tools_not_registered: plan.iter().filter(|t| !t.registered).cloned().collect(),
@@ -464,7 +504,10 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
     let mut audit = spec.audit.report.clone();
     if let Some(obj) = audit.as_object_mut() {
         if obj.contains_key("timestamp") {
-            obj.insert("timestamp".into(), serde_json::Value::String(rfc3339(opts.timestamp)));
+            obj.insert(
+                "timestamp".into(),
+                serde_json::Value::String(rfc3339(opts.timestamp)),
+            );
         }
     }
     w.write("compiled/security-audit.json", &json_bytes(&audit))?;
@@ -485,6 +528,8 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
     let mut files = w.files.clone();
     files.sort();
     let browser = spec.needs_browser();
+    // Hashed once: the forge binary is by far the largest file.
+    let forge_sha = sha256_file(&opts.output_dir.join("bin/forge"))?;
     let manifest = BuildManifest {
         generator: GENERATOR,
         agent_id: &spec.agent_id,
@@ -496,12 +541,18 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
         versions: Versions {
             forge: env!("CARGO_PKG_VERSION"),
             base_image: BASE_IMAGE,
-            dockerfile_template_sha256: hex(&Sha256::digest(dockerfile::DOCKERFILE_TEMPLATE.as_bytes())),
-            forge_binary_sha256: sha256_file(&opts.output_dir.join("bin/forge"))?,
+            dockerfile_template_sha256: hex(&Sha256::digest(
+                dockerfile::DOCKERFILE_TEMPLATE.as_bytes(),
+            )),
+            forge_binary_sha256: forge_sha.clone(),
         },
         egress_mode: &spec.egress.mode,
         browser_included: browser,
-        browser_packages: if browser { BROWSER_PACKAGES.to_vec() } else { Vec::new() },
+        browser_packages: if browser {
+            BROWSER_PACKAGES.to_vec()
+        } else {
+            Vec::new()
+        },
         apt_packages: dockerfile::apt_packages(spec),
         skills: spec.skills.iter().map(|s| s.name.as_str()).collect(),
         files,
@@ -510,7 +561,12 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
 
     let mut sums = BTreeMap::new();
     for f in &w.files {
-        sums.insert(f.clone(), sha256_file(&opts.output_dir.join(f))?);
+        let sum = if f == "bin/forge" {
+            forge_sha.clone()
+        } else {
+            sha256_file(&opts.output_dir.join(f))?
+        };
+        sums.insert(f.clone(), sum);
     }
     w.write(
         "checksums.json",
@@ -544,7 +600,15 @@ mod tests {
 
     #[test]
     fn secret_like_names() {
-        for n in [".env", ".env.local", "server.pem", "tls.KEY", "id_rsa", "id_ed25519.pub", ".git"] {
+        for n in [
+            ".env",
+            ".env.local",
+            "server.pem",
+            "tls.KEY",
+            "id_rsa",
+            "id_ed25519.pub",
+            ".git",
+        ] {
             assert!(is_secret_like(n), "{n}");
         }
         for n in ["SKILL.md", "scripts", "run.sh", "keys.md"] {

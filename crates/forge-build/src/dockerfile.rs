@@ -69,7 +69,10 @@ pub fn render_dockerfile(spec: &BuildSpec) -> Result<String, BuildError> {
             .collect();
         decl.sort();
         decl.dedup();
-        purpose.push_str(&format!(", and what the skills declare: {}", decl.join(", ")));
+        purpose.push_str(&format!(
+            ", and what the skills declare: {}",
+            decl.join(", ")
+        ));
     }
     let env: Vec<EnvLine> = if browser {
         vec![EnvLine {
@@ -138,7 +141,11 @@ mod tests {
         BuildSpec {
             agent_id: "demo".into(),
             version: "1.0.0".into(),
-            capabilities: if browser { vec!["browser".into()] } else { vec![] },
+            capabilities: if browser {
+                vec!["browser".into()]
+            } else {
+                vec![]
+            },
             browser: browser.then(|| BrowserSpec {
                 skills: vec!["web-browse".into()],
                 allow_sensitive_fill: false,
@@ -162,7 +169,10 @@ mod tests {
         assert_eq!(d.matches("apt-get install").count(), 1, "{d}");
         assert!(d.contains("--no-install-recommends"));
         assert!(d.contains("rm -rf /var/lib/apt/lists/*"));
-        for p in BROWSER_PACKAGES.iter().chain(["jq", "ca-certificates"].iter()) {
+        for p in BROWSER_PACKAGES
+            .iter()
+            .chain(["jq", "ca-certificates"].iter())
+        {
             assert!(d.contains(&format!("      {p} \\\n")), "{p} missing:\n{d}");
         }
         assert!(d.contains("FORGE_BROWSER_BIN=/usr/bin/chromium"));

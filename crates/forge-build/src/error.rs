@@ -89,7 +89,11 @@ impl BuildError {
         }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, action: &'static str, source: std::io::Error) -> Self {
+    pub(crate) fn io(
+        path: impl Into<PathBuf>,
+        action: &'static str,
+        source: std::io::Error,
+    ) -> Self {
         BuildError::Io {
             path: path.into(),
             action,

@@ -14,7 +14,10 @@ use crate::error::BuildError;
 use crate::spec::BuildSpec;
 
 /// The four manifest files, as (relative path, YAML text).
-pub fn render_manifests(spec: &BuildSpec, image: &str) -> Result<Vec<(String, String)>, BuildError> {
+pub fn render_manifests(
+    spec: &BuildSpec,
+    image: &str,
+) -> Result<Vec<(String, String)>, BuildError> {
     let docs = [
         ("k8s/deployment.yaml", deployment(spec, image)),
         ("k8s/service.yaml", service(spec)),
@@ -83,7 +86,10 @@ fn metadata(spec: &BuildSpec, name: String, annotations: Option<Value>) -> Value
 
 fn probe(initial: i64, period: i64) -> Value {
     map([
-        ("httpGet", map([("path", s("/healthz")), ("port", s("http"))])),
+        (
+            "httpGet",
+            map([("path", s("/healthz")), ("port", s("http"))]),
+        ),
         ("initialDelaySeconds", n(initial)),
         ("periodSeconds", n(period)),
         ("timeoutSeconds", n(5)),
@@ -120,7 +126,11 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
                 "valueFrom",
                 map([(
                     "secretKeyRef",
-                    map([("name", s(&secret)), ("key", s(name)), ("optional", Value::Bool(opt))]),
+                    map([
+                        ("name", s(&secret)),
+                        ("key", s(name)),
+                        ("optional", Value::Bool(opt)),
+                    ]),
                 )]),
             ),
         ]));
@@ -132,7 +142,10 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
         ])
     } else {
         map([
-            ("requests", map([("cpu", s("100m")), ("memory", s("128Mi"))])),
+            (
+                "requests",
+                map([("cpu", s("100m")), ("memory", s("128Mi"))]),
+            ),
             ("limits", map([("cpu", s("1")), ("memory", s("512Mi"))])),
         ])
     };
@@ -185,7 +198,10 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
 
     let annotations = map([
         ("forge.dev/egress-mode", s(&spec.egress.mode)),
-        ("forge.dev/browser", s(if browser { "true" } else { "false" })),
+        (
+            "forge.dev/browser",
+            s(if browser { "true" } else { "false" }),
+        ),
     ]);
     map([
         ("apiVersion", s("apps/v1")),
@@ -302,7 +318,13 @@ fn network_policy(spec: &BuildSpec) -> Value {
     let mut egress = Vec::new();
     if open {
         let dns = map([
-            ("to", seq(vec![map([("namespaceSelector", Value::Mapping(Mapping::new()))])])),
+            (
+                "to",
+                seq(vec![map([(
+                    "namespaceSelector",
+                    Value::Mapping(Mapping::new()),
+                )])]),
+            ),
             (
                 "ports",
                 seq(vec![
@@ -332,7 +354,10 @@ fn network_policy(spec: &BuildSpec) -> Value {
     map([
         ("apiVersion", s("networking.k8s.io/v1")),
         ("kind", s("NetworkPolicy")),
-        ("metadata", metadata(spec, spec.agent_id.clone(), Some(annotations))),
+        (
+            "metadata",
+            metadata(spec, spec.agent_id.clone(), Some(annotations)),
+        ),
         (
             "spec",
             map([
@@ -342,7 +367,10 @@ fn network_policy(spec: &BuildSpec) -> Value {
                     "ingress",
                     seq(vec![map([(
                         "ports",
-                        seq(vec![map([("protocol", s("TCP")), ("port", n(AGENT_PORT.into()))])]),
+                        seq(vec![map([
+                            ("protocol", s("TCP")),
+                            ("port", n(AGENT_PORT.into())),
+                        ])]),
                     )])]),
                 ),
                 ("egress", seq(egress)),
@@ -383,8 +411,11 @@ mod tests {
 
     #[test]
     fn allowlist_network_policy_allows_dns_and_web_ports_and_names_domains() {
-        let files =
-            render_manifests(&spec("allowlist", &["example.com", "api.example.org:8443"]), "x").unwrap();
+        let files = render_manifests(
+            &spec("allowlist", &["example.com", "api.example.org:8443"]),
+            "x",
+        )
+        .unwrap();
         let np: Value = serde_norway::from_str(get(&files, "network-policy.yaml")).unwrap();
         let egress = np["spec"]["egress"].as_sequence().unwrap();
         assert_eq!(egress[0]["ports"][0]["port"], n(53));
@@ -403,11 +434,15 @@ mod tests {
 
     #[test]
     fn deployment_uses_the_built_image_and_a_locked_down_pod() {
-        let files = render_manifests(&spec("allowlist", &["example.com"]), "reg/demo:1.0.0").unwrap();
+        let files =
+            render_manifests(&spec("allowlist", &["example.com"]), "reg/demo:1.0.0").unwrap();
         let d: Value = serde_norway::from_str(get(&files, "deployment.yaml")).unwrap();
         let c = &d["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], s("reg/demo:1.0.0"));
-        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], Value::Bool(true));
+        assert_eq!(
+            c["securityContext"]["readOnlyRootFilesystem"],
+            Value::Bool(true)
+        );
         assert_eq!(c["securityContext"]["capabilities"]["drop"][0], s("ALL"));
         assert_eq!(c["livenessProbe"]["httpGet"]["path"], s("/healthz"));
         assert!(!get(&files, "deployment.yaml").contains("/dev/shm"));

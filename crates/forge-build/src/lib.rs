@@ -3,7 +3,7 @@
 //! docker, podman or buildah (`forge package`).
 //!
 //! - [`BuildSpec`] (`spec.rs`): the build's input in plain data, with the name checks.
-//! - [`spec_from_agent`] (`agent.rs`): fills a [`BuildSpec`] from `forge_skills` + `forge_analyzer`.
+//! - [`spec_from_agent`] (`agent.rs`): fills a [`BuildSpec`] from a loaded `forge_skills::Agent`.
 //! - [`render_dockerfile`] (`dockerfile.rs`): the repo-root `Dockerfile.tmpl`, embedded and
 //!   rendered with minijinja; `.dockerignore`; the apt package lists (Chromium only for browser agents).
 //! - [`render_manifests`] (`k8s.rs`): Deployment, Service, Secret (keys only), NetworkPolicy.
@@ -24,7 +24,7 @@ mod prod;
 mod spec;
 mod tools;
 
-pub use agent::{spec_from_agent, AgentInputs};
+pub use agent::{audit_agent, spec_from_agent};
 pub use context::{
     build_timestamp, rfc3339, write_build, BuildOptions, BuildOutput, DECLARED_TIMESTAMPS,
     DEFAULT_OUTPUT_DIR,

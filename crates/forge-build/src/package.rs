@@ -100,11 +100,16 @@ pub fn stale_reason(
         Err(_) => return Some(format!("{} is not valid JSON", manifest_path.display())),
     };
     if manifest.get("image").and_then(|v| v.as_str()) != Some(image_tag) {
-        return Some(format!("the output was built for another image tag than {image_tag}"));
+        return Some(format!(
+            "the output was built for another image tag than {image_tag}"
+        ));
     }
     let built = mtime(&manifest_path)?;
     if mtime(config_path).is_some_and(|t| t > built) {
-        return Some(format!("{} changed after the last build", config_path.display()));
+        return Some(format!(
+            "{} changed after the last build",
+            config_path.display()
+        ));
     }
     let skills = agent_dir.join("skills");
     if newest_mtime(&skills, 0).is_some_and(|t| t > built) {
@@ -161,10 +166,14 @@ pub struct ImageManifest {
 /// `SOURCE_DATE_EPOCH` (reproducible layer times) and `FORGE_BUILD_CREATED` (the OCI label).
 pub fn build_args(context_dir: &Path) -> Result<Vec<(String, String)>, BuildError> {
     let path = context_dir.join("build-manifest.json");
-    let bytes = fs::read(&path).map_err(|_| BuildError::MissingOutput(context_dir.to_path_buf()))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|_| BuildError::MissingOutput(context_dir.to_path_buf()))?;
-    let epoch = v.get("source_date_epoch").and_then(|x| x.as_i64()).unwrap_or(0);
+    let bytes =
+        fs::read(&path).map_err(|_| BuildError::MissingOutput(context_dir.to_path_buf()))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|_| BuildError::MissingOutput(context_dir.to_path_buf()))?;
+    let epoch = v
+        .get("source_date_epoch")
+        .and_then(|x| x.as_i64())
+        .unwrap_or(0);
     let created = v
         .get("built_at")
         .and_then(|x| x.as_str())
@@ -178,7 +187,11 @@ pub fn build_args(context_dir: &Path) -> Result<Vec<(String, String)>, BuildErro
 
 /// The argument vector (without the program) for building `req` with `builder`.
 /// docker, podman and buildah (`buildah build`) all accept this form.
-pub fn build_command(req: &ImageRequest, args: &[(String, String)], iidfile: &Path) -> Vec<OsString> {
+pub fn build_command(
+    req: &ImageRequest,
+    args: &[(String, String)],
+    iidfile: &Path,
+) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec!["build".into(), "-t".into(), req.tag.clone().into()];
     out.push("-f".into());
     out.push(req.context_dir.join("Dockerfile").into_os_string());
@@ -196,7 +209,10 @@ fn run(builder: &Builder, args: &[OsString], context_dir: &Path) -> Result<(), B
     let shown = format!(
         "{} {}",
         builder.name,
-        args.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+        args.iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let status = Command::new(&builder.path)
         .args(args)
@@ -220,7 +236,11 @@ fn run(builder: &Builder, args: &[OsString], context_dir: &Path) -> Result<(), B
 }
 
 /// Builds (and optionally pushes) the image, then writes `image-manifest.json` into the context.
-pub fn build_image(builder: &Builder, req: &ImageRequest, built_at: &str) -> Result<ImageManifest, BuildError> {
+pub fn build_image(
+    builder: &Builder,
+    req: &ImageRequest,
+    built_at: &str,
+) -> Result<ImageManifest, BuildError> {
     let args = build_args(&req.context_dir)?;
     let manifest_bytes = fs::read(req.context_dir.join("build-manifest.json"))
         .map_err(|_| BuildError::MissingOutput(req.context_dir.clone()))?;
@@ -236,15 +256,30 @@ pub fn build_image(builder: &Builder, req: &ImageRequest, built_at: &str) -> Res
     ));
     let cmd = build_command(req, &args, &tmp);
     let result = run(builder, &cmd, &req.context_dir);
-    let image_id = fs::read_to_string(&tmp).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let image_id = fs::read_to_string(&tmp)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
     let _ = fs::remove_file(&tmp);
     result?;
     if req.push {
-        run(builder, &["push".into(), req.tag.clone().into()], &req.context_dir)?;
+        run(
+            builder,
+            &["push".into(), req.tag.clone().into()],
+            &req.context_dir,
+        )?;
     }
     let manifest = ImageManifest {
-        agent_id: bm.get("agent_id").and_then(|v| v.as_str()).unwrap_or_default().to_string(),
-        version: bm.get("version").and_then(|v| v.as_str()).unwrap_or_default().to_string(),
+        agent_id: bm
+            .get("agent_id")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string(),
+        version: bm
+            .get("version")
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string(),
         image: req.tag.clone(),
         builder: builder.name.clone(),
         build_args: args.iter().map(|(k, v)| format!("{k}={v}")).collect(),
@@ -252,11 +287,15 @@ pub fn build_image(builder: &Builder, req: &ImageRequest, built_at: &str) -> Res
         built_at: built_at.to_string(),
         pushed: req.push,
         prod: req.prod,
-        browser_included: bm.get("browser_included").and_then(|v| v.as_bool()).unwrap_or(false),
+        browser_included: bm
+            .get("browser_included")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false),
         image_id,
     };
     let path = req.context_dir.join("image-manifest.json");
-    let mut text = serde_json::to_string_pretty(&manifest).map_err(|e| BuildError::Template(e.to_string()))?;
+    let mut text =
+        serde_json::to_string_pretty(&manifest).map_err(|e| BuildError::Template(e.to_string()))?;
     text.push('\n');
     fs::write(&path, text).map_err(|e| BuildError::io(&path, "writing", e))?;
     Ok(manifest)

@@ -14,7 +14,12 @@ use std::fmt;
 use crate::spec::BuildSpec;
 
 /// Tools meant for local development only (same list as initializ/forge).
-pub const DEV_ONLY_TOOLS: &[&str] = &["local_shell", "local_file_browser", "debug_console", "test_runner"];
+pub const DEV_ONLY_TOOLS: &[&str] = &[
+    "local_shell",
+    "local_file_browser",
+    "debug_console",
+    "test_runner",
+];
 
 /// One reason a production build is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +80,11 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
         if browser {
             problem.push_str(&format!(
                 "; this agent has the browser (skills: {}), so any web page could be loaded",
-                browser_skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                browser_skills
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
             fix = format!("{fix}; {CURATED_HINT}");
         }
@@ -107,7 +116,9 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
                 out.push(ProdProblem {
                     file: skill.file.clone(),
                     field: "metadata.forge.egress_domains".into(),
-                    problem: format!("`{d}` matches (nearly) every host, which amounts to open egress"),
+                    problem: format!(
+                        "`{d}` matches (nearly) every host, which amounts to open egress"
+                    ),
                     fix: format!("list exact hosts instead; {CURATED_HINT}"),
                 });
             }
@@ -134,12 +145,20 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
                 .collect();
             let mut problem = format!(
                 "the browser (skills: {}) has an empty effective allowlist",
-                browser_skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+                browser_skills
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
             if !unresolved.is_empty() {
                 problem.push_str(&format!(
                     " (only {} which expand at run time and cannot be reviewed here)",
-                    unresolved.iter().map(|d| format!("`{d}`")).collect::<Vec<_>>().join(", ")
+                    unresolved
+                        .iter()
+                        .map(|d| format!("`{d}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
             }
             out.push(ProdProblem {
@@ -191,10 +210,24 @@ mod tests {
 
     #[test]
     fn open_wildcards_are_recognised() {
-        for open in ["*", "*.*", "*.com", "*:443", "*.co.*", "foo.*", "*.", "**.example.com"] {
+        for open in [
+            "*",
+            "*.*",
+            "*.com",
+            "*:443",
+            "*.co.*",
+            "foo.*",
+            "*.",
+            "**.example.com",
+        ] {
             assert!(is_open_wildcard(open), "{open}");
         }
-        for curated in ["example.com", "*.example.com", "*.example.com:8443", "api.example.org"] {
+        for curated in [
+            "example.com",
+            "*.example.com",
+            "*.example.com:8443",
+            "api.example.org",
+        ] {
             assert!(!is_open_wildcard(curated), "{curated}");
         }
     }

@@ -140,7 +140,12 @@ impl BuildSpec {
     /// The hosts the model provider is reached at; forge adds them to the allowlist itself.
     pub fn model_domains(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some(base) = self.model.base_url.as_deref().filter(|b| !b.trim().is_empty()) {
+        if let Some(base) = self
+            .model
+            .base_url
+            .as_deref()
+            .filter(|b| !b.trim().is_empty())
+        {
             if let Ok(u) = url::Url::parse(base) {
                 if let Some(host) = u.host_str() {
                     let host = host.to_ascii_lowercase();
@@ -214,7 +219,10 @@ impl BuildSpec {
             }
         }
         let tag = tag.unwrap_or(&self.version);
-        match registry.map(|r| r.trim_end_matches('/')).filter(|r| !r.is_empty()) {
+        match registry
+            .map(|r| r.trim_end_matches('/'))
+            .filter(|r| !r.is_empty())
+        {
             Some(r) => format!("{r}/{}:{tag}", self.agent_id),
             None => format!("{}:{tag}", self.agent_id),
         }
@@ -239,7 +247,10 @@ impl BuildSpec {
                 "use letters, digits, '.', '_' and '-', not starting with '.' or '-', at most 128 characters (e.g. `1.2.0`)",
             ));
         }
-        if !matches!(self.egress.mode.as_str(), "deny-all" | "allowlist" | "dev-open") {
+        if !matches!(
+            self.egress.mode.as_str(),
+            "deny-all" | "allowlist" | "dev-open"
+        ) {
             return Err(BuildError::invalid(
                 &config,
                 "egress.mode",
@@ -288,7 +299,8 @@ pub(crate) fn push_unique(v: &mut Vec<String>, item: String) {
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -311,9 +323,9 @@ pub fn is_apt_package(s: &str) -> bool {
     };
     let name_ok = name.len() >= 2
         && name.as_bytes()[0].is_ascii_alphanumeric()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'+' | b'-' | b'.'));
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'+' | b'-' | b'.')
+        });
     let version_ok = version.is_none_or(|v| {
         !v.is_empty()
             && v.bytes()
@@ -365,7 +377,10 @@ mod tests {
         spec.model.base_url = Some("http://Ollama.internal:11434/v1".into());
         assert_eq!(spec.model_domains(), vec!["ollama.internal:11434"]);
         assert_eq!(spec.image_tag(None, None), "a:1.0");
-        assert_eq!(spec.image_tag(Some("ghcr.io/org/"), None), "ghcr.io/org/a:1.0");
+        assert_eq!(
+            spec.image_tag(Some("ghcr.io/org/"), None),
+            "ghcr.io/org/a:1.0"
+        );
         assert_eq!(spec.image_tag(Some("r"), Some("dev")), "r/a:dev");
         assert_eq!(spec.image_tag(Some("r"), Some("x/y:z")), "x/y:z");
     }

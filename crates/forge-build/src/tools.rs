@@ -63,7 +63,10 @@ pub fn documented_tool_plan(spec: &BuildSpec) -> Vec<PlannedTool> {
     let cli_reason = if spec.configured_tools.iter().any(|t| t == "cli_execute") {
         Some("configured in forge.yaml tools".to_string())
     } else if !spec.cli_binaries.is_empty() {
-        Some(format!("derived from the skills' bins: {}", spec.cli_binaries.join(", ")))
+        Some(format!(
+            "derived from the skills' bins: {}",
+            spec.cli_binaries.join(", ")
+        ))
     } else {
         None
     };
@@ -94,8 +97,13 @@ pub fn documented_tool_plan(spec: &BuildSpec) -> Vec<PlannedTool> {
     }
 
     let browser_reason = match &spec.browser {
-        Some(b) => format!("capability `browser` declared by skills: {}", b.skills.join(", ")),
-        None if spec.needs_browser() => "capability `browser` declared by an active skill".to_string(),
+        Some(b) => format!(
+            "capability `browser` declared by skills: {}",
+            b.skills.join(", ")
+        ),
+        None if spec.needs_browser() => {
+            "capability `browser` declared by an active skill".to_string()
+        }
         None => "no active skill declares capability `browser`".to_string(),
     };
     for t in BROWSER_TOOLS {

@@ -12,7 +12,11 @@ use forge_build::*;
 fn spec(dir: &Path, browser: bool) -> BuildSpec {
     fs::create_dir_all(dir.join("skills/demo")).unwrap();
     fs::write(dir.join("forge.yaml"), "agent_id: demo\nversion: 1.0.0\n").unwrap();
-    fs::write(dir.join("skills/demo/SKILL.md"), "---\nname: demo\n---\nbody\n").unwrap();
+    fs::write(
+        dir.join("skills/demo/SKILL.md"),
+        "---\nname: demo\n---\nbody\n",
+    )
+    .unwrap();
     fs::write(dir.join("skills/demo/.env"), "SECRET=1\n").unwrap();
     fs::write(dir.join("skills/demo/server.key"), "k").unwrap();
     BuildSpec {
@@ -29,10 +33,18 @@ fn spec(dir: &Path, browser: bool) -> BuildSpec {
             name: "demo".into(),
             source: "local".into(),
             file: "skills/demo/SKILL.md".into(),
-            capabilities: if browser { vec!["browser".into()] } else { vec![] },
+            capabilities: if browser {
+                vec!["browser".into()]
+            } else {
+                vec![]
+            },
             ..Default::default()
         }],
-        capabilities: if browser { vec!["browser".into()] } else { vec![] },
+        capabilities: if browser {
+            vec!["browser".into()]
+        } else {
+            vec![]
+        },
         browser: browser.then(|| BrowserSpec {
             skills: vec!["demo".into()],
             allow_sensitive_fill: false,
@@ -119,9 +131,16 @@ fn generated_dockerfiles_pass_hadolint() {
     // Control: hadolint does flag what the template avoids (so the check above can fail).
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("Dockerfile");
-    fs::write(&bad, "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y chromium\n").unwrap();
+    fs::write(
+        &bad,
+        "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y chromium\n",
+    )
+    .unwrap();
     let o = Command::new(&hadolint).arg(&bad).output().unwrap();
-    assert!(!o.status.success(), "hadolint accepted an unpinned, recommends-installing Dockerfile");
+    assert!(
+        !o.status.success(),
+        "hadolint accepted an unpinned, recommends-installing Dockerfile"
+    );
 }
 
 #[test]
@@ -135,17 +154,36 @@ fn generated_manifests_validate() {
             .iter()
             .map(|n| out.join(format!("k8s/{n}.yaml")))
             .collect();
-        let o = Command::new(&kv).arg("--strict").args(&files).output().unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        let o = Command::new(&kv)
+            .arg("--strict")
+            .args(&files)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert!(o.status.success(), "kubernetes-validate failed:\n{text}");
         assert_eq!(text.matches("passed for resource").count(), 4, "{text}");
     }
     // Control: the validator does reject a broken manifest (so the check above can fail).
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("bad.yaml");
-    fs::write(&bad, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: many}\n").unwrap();
-    let o = Command::new(&kv).arg("--strict").arg(&bad).output().unwrap();
-    assert!(!o.status.success(), "kubernetes-validate accepted a broken manifest");
+    fs::write(
+        &bad,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: many}\n",
+    )
+    .unwrap();
+    let o = Command::new(&kv)
+        .arg("--strict")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success(),
+        "kubernetes-validate accepted a broken manifest"
+    );
 }
 
 #[test]
@@ -177,15 +215,26 @@ mod sha2_check {
         // sha256sum(1) is an independent implementation of the same digest.
         let tmp = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(tmp.path(), b).unwrap();
-        let o = std::process::Command::new("sha256sum").arg(tmp.path()).output().unwrap();
-        String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap().to_string()
+        let o = std::process::Command::new("sha256sum")
+            .arg(tmp.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
     }
 }
 
 #[test]
 fn same_timestamp_gives_identical_bytes_and_other_timestamps_only_touch_declared_fields() {
     let tmp = tempfile::tempdir().unwrap();
-    let (a, b, c) = (tmp.path().join("a"), tmp.path().join("b"), tmp.path().join("c"));
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
     build(tmp.path(), &a, true, 1_700_000_000);
     build(tmp.path(), &b, true, 1_700_000_000);
     build(tmp.path(), &c, true, 1_800_000_000);
@@ -198,7 +247,11 @@ fn same_timestamp_gives_identical_bytes_and_other_timestamps_only_touch_declared
             let mut x: serde_json::Value = serde_json::from_slice(bytes).unwrap();
             let mut y: serde_json::Value = serde_json::from_slice(&c[name]).unwrap();
             assert_ne!(x, y, "{name} should carry the timestamp");
-            let fields = DECLARED_TIMESTAMPS.iter().find(|(f, _)| f == name).unwrap().1;
+            let fields = DECLARED_TIMESTAMPS
+                .iter()
+                .find(|(f, _)| f == name)
+                .unwrap()
+                .1;
             for f in fields {
                 x.as_object_mut().unwrap().remove(*f);
                 y.as_object_mut().unwrap().remove(*f);
@@ -238,7 +291,10 @@ fn refuses_to_clear_a_directory_it_did_not_write() {
     )
     .unwrap_err();
     assert!(matches!(err, BuildError::NotForgeOutput(_)), "{err}");
-    assert_eq!(fs::read_to_string(out.join("thesis.txt")).unwrap(), "years of work");
+    assert_eq!(
+        fs::read_to_string(out.join("thesis.txt")).unwrap(),
+        "years of work"
+    );
     // A previous forge output is replaced.
     let out2 = tmp.path().join("out");
     build(tmp.path(), &out2, true, 1);

