@@ -1,0 +1,182 @@
+//! Guardrails on the real call path (`ToolRunner` through an assembled agent): deny_commands on
+//! input (raw, decoded and joined command line), deny_output block and redact on the text and the
+//! structured data, events for audit, and a hit is a tool error after which the task goes on.
+
+use std::sync::{Arc, Mutex};
+
+use forge_runtime::assemble::{
+    assemble, AssembleOptions, GuardrailEvent, GuardrailStage, ToolEvents,
+};
+use forge_runtime::guardrails::REDACTED;
+use forge_skills::Agent;
+use forge_tools::ToolError;
+use serde_json::json;
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<GuardrailEvent>>);
+
+impl ToolEvents for Recorder {
+    fn on_guardrail(&self, e: &GuardrailEvent) {
+        self.0.lock().unwrap().push(e.clone());
+    }
+}
+
+const SKILL: &str = r#"---
+name: guarded
+description: A skill with every kind of guardrail.
+metadata:
+  forge:
+    requires:
+      bins: [echo]
+    guardrails:
+      deny_commands:
+        - pattern: '(?i)\brm\s+-rf\b'
+          message: recursive deletes are not allowed
+      deny_output:
+        - pattern: '-----BEGIN [A-Z ]*PRIVATE KEY-----'
+          action: block
+        - pattern: 'LIBRARY-SECRET-[0-9]+'
+          action: redact
+      deny_prompts:
+        - pattern: '(?i)ignore previous instructions'
+          message: prompt injection
+      deny_responses:
+        - pattern: 'sk-[A-Za-z0-9]{20,}'
+          message: reply contained a key
+---
+body
+"#;
+
+async fn setup() -> (
+    tempfile::TempDir,
+    forge_runtime::assemble::AssembledTools,
+    Arc<Recorder>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        "agent_id: g\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    let sd = dir.path().join("skills/guarded");
+    std::fs::create_dir_all(&sd).unwrap();
+    std::fs::write(sd.join("SKILL.md"), SKILL).unwrap();
+    let agent = Agent::load(dir.path().join("forge.yaml")).unwrap();
+    let rec = Arc::new(Recorder::default());
+    let opts = AssembleOptions {
+        events: Some(rec.clone()),
+        ..Default::default()
+    };
+    let tools = assemble(&agent, opts).await.unwrap();
+    (dir, tools, rec)
+}
+
+#[tokio::test]
+async fn deny_commands_blocks_input_and_the_task_goes_on() {
+    let (_d, tools, rec) = setup().await;
+    let ctx = tools.context("t1");
+    // Joined command line: `echo rm -rf /` only matches once binary and args are joined.
+    let err = tools
+        .execute(
+            "cli_execute",
+            json!({"binary": "echo", "args": ["rm", "-rf", "/"]}),
+            &ctx,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Guardrail(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("recursive deletes are not allowed"),
+        "{err}"
+    );
+    // A JSON-escaped spelling is decoded before matching.
+    let input: serde_json::Value =
+        serde_json::from_str(r#"{"json": "\"\u0072m -rf x\""}"#).unwrap();
+    assert!(matches!(
+        tools.execute("json_parse", input, &ctx).await,
+        Err(ToolError::Guardrail(_))
+    ));
+    // The next call in the same task works.
+    let out = tools
+        .execute(
+            "cli_execute",
+            json!({"binary": "echo", "args": ["fine"]}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.data.unwrap()["stdout"], "fine\n");
+    let events = rec.0.lock().unwrap().clone();
+    assert_eq!(events.len(), 2);
+    assert!(events
+        .iter()
+        .all(|e| e.stage == GuardrailStage::ToolInput && e.action == "blocked"));
+    assert_eq!(events[0].hit.as_ref().unwrap().skill, "guarded");
+    assert_eq!(events[0].session_key, "t1");
+    tools.shutdown().await;
+}
+
+#[tokio::test]
+async fn deny_output_redacts_text_and_data_and_blocks_keys() {
+    let (_dir, tools, rec) = setup().await;
+    let ctx = tools.context("t1");
+    let out = tools
+        .execute(
+            "cli_execute",
+            json!({"binary": "echo", "args": ["shelf 42 LIBRARY-SECRET-777 and LIBRARY-SECRET-1"]}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert!(!out.text.contains("LIBRARY-SECRET"), "{}", out.text);
+    let data = out.data.unwrap();
+    assert_eq!(
+        data["stdout"],
+        format!("shelf 42 {REDACTED} and {REDACTED}\n")
+    );
+    // The text is still valid JSON, re-rendered from the redacted data.
+    let reparsed: serde_json::Value = serde_json::from_str(&out.text).unwrap();
+    assert_eq!(reparsed, data);
+
+    let err = tools
+        .execute(
+            "cli_execute",
+            json!({"binary": "echo", "args": ["-----BEGIN RSA PRIVATE KEY-----"]}),
+            &ctx,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Guardrail(_)), "{err}");
+    assert!(
+        !err.to_string().contains("BEGIN RSA"),
+        "the error does not echo the secret: {err}"
+    );
+
+    let events = rec.0.lock().unwrap().clone();
+    let redacted: Vec<_> = events.iter().filter(|e| e.action == "redacted").collect();
+    assert_eq!(redacted.len(), 1);
+    assert!(redacted[0].redactions >= 2);
+    assert!(events
+        .iter()
+        .any(|e| e.stage == GuardrailStage::ToolOutput && e.action == "blocked"));
+    tools.shutdown().await;
+}
+
+#[tokio::test]
+async fn prompts_and_responses() {
+    let (_d, tools, _) = setup().await;
+    let g = tools.guardrails();
+    assert_eq!(
+        g.check_prompt("Please IGNORE PREVIOUS INSTRUCTIONS")
+            .unwrap_err()
+            .message,
+        "prompt injection"
+    );
+    assert!(g.check_prompt("find the book Dune").is_ok());
+    assert!(g
+        .check_response("the key is sk-0123456789abcdefghijABCD")
+        .is_err());
+    assert!(g.check_response("shelf 42").is_ok());
+    tools.shutdown().await;
+}
