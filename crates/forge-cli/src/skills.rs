@@ -251,10 +251,10 @@ fn list_table(skills: &[&Skill]) -> String {
         })
         .collect();
     let header = ["NAME", "ICON", "CATEGORY", "TAGS", "CAPABILITIES", "SOURCE"];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r.iter()) {
-            *w = (*w).max(c.chars().count());
+            *w = (*w).max(display_width(c));
         }
     }
     let line = |cells: Vec<&str>| -> String {
@@ -264,7 +264,7 @@ fn list_table(skills: &[&Skill]) -> String {
                 s.push_str(c);
             } else {
                 s.push_str(c);
-                s.push_str(&" ".repeat(w - c.chars().count() + 2));
+                s.push_str(&" ".repeat(w - display_width(c) + 2));
             }
         }
         s.push('\n');
@@ -277,6 +277,18 @@ fn list_table(skills: &[&Skill]) -> String {
     out
 }
 
+/// Terminal columns of `s`: emoji and other wide pictographs take two, variation selectors and
+/// joiners none (enough for icons; no table cell holds CJK text).
+fn display_width(s: &str) -> usize {
+    s.chars()
+        .map(|c| match c as u32 {
+            0xFE00..=0xFE0F | 0x200D => 0,
+            0x1F000..=0x1FAFF | 0x2600..=0x27BF | 0x2B00..=0x2BFF => 2,
+            _ => 1,
+        })
+        .sum()
+}
+
 // ---- validate ------------------------------------------------------------------------------
 
 /// A problem found by `validate` beyond parse errors.
@@ -286,6 +298,9 @@ struct Problem {
     skill: String,
     message: String,
     fix: String,
+    /// Rendered as a miette diagnostic in text mode (it has a span).
+    #[serde(skip)]
+    spanned: bool,
 }
 
 fn validate(a: ValidateArgs) -> ExitCode {
@@ -301,6 +316,7 @@ fn validate(a: ValidateArgs) -> ExitCode {
                 skill: s.name.clone(),
                 message: format!("{}: {}", w.location(), w.message),
                 fix: w.help.clone().unwrap_or_default(),
+                spanned: true,
             });
         }
         let Some(f) = &s.forge else { continue };
@@ -320,6 +336,7 @@ fn validate(a: ValidateArgs) -> ExitCode {
                         (_, _, Some(url)) => format!("download it from {url}"),
                         _ => format!("install `{}` or add its directory to PATH", b.name),
                     },
+                    spanned: false,
                 });
             }
         }
@@ -331,6 +348,7 @@ fn validate(a: ValidateArgs) -> ExitCode {
                     skill: s.name.clone(),
                     message: format!("required env var {v} is not set"),
                     fix: format!("export {v}=... before running the agent"),
+                    spanned: false,
                 });
             }
         }
@@ -348,6 +366,7 @@ fn validate(a: ValidateArgs) -> ExitCode {
                     env.one_of.join(", ")
                 ),
                 fix: format!("export one of {}", env.one_of.join(", ")),
+                spanned: false,
             });
         }
     }
@@ -389,7 +408,10 @@ fn validate(a: ValidateArgs) -> ExitCode {
             for e in &loaded.errors {
                 report(e);
             }
-            for p in &problems {
+            for w in loaded.skills.iter().flat_map(|s| &s.warnings) {
+                report(w);
+            }
+            for p in problems.iter().filter(|p| !p.spanned) {
                 eprintln!("{}: {}: {}", p.severity, p.skill, p.message);
                 if !p.fix.is_empty() {
                     eprintln!("  help: {}", p.fix);
