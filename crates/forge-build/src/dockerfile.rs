@@ -26,6 +26,27 @@ pub const BROWSER_PACKAGES: &[&str] = &["chromium", "fonts-liberation", "fonts-d
 /// Where Debian installs Chromium; passed to forge as FORGE_BROWSER_BIN.
 pub const BROWSER_BIN: &str = "/usr/bin/chromium";
 
+/// Interpreters the skills' script tools need (`.py` -> python3, `.js` -> nodejs; `.sh` runs
+/// with the base image's sh), as (package, script) pairs, sorted.
+pub fn script_interpreters(spec: &BuildSpec) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for skill in &spec.skills {
+        for tool in &skill.tools {
+            let Some(script) = &tool.script else { continue };
+            let pkg = if script.ends_with(".py") {
+                "python3"
+            } else if script.ends_with(".js") {
+                "nodejs"
+            } else {
+                continue;
+            };
+            out.push((pkg.to_string(), script.clone()));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// The apt packages of the image's single apt layer, in install order, de-duplicated.
 pub fn apt_packages(spec: &BuildSpec) -> Vec<String> {
     let mut out: Vec<String> = BASE_PACKAGES.iter().map(|s| s.to_string()).collect();
@@ -33,6 +54,7 @@ pub fn apt_packages(spec: &BuildSpec) -> Vec<String> {
         out.extend(BROWSER_PACKAGES.iter().map(|s| s.to_string()));
     }
     let mut extra: Vec<String> = spec.apt_packages.iter().map(|p| p.name.clone()).collect();
+    extra.extend(script_interpreters(spec).into_iter().map(|(p, _)| p));
     extra.sort();
     for p in extra {
         crate::spec::push_unique(&mut out, p);
@@ -72,6 +94,17 @@ pub fn render_dockerfile(spec: &BuildSpec) -> Result<String, BuildError> {
         purpose.push_str(&format!(
             ", and what the skills declare: {}",
             decl.join(", ")
+        ));
+    }
+    let interpreters = script_interpreters(spec);
+    if !interpreters.is_empty() {
+        let list: Vec<String> = interpreters
+            .iter()
+            .map(|(p, s)| format!("{p} (runs {s})"))
+            .collect();
+        purpose.push_str(&format!(
+            ", interpreters for skill scripts: {}",
+            list.join(", ")
         ));
     }
     let env: Vec<EnvLine> = if browser {
@@ -176,6 +209,34 @@ mod tests {
             assert!(d.contains(&format!("      {p} \\\n")), "{p} missing:\n{d}");
         }
         assert!(d.contains("FORGE_BROWSER_BIN=/usr/bin/chromium"));
+    }
+
+    #[test]
+    fn python_and_node_scripts_bring_their_interpreters() {
+        let mut s = spec(false);
+        s.skills = vec![crate::spec::SkillSpec {
+            name: "x".into(),
+            tools: vec![
+                crate::spec::SkillTool {
+                    name: "a".into(),
+                    script: Some("skills/x/scripts/a.py".into()),
+                },
+                crate::spec::SkillTool {
+                    name: "b".into(),
+                    script: Some("skills/x/scripts/b.sh".into()),
+                },
+                crate::spec::SkillTool {
+                    name: "c".into(),
+                    script: None,
+                },
+            ],
+            ..Default::default()
+        }];
+        let pkgs = apt_packages(&s);
+        assert!(pkgs.contains(&"python3".to_string()), "{pkgs:?}");
+        assert!(!pkgs.contains(&"nodejs".to_string()), "{pkgs:?}");
+        let d = render_dockerfile(&s).unwrap();
+        assert!(d.contains("python3 (runs skills/x/scripts/a.py)"), "{d}");
     }
 
     #[test]

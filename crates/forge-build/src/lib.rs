@@ -30,8 +30,8 @@ pub use context::{
     DEFAULT_OUTPUT_DIR,
 };
 pub use dockerfile::{
-    apt_packages, render_dockerfile, render_dockerignore, AGENT_PORT, AGENT_UID, BASE_IMAGE,
-    BASE_PACKAGES, BROWSER_BIN, BROWSER_PACKAGES, DOCKERFILE_TEMPLATE,
+    apt_packages, render_dockerfile, render_dockerignore, script_interpreters, AGENT_PORT,
+    AGENT_UID, BASE_IMAGE, BASE_PACKAGES, BROWSER_BIN, BROWSER_PACKAGES, DOCKERFILE_TEMPLATE,
 };
 pub use error::BuildError;
 pub use k8s::{render_manifests, secret_name};

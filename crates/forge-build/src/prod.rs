@@ -207,6 +207,79 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::{BrowserSpec, EgressSpec, SkillSpec};
+
+    fn browser_spec(mode: &str, allowed: &[&str], skill_domains: &[&str]) -> BuildSpec {
+        BuildSpec {
+            agent_id: "a".into(),
+            version: "1".into(),
+            config_path: "agent/forge.yaml".into(),
+            capabilities: vec!["browser".into()],
+            browser: Some(BrowserSpec {
+                skills: vec!["web".into()],
+                allow_sensitive_fill: false,
+            }),
+            skills: vec![SkillSpec {
+                name: "web".into(),
+                file: "skills/web/SKILL.md".into(),
+                capabilities: vec!["browser".into()],
+                egress_domains: skill_domains.iter().map(|d| d.to_string()).collect(),
+                ..Default::default()
+            }],
+            egress: EgressSpec {
+                mode: mode.into(),
+                allowed_domains: allowed.iter().map(|d| d.to_string()).collect(),
+                skill_domains: skill_domains.iter().map(|d| d.to_string()).collect(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn curated_browser_agent_passes() {
+        assert_eq!(
+            prod_problems(&browser_spec("allowlist", &["docs.example.com"], &[])),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn browser_allowlist_must_be_reviewable_and_not_open() {
+        let p = prod_problems(&browser_spec("allowlist", &[], &[]));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].field, "egress.allowed_domains");
+        assert!(p[0].fix.contains("curated `egress_domains` list"), "{p:?}");
+
+        let p = prod_problems(&browser_spec("allowlist", &[], &["$BROWSE_HOSTS"]));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].problem.contains("`$BROWSE_HOSTS`"), "{p:?}");
+
+        let p = prod_problems(&browser_spec("allowlist", &["docs.example.com"], &["*"]));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].file, "skills/web/SKILL.md");
+        assert_eq!(p[0].field, "metadata.forge.egress_domains");
+    }
+
+    #[test]
+    fn dev_tools_private_ips_and_audit_errors_are_each_reported() {
+        let mut s = browser_spec("allowlist", &["docs.example.com"], &[]);
+        s.configured_tools = vec!["local_shell".into(), "http_request".into()];
+        s.egress.allow_private_ips = true;
+        s.audit.errors = vec!["web: max_risk_score: 95 > 90".into()];
+        let p = prod_problems(&s);
+        let fields: Vec<&str> = p.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            vec![
+                "tools[name=local_shell]",
+                "audit",
+                "egress.allow_private_ips"
+            ]
+        );
+        s.egress.allowed_private_cidrs = vec!["10.20.0.0/16".into()];
+        assert_eq!(prod_problems(&s).len(), 2);
+    }
 
     #[test]
     fn open_wildcards_are_recognised() {

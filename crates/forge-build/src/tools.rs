@@ -39,7 +39,8 @@ pub const BROWSER_TOOLS: &[&str] = &[
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct PlannedTool {
     pub name: String,
-    /// `builtin`, `cli`, `skill-script`, `browser` or `configured`.
+    /// `builtin`, `cli`, `skill-script`, `browser` or `configured` (named in forge.yaml but not
+    /// a tool forge provides: never registered).
     pub kind: &'static str,
     #[serde(skip)]
     pub registered: bool,
@@ -104,7 +105,7 @@ pub fn documented_tool_plan(spec: &BuildSpec) -> Vec<PlannedTool> {
         None if spec.needs_browser() => {
             "capability `browser` declared by an active skill".to_string()
         }
-        None => "no active skill declares capability `browser`".to_string(),
+        None => "no active skill declares requires.capabilities: [browser]".to_string(),
     };
     for t in BROWSER_TOOLS {
         plan.push(PlannedTool {
@@ -120,8 +121,11 @@ pub fn documented_tool_plan(spec: &BuildSpec) -> Vec<PlannedTool> {
             plan.push(PlannedTool {
                 name: t.clone(),
                 kind: "configured",
-                registered: true,
-                reason: Some("listed in forge.yaml tools".into()),
+                registered: false,
+                reason: Some(format!(
+                    "listed in forge.yaml tools but forge has no such tool (builtins: {}, cli_execute)",
+                    BUILTIN_TOOLS.join(", ")
+                )),
             });
         }
     }

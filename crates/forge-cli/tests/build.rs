@@ -580,3 +580,49 @@ fn package_without_any_builder_names_what_it_looked_for() {
     // The build output was written first, so it can be built elsewhere.
     assert!(out.join("Dockerfile").is_file());
 }
+
+#[test]
+fn package_rebuilds_only_when_the_output_is_stale() {
+    let (tmp, dir) = agent("build-plain");
+    let bin = tmp.path().join("bin");
+    let log = tmp.path().join("docker.log");
+    fake_builder(&bin, "docker", &log);
+    let out = tmp.path().join("out");
+    build_ok(&dir, &out);
+    let package = || {
+        let mut c = forge();
+        c.arg("package")
+            .arg("-c")
+            .arg(dir.join("forge.yaml"))
+            .arg("-o")
+            .arg(&out)
+            .arg("--forge-bin")
+            .arg(small_forge(tmp.path()))
+            .env("PATH", path_with(&bin));
+        run(c)
+    };
+    let o = package();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("running forge build"), "{}", text(&o));
+
+    // forge.yaml edited after the build: package rebuilds first.
+    let f = fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("forge.yaml"))
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
+        .unwrap();
+    let o = package();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("running forge build ("), "{t}");
+    assert!(t.contains("forge.yaml changed after the last build"), "{t}");
+    assert_eq!(
+        fs::read_to_string(&log)
+            .unwrap()
+            .matches("\nbuild\n")
+            .count()
+            + 1,
+        2
+    );
+}
