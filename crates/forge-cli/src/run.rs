@@ -21,10 +21,9 @@ use forge_runtime::agent_loop::{
     system_prompt, AgentLoop, LoopConfig, LoopEvent, PromptSkill, SessionCloser,
 };
 use forge_runtime::assemble::{assemble, AssembleOptions, AssembledTools};
-use forge_runtime::audit::{self, events, AuditLog};
+use forge_runtime::audit::{self, AuditLog};
 use forge_runtime::providers::transport::EgressTransport;
 use forge_runtime::providers::{build_provider, resolve_model, ModelSettings, RetryPolicy};
-use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -212,13 +211,6 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if let Some(b) = tools.browser() {
-        audit.emit(
-            None,
-            events::BROWSER_LAUNCH,
-            json!({"binary": b.binary().display().to_string(), "proxy": tools.egress().proxy_url(), "skills": agent.aggregate.browser_view().map(|v| v.skills)}),
-        );
-    }
     let Some(client) = tools.egress().client() else {
         eprintln!("forge run: the egress client is not available");
         return ExitCode::from(1);
@@ -249,7 +241,10 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
         .collect();
     let prompt = system_prompt(&agent.config.agent_id, None, &skills, &specs);
     let sessions: Option<Arc<dyn SessionCloser>> = if tools.browser().is_some() {
-        Some(Arc::new(AssembledSessions(tools.clone())))
+        Some(Arc::new(AssembledSessions::new(
+            tools.clone(),
+            audit.clone(),
+        )))
     } else {
         None
     };

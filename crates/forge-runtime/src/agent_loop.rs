@@ -90,11 +90,14 @@ impl LoopTools for Registry {
     }
 }
 
-/// Closes a task's browser session when the task ends.
+/// The browser side of a task: closes its session when the task ends, and hears about every
+/// browser tool call (to audit a Chromium launch, which happens lazily on first use).
 #[async_trait]
 pub trait SessionCloser: Send + Sync {
     /// Close the session `key` (a task id); a no-op when it was never opened.
     async fn close_session(&self, key: &str);
+    /// A browser tool call of task `key` finished.
+    async fn after_browser_call(&self, _key: &str) {}
 }
 
 /// Loop limits.
@@ -543,6 +546,11 @@ impl AgentLoop {
             }
         };
         let ms = t0.elapsed().as_millis() as u64;
+        if is_browser_tool(&call.name) {
+            if let Some(s) = &self.sessions {
+                s.after_browser_call(task_id).await;
+            }
+        }
         let mut fields = json!({"tool": call.name, "call_id": call.id, "duration_ms": ms, "input_bytes": input_bytes});
         match &result {
             Ok(o) => {

@@ -4,6 +4,7 @@
 //! message and the final answer; guardrail hits and egress proxy decisions become audit events;
 //! a task's browser session is closed at the end of the task.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -123,12 +124,50 @@ impl EgressObserver for AuditEgressObserver {
     }
 }
 
-/// Closes a task's browser session through the assembled tools.
-pub struct AssembledSessions(pub Arc<AssembledTools>);
+/// Closes a task's browser session through the assembled tools, and writes a `browser_launch`
+/// audit event whenever Chromium was (re)started (it starts lazily, on the first browser call).
+pub struct AssembledSessions {
+    tools: Arc<AssembledTools>,
+    audit: AuditLog,
+    launches_seen: AtomicU64,
+}
+
+impl AssembledSessions {
+    /// The browser side of `tools`, auditing to `audit`.
+    pub fn new(tools: Arc<AssembledTools>, audit: AuditLog) -> Self {
+        Self {
+            tools,
+            audit,
+            launches_seen: AtomicU64::new(0),
+        }
+    }
+}
 
 #[async_trait]
 impl SessionCloser for AssembledSessions {
     async fn close_session(&self, key: &str) {
-        self.0.close_session(key).await;
+        self.tools.close_session(key).await;
+    }
+
+    async fn after_browser_call(&self, key: &str) {
+        let Some(b) = self.tools.browser() else {
+            return;
+        };
+        let m = b.manager();
+        let launches = m.launch_count();
+        let before = self.launches_seen.swap(launches, Ordering::SeqCst);
+        if launches > before {
+            self.audit.emit(
+                Some(key),
+                events::BROWSER_LAUNCH,
+                json!({
+                    "binary": b.binary().display().to_string(),
+                    "pid": m.browser_pid().await,
+                    "launches": launches,
+                    "launch_ms": m.launch_duration().await.map(|d| d.as_millis() as u64),
+                    "proxy": self.tools.egress().proxy_url(),
+                }),
+            );
+        }
     }
 }

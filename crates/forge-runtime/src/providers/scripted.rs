@@ -16,8 +16,9 @@
 //!   optional `delay_ms` (a pause before answering, which cancellation interrupts). A turn without
 //!   tool calls is the final answer.
 //! - In every string, `${VAR}` is replaced by the environment variable `VAR` (empty when unset);
-//!   in `text`, `{{result:TOOL}}` is replaced by the latest result of tool `TOOL` in this task and
-//!   `{{result}}` by the latest tool result of any tool.
+//!   in `text`, `{{result:TOOL}}` is replaced by the latest result of tool `TOOL` in this task,
+//!   `{{result}}` by the latest tool result of any tool, and `{{result:TOOL|inner}}` by only the
+//!   content inside the result's untrusted-content fence (markers and notice dropped).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -191,6 +192,29 @@ fn latest_result(messages: &[Message], tool: Option<&str>) -> Option<String> {
     })
 }
 
+/// The content inside forge's untrusted-content fence(s) of a tool result, without the markers and
+/// the notice line; the whole text when it has no fence.
+fn fence_inner(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut inside = false;
+    let mut any = false;
+    for line in text.lines() {
+        if line.starts_with("<<<UNTRUSTED_CONTENT_START") {
+            inside = true;
+            any = true;
+        } else if line.starts_with("<<<UNTRUSTED_CONTENT_END") {
+            inside = false;
+        } else if inside && !line.starts_with("[forge:") {
+            out.push(line);
+        }
+    }
+    if any {
+        out.join("\n").trim().to_string()
+    } else {
+        text.trim().to_string()
+    }
+}
+
 fn fill_results(text: &str, messages: &[Message]) -> String {
     let mut out = String::new();
     let mut rest = text;
@@ -201,10 +225,14 @@ fn fill_results(text: &str, messages: &[Message]) -> String {
             out.push_str(&rest[start..]);
             return out;
         };
-        let inner = &after[..end];
+        let (inner, filter) = match after[..end].split_once('|') {
+            Some((i, f)) => (i, Some(f.trim())),
+            None => (&after[..end], None),
+        };
         let tool = inner.strip_prefix("result:").map(str::trim);
-        if inner == "result" || tool.is_some() {
-            out.push_str(&latest_result(messages, tool).unwrap_or_else(|| "(no result)".into()));
+        if (inner == "result" || tool.is_some()) && matches!(filter, None | Some("inner")) {
+            let r = latest_result(messages, tool).unwrap_or_else(|| "(no result)".into());
+            out.push_str(&if filter.is_some() { fence_inner(&r) } else { r });
         } else {
             out.push_str(&rest[start..start + 2 + end + 2]);
         }
@@ -319,6 +347,18 @@ mod tests {
             "x first y second {{other}}"
         );
         assert_eq!(fill_results("{{result:zzz}}", &msgs), "(no result)");
+        let fenced = "header\n<<<UNTRUSTED_CONTENT_START id=1 source=x>>>\n[forge: notice]\nthe page text\n<<<UNTRUSTED_CONTENT_END id=1>>>";
+        let msgs = vec![Message::ToolResults(vec![ToolResult {
+            call_id: "1".into(),
+            name: "x".into(),
+            content: fenced.into(),
+            is_error: false,
+        }])];
+        assert_eq!(fill_results("{{result:x|inner}}", &msgs), "the page text");
+        assert_eq!(
+            fill_results("{{result:x|bogus}}", &msgs),
+            "{{result:x|bogus}}"
+        );
     }
 
     #[test]
