@@ -96,6 +96,12 @@ pub fn audit(cmd: AuditCommand) -> ExitCode {
                 for (event, n) in &s.counts {
                     println!("  {event}: {n}");
                 }
+                if !s.blocked_hosts.is_empty() {
+                    println!(
+                        "  hosts blocked by the egress policy: {}",
+                        s.blocked_hosts.join(", ")
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {

@@ -259,6 +259,8 @@ pub struct VerifySummary {
     pub sessions_ended: u64,
     /// Count per event name, sorted by name.
     pub counts: Vec<(String, u64)>,
+    /// Hosts named by `egress_blocked` events, sorted, de-duplicated.
+    pub blocked_hosts: Vec<String>,
 }
 
 /// Why a log failed verification: the 1-based line and what is wrong with it.
@@ -277,6 +279,7 @@ pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
     let mut prev = GENESIS_HASH.to_string();
     let mut expect_seq = 1u64;
     let mut counts = std::collections::BTreeMap::<String, u64>::new();
+    let mut blocked = std::collections::BTreeSet::<String>::new();
     let mut lineno = 0u64;
     for line in reader.lines() {
         lineno += 1;
@@ -325,6 +328,11 @@ pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
+        if event == events::EGRESS_BLOCKED {
+            if let Some(h) = value.get("host").and_then(Value::as_str) {
+                blocked.insert(h.to_string());
+            }
+        }
         *counts.entry(event).or_default() += 1;
         prev = hash.to_string();
         expect_seq += 1;
@@ -342,6 +350,7 @@ pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
         sessions_started: get(events::SESSION_START),
         sessions_ended: get(events::SESSION_END),
         counts: counts.into_iter().collect(),
+        blocked_hosts: blocked.into_iter().collect(),
     })
 }
 
