@@ -54,18 +54,25 @@ impl Agent {
                 Err(e) => errors.push(e),
             }
         } else if explicit {
+            let why = if root_path.is_dir() {
+                "forge.yaml `skills.path` names a directory; it must name the agent's root skill file (e.g. SKILL.md)"
+            } else {
+                "forge.yaml `skills.path` names a file that does not exist"
+            };
             errors.push(Error::Io {
                 path: root_path.clone(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "forge.yaml `skills.path` names a file that does not exist",
-                ),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, why),
             });
         }
+        let root_real = root_path.canonicalize().ok();
 
         let found = discover(&dir.join("skills"));
         errors.extend(found.errors);
         for s in found.skills {
+            // The root skill file may itself live in skills/; it is loaded once.
+            if root_real.is_some() && s.path.canonicalize().ok() == root_real {
+                continue;
+            }
             if let Some(first) = skills.iter().find(|x| x.name == s.name) {
                 errors.push(Error::DuplicateSkill {
                     name: s.name.clone(),

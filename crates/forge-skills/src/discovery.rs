@@ -1,6 +1,7 @@
 //! Finding skills on disk: `skills/*/SKILL.md` and flat `skills/*.md` under a directory.
 //!
-//! Entries whose name starts with `.` or `_` are skipped (templates, drafts, editor files);
+//! Entries whose name starts with `.` or `_` are skipped (templates, drafts, editor files), as is
+//! a `README.md` next to the skills;
 //! directories without a SKILL.md (such as `skills/scripts/`) are not skills. Symlinks are
 //! followed only when their target stays inside the skills directory; one that leaves it is an
 //! error, never silently skipped.
@@ -54,6 +55,10 @@ pub fn discover(skills_dir: &Path) -> Discovery {
             continue;
         };
         if fname.starts_with('.') || fname.starts_with('_') {
+            continue;
+        }
+        // A README in the skills folder documents the folder; it is not a skill.
+        if fname.eq_ignore_ascii_case("README.md") {
             continue;
         }
         // Resolve symlinks and keep only targets inside the skills dir.

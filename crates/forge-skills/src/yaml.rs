@@ -341,7 +341,7 @@ impl<'a> Doc<'a> {
     /// Turn a serde_norway error into a diagnostic at the location it reports.
     pub fn serde_error(&self, err: &serde_norway::Error, what: &str) -> crate::SourceDiagnostic {
         let raw = err.to_string();
-        let message = strip_location(&raw);
+        let message = friendly(&strip_location(&raw));
         let (start, end) = match err.location() {
             Some(loc) => {
                 let at = offset_of_line_col(self.yaml, loc.line(), loc.column());
@@ -377,6 +377,15 @@ impl<'a> Doc<'a> {
             Some(help),
         )
     }
+}
+
+/// Replace serde wording that names our internal types with what the user should write.
+fn friendly(msg: &str) -> String {
+    msg.replace(
+        "data did not match any variant of untagged enum RawBin",
+        "expected a binary name (`- jq`) or a mapping with `name` (`- {name: jq, apt: jq}`)",
+    )
+    .replace("expected u64", "expected a whole number")
 }
 
 fn strip_location(msg: &str) -> String {

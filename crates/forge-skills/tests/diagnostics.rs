@@ -157,3 +157,23 @@ fn config_unknown_keys_are_warnings_naming_them() {
     );
     insta::assert_snapshot!(render(&cfg.warnings[1]));
 }
+
+#[test]
+fn bin_mapping_without_name_says_what_to_write() {
+    let text = "---\nname: x\nmetadata:\n  forge:\n    requires:\n      bins:\n        - version: '1.7'\n---\n";
+    let err = parse_skill(
+        text,
+        Path::new("skills/x/SKILL.md"),
+        "x",
+        SkillSource::Local,
+    )
+    .unwrap_err();
+    let p = &err.problems()[0];
+    assert!(
+        p.message
+            .contains("expected a binary name (`- jq`) or a mapping with `name`"),
+        "{}",
+        p.message
+    );
+    assert_eq!(p.line, 7, "{p:?}");
+}
