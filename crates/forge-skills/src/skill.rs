@@ -615,13 +615,23 @@ fn build_forge(
         bins.push(bin);
     }
 
-    let egress_domains = raw
-        .egress_domains
-        .iter()
-        .flat_map(|d| d.split(','))
-        .map(|d| d.trim().to_string())
-        .filter(|d| !d.is_empty())
-        .collect();
+    let mut egress_domains = Vec::new();
+    for (i, entry) in raw.egress_domains.iter().enumerate() {
+        for d in entry.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+            if let Some(why) = egress_entry_problem(d) {
+                problems.push(doc.diag_within(
+                    "forge::skill::invalid-egress-domain",
+                    format!("invalid egress_domains entry \"{d}\": {why}"),
+                    &at(&[Seg::Key("egress_domains"), Seg::Index(i)]),
+                    d,
+                    why,
+                    Some("write a host (`api.example.com`), a wildcard (`*.example.com`), an optional `:port`, or `$VAR`".into()),
+                ));
+                continue;
+            }
+            egress_domains.push(d.to_string());
+        }
+    }
 
     if let Some(t) = raw.timeout_hint {
         if t == 0 {
@@ -648,14 +658,7 @@ fn build_forge(
                         Seg::Index(i),
                         Seg::Key("pattern"),
                     ]);
-                    if r.pattern.is_empty() {
-                        problems.push(doc.diag(
-                            "forge::skill::empty-pattern",
-                            format!("guardrails.{key}[{i}] has an empty pattern"),
-                            &path,
-                            "empty pattern",
-                            Some("give a regular expression, or remove the rule".into()),
-                        ));
+                    if !check_pattern(doc, &path, key, i, &r.pattern, problems) {
                         return None;
                     }
                     r.origin = origin(path);
@@ -677,14 +680,7 @@ fn build_forge(
                 Seg::Index(i),
                 Seg::Key("pattern"),
             ]);
-            if r.pattern.is_empty() {
-                problems.push(doc.diag(
-                    "forge::skill::empty-pattern",
-                    format!("guardrails.deny_output[{i}] has an empty pattern"),
-                    &path,
-                    "empty pattern",
-                    Some("give a regular expression, or remove the rule".into()),
-                ));
+            if !check_pattern(doc, &path, "deny_output", i, &r.pattern, problems) {
                 return None;
             }
             r.origin = origin(path);
@@ -713,6 +709,91 @@ fn build_forge(
         trust_hints: raw.trust_hints,
         timeout_hint: raw.timeout_hint,
         version: raw.version,
+    }
+}
+
+/// Why an egress entry is not a host pattern (`None` when it is fine). Full validation
+/// (normalisation, IDN) happens in forge-egress; this catches URLs and typos early, with a span.
+fn egress_entry_problem(d: &str) -> Option<&'static str> {
+    if let Some(var) = d.strip_prefix('$') {
+        let name = var
+            .strip_prefix('{')
+            .and_then(|v| v.strip_suffix('}'))
+            .unwrap_or(var);
+        let ok = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        return (!ok).then_some("not a valid $VAR / ${VAR} reference");
+    }
+    if d.contains("://") || d.contains('/') {
+        return Some("looks like a URL; give the host only");
+    }
+    if d.chars()
+        .any(|c| c.is_whitespace() || c == '@' || c == '?' || c == '#')
+    {
+        return Some("not a host name");
+    }
+    let host = d.strip_prefix("*.").unwrap_or(d);
+    if host.contains('*') {
+        return Some("a wildcard is allowed only as a leading `*.`");
+    }
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if !h.contains(':') => {
+            if port.parse::<u16>().map_or(true, |p| p == 0) {
+                return Some("the port must be a number from 1 to 65535");
+            }
+            h
+        }
+        _ => host,
+    };
+    if host.is_empty() || host.starts_with('.') || host.contains("..") {
+        return Some("not a host name");
+    }
+    None
+}
+
+/// Check a guardrail pattern: non-empty and a valid regular expression. Records a diagnostic at
+/// the pattern and returns false otherwise.
+fn check_pattern(
+    doc: &Doc<'_>,
+    path: &[Seg<'_>],
+    key: &str,
+    i: usize,
+    pattern: &str,
+    problems: &mut Vec<SourceDiagnostic>,
+) -> bool {
+    if pattern.is_empty() {
+        problems.push(doc.diag(
+            "forge::skill::empty-pattern",
+            format!("guardrails.{key}[{i}] has an empty pattern"),
+            path,
+            "empty pattern",
+            Some("give a regular expression, or remove the rule".into()),
+        ));
+        return false;
+    }
+    match regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .build()
+    {
+        Ok(_) => true,
+        Err(e) => {
+            let detail = e
+                .to_string()
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid")
+                .trim()
+                .trim_start_matches("error: ")
+                .to_string();
+            problems.push(doc.diag(
+                "forge::skill::invalid-pattern",
+                format!("invalid regular expression in guardrails.{key}[{i}].pattern: {detail}"),
+                path,
+                detail,
+                Some("fix the regular expression (Rust regex syntax, like RE2); in single-quoted YAML a backslash needs no escaping".into()),
+            ));
+            false
+        }
     }
 }
 

@@ -303,6 +303,27 @@ impl<'a> Doc<'a> {
         crate::SourceDiagnostic::new(self.path, &self.src, code, message, span, label, help)
     }
 
+    /// Like [`Doc::diag`], narrowed to the first occurrence of `needle` inside the node (for one
+    /// entry of a comma-separated scalar).
+    pub fn diag_within(
+        &self,
+        code: &'static str,
+        message: impl Into<String>,
+        at: &[Seg<'_>],
+        needle: &str,
+        label: impl Into<String>,
+        help: Option<String>,
+    ) -> crate::SourceDiagnostic {
+        let (start, end) = self.locate(at);
+        let full = self.src.inner();
+        let span = full
+            .get(start..end)
+            .and_then(|t| t.find(needle))
+            .map(|i| (start + i, start + i + needle.len()))
+            .unwrap_or((start, end));
+        crate::SourceDiagnostic::new(self.path, &self.src, code, message, span, label, help)
+    }
+
     /// Span of the deepest existing node along `at`.
     pub fn locate(&self, at: &[Seg<'_>]) -> (usize, usize) {
         for n in (0..=at.len()).rev() {

@@ -177,3 +177,29 @@ fn bin_mapping_without_name_says_what_to_write() {
     );
     assert_eq!(p.line, 7, "{p:?}");
 }
+
+#[test]
+fn invalid_regex_and_url_in_egress_point_at_the_entry() {
+    let text = "---\nname: x\nmetadata:\n  forge:\n    egress_domains:\n      - https://api.example.com/v1\n      - ok.example.com, ${GOOD_VAR}, host:99999\n    guardrails:\n      deny_output:\n        - pattern: '(unclosed'\n          action: block\n---\n";
+    let err = parse_skill(
+        text,
+        Path::new("skills/x/SKILL.md"),
+        "x",
+        SkillSource::Local,
+    )
+    .unwrap_err();
+    let got: Vec<_> = err
+        .problems()
+        .iter()
+        .map(|p| (p.code, p.line, p.column))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("forge::skill::invalid-egress-domain", 6, 9),
+            ("forge::skill::invalid-egress-domain", 7, 38),
+            ("forge::skill::invalid-pattern", 10, 20),
+        ]
+    );
+    insta::assert_snapshot!(render(&err));
+}

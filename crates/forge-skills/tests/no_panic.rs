@@ -35,8 +35,8 @@ fn truncations_and_mutations_never_panic() {
     let mut inputs = 0usize;
     for text in fixtures() {
         let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-        // Bounded: at most ~120 cut points per file.
-        let step = (bounds.len() / 120).max(1);
+        // Bounded: at most ~60 cut points per file.
+        let step = (bounds.len() / 60).max(1);
         for (n, &cut) in bounds.iter().enumerate().step_by(step) {
             let t = &text[..cut];
             let _ = parse_skill(t, Path::new("f/SKILL.md"), "f", SkillSource::Local);
@@ -48,5 +48,5 @@ fn truncations_and_mutations_never_panic() {
             inputs += 4;
         }
     }
-    assert!(inputs > 500, "exercised {inputs} inputs");
+    assert!(inputs > 300, "exercised {inputs} inputs");
 }
