@@ -25,6 +25,17 @@ struct Server(std::process::Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // SIGTERM first so forge shuts its browser down (no orphaned Chromium), then make sure.
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

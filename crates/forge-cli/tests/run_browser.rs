@@ -1,0 +1,471 @@
+//! `forge run` driving the real browser (Debian's Chromium) through the real egress proxy against
+//! loopback pages: the bundled example with the scripted model (--demo-site), the same kind of
+//! agent with a fake OpenAI server and a fake Anthropic server playing the model (two-step tool
+//! calling), and an A2A task cancelled while its browser call is in flight (its browser session is
+//! closed). Skips when no Chromium is installed; fails instead when FORGE_REQUIRE_BROWSER=1.
+
+#[path = "../../forge-runtime/tests/providers_support/fake_llm.rs"]
+mod fake_llm;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fake_llm::{Reply, Responder};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn browser_available() -> bool {
+    match forge_browser::find_browser_binary() {
+        Ok(_) => true,
+        Err(e) => {
+            let msg = format!("no Chromium found (searched {:?}); install it with scripts/install-deps.sh browser", e.searched);
+            if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
+                panic!("{msg}; FORGE_REQUIRE_BROWSER=1 requires the browser tests to run");
+            }
+            eprintln!("SKIPPED: {msg}");
+            false
+        }
+    }
+}
+
+fn forge() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_forge"));
+    for v in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "FORGE_MODEL_PROVIDER",
+        "MODEL_NAME",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+    ] {
+        c.env_remove(v);
+    }
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+async fn run(mut cmd: Command) -> Output {
+    tokio::task::spawn_blocking(move || cmd.output().expect("run forge"))
+        .await
+        .unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let (src, dst) = (e.path(), to.join(&name));
+        if src.is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+fn audit_events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A loopback site: `/` shows `token` in its title and body; `/slow` never answers.
+async fn serve_site(token: String) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        for _ in 0..200 {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            let token = token.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let n = match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await
+                {
+                    Ok(Ok(n)) => n,
+                    _ => return,
+                };
+                let head = String::from_utf8_lossy(&buf[..n]).to_string();
+                let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+                if path.starts_with("/slow") {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    return;
+                }
+                let body = if path == "/" {
+                    format!("<!doctype html><title>Token page {token}</title><h1>The secret word is {token}</h1><a href=\"/slow\">slow</a>")
+                } else {
+                    "not found".to_string()
+                };
+                let status = if path == "/" {
+                    "200 OK"
+                } else {
+                    "404 Not Found"
+                };
+                let resp = format!("HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                let _ = s.write_all(resp.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// A browser agent whose skill allowlists `site` (and only it).
+fn write_browser_agent(dir: &Path, site: std::net::SocketAddr, model_yaml: &str) -> PathBuf {
+    std::fs::create_dir_all(dir.join("skills/look")).unwrap();
+    std::fs::write(
+        dir.join("skills/look/SKILL.md"),
+        format!(
+            "---\nname: look\ndescription: Look at the test page.\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n    egress_domains: [\"{site}\"]\n    trust_hints:\n      network: true\n    guardrails:\n      deny_output:\n        - pattern: \"BEGIN PRIVATE KEY\"\n          action: block\n---\nOpen the page and report the secret word.\n"
+        ),
+    )
+    .unwrap();
+    let cfg = dir.join("forge.yaml");
+    std::fs::write(
+        &cfg,
+        format!("agent_id: look-agent\nversion: 0.1.0\n{model_yaml}egress:\n  mode: allowlist\n"),
+    )
+    .unwrap();
+    cfg
+}
+
+fn unique_token() -> String {
+    let n: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    format!("w{:x}", n ^ (std::process::id() as u64) << 20)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundled_example_runs_end_to_end_with_the_scripted_model() {
+    if !browser_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/browse-agent");
+    copy_dir(&example, dir.path());
+    let audit = dir.path().join("audit.ndjson");
+    let mut c = forge();
+    c.current_dir(dir.path())
+        .args([
+            "run",
+            "--once",
+            "Which shelf is Dune on?",
+            "--demo-site",
+            "site",
+            "--audit-file",
+        ])
+        .arg(&audit);
+    let out = run(c).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    // The shelf comes from the page's own script (computed in Chromium from the submitted form).
+    assert!(stdout.contains("\"Dune\" is on shelf C-7"), "{stdout}");
+    assert!(
+        stdout.contains("blocked by egress policy: example.com is not in this agent's allowlist"),
+        "{stdout}"
+    );
+    let shot = stdout
+        .lines()
+        .map(str::trim)
+        .find(|l| l.ends_with(".png"))
+        .expect("the screenshot path is printed");
+    let png = std::fs::read(shot).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(Path::new(shot).starts_with(
+        dir.path()
+            .join(".forge/files")
+            .canonicalize()
+            .unwrap_or(dir.path().join(".forge/files"))
+    ));
+
+    let ev = audit_events(&audit);
+    let names: Vec<&str> = ev.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    for want in [
+        "session_start",
+        "browser_session_open",
+        "browser_launch",
+        "browser_session_close",
+        "session_end",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    assert!(ev.iter().any(|e| e["event"] == "egress_blocked"
+        && e["host"] == "example.com"
+        && e["via"] == "proxy"));
+    assert!(ev
+        .iter()
+        .any(|e| e["event"] == "egress_allowed" && e["host"] == "127.0.0.1"));
+    let mut v = forge();
+    v.arg("audit").arg("verify").arg(&audit);
+    assert!(run(v).await.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fake_openai_model_drives_the_browser_in_two_steps() {
+    if !browser_available() {
+        return;
+    }
+    let token = unique_token();
+    let site = serve_site(token.clone()).await;
+    let respond: Responder = Arc::new(move |i, req| match i {
+        0 => Reply::Json(
+            200,
+            vec![],
+            fake_llm::openai_tool_calls(&[(
+                "call_nav",
+                "browser_navigate",
+                json!({"url": format!("http://{site}/")}),
+            )]),
+        ),
+        _ => {
+            let r = fake_llm::openai_last_tool_result(&req.body).unwrap_or_default();
+            Reply::Json(200, vec![], fake_llm::openai_text(&format!("I saw: {r}")))
+        }
+    });
+    let fake = fake_llm::start(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_browser_agent(
+        dir.path(),
+        site,
+        &format!(
+            "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\n",
+            fake.base()
+        ),
+    );
+    let mut c = forge();
+    c.env("OPENAI_API_KEY", "sk-test-browser-0000")
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--once", "What is the secret word?"]);
+    let out = run(c).await;
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("The secret word is {token}")),
+        "the page content came back through the browser: {stdout}"
+    );
+    assert!(
+        stdout.contains("UNTRUSTED_CONTENT_START"),
+        "page content reaches the model fenced"
+    );
+    assert_eq!(fake.count(), 2);
+    let tools = fake.request(0).body["tools"].as_array().unwrap().clone();
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["function"]["name"] == "browser_navigate"),
+        "browser tools are offered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fake_anthropic_model_drives_the_browser_in_two_steps() {
+    if !browser_available() {
+        return;
+    }
+    let token = unique_token();
+    let site = serve_site(token.clone()).await;
+    let respond: Responder = Arc::new(move |i, req| match i {
+        0 => Reply::Json(
+            200,
+            vec![],
+            fake_llm::anthropic_tool_use(&[(
+                "toolu_nav",
+                "browser_navigate",
+                json!({"url": format!("http://{site}/")}),
+            )]),
+        ),
+        _ => {
+            let r = fake_llm::anthropic_last_tool_result(&req.body).unwrap_or_default();
+            Reply::Json(
+                200,
+                vec![],
+                fake_llm::anthropic_text(&format!("I saw: {r}")),
+            )
+        }
+    });
+    let fake = fake_llm::start(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_browser_agent(
+        dir.path(),
+        site,
+        &format!(
+            "model:\n  provider: anthropic\n  name: claude-fake\n  base_url: {}\n",
+            fake.base()
+        ),
+    );
+    let mut c = forge();
+    c.env("ANTHROPIC_API_KEY", "sk-ant-test-0000")
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--once", "What is the secret word?"]);
+    let out = run(c).await;
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("The secret word is {token}")),
+        "{stdout}"
+    );
+    assert_eq!(fake.count(), 2);
+}
+
+/// Kills the server when the test ends, however it ends.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGTERM first so forge shuts its browser down (no orphaned Chromium), then make sure.
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn rpc(url: &str, body: Value) -> Value {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let payload = body.to_string();
+    let req = format!("POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{payload}", payload.len());
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("answer within 30 s")
+        .unwrap();
+    let t = String::from_utf8_lossy(&buf).to_string();
+    serde_json::from_str(t.split_once("\r\n\r\n").unwrap().1).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_an_a2a_task_stops_its_browser_call_and_closes_its_session() {
+    if !browser_available() {
+        return;
+    }
+    let site = serve_site(unique_token()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        format!("turns:\n  - tool_calls:\n      - {{name: browser_navigate, arguments: {{url: \"http://{site}/slow\", timeout_ms: 60000}}}}\n  - text: never\n"),
+    )
+    .unwrap();
+    let cfg = write_browser_agent(
+        dir.path(),
+        site,
+        "model:\n  provider: scripted\n  name: s.yaml\n",
+    );
+    let audit = dir.path().join("audit.ndjson");
+    let child = forge()
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--port", "0", "--audit-file"])
+        .arg(&audit)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let stdout = server.0.stdout.take().unwrap();
+    let first = tokio::task::spawn_blocking(move || {
+        let mut l = String::new();
+        BufReader::new(stdout).read_line(&mut l).unwrap();
+        l
+    })
+    .await
+    .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("URL printed")
+        .to_string();
+
+    let msg = json!({"kind": "message", "role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "open the slow page"}]});
+    let sent = rpc(&url, json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": msg, "configuration": {"blocking": false}}})).await;
+    let task_id = sent["result"]["id"]
+        .as_str()
+        .expect("a task id")
+        .to_string();
+    // Wait (bounded) until the browser call is in flight.
+    let mut in_flight = false;
+    for _ in 0..600 {
+        let got = rpc(
+            &url,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task_id}}),
+        )
+        .await;
+        let parts = got["result"]["status"]["message"]["parts"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if parts
+            .iter()
+            .any(|p| p["data"]["event"] == "tool_start" && p["data"]["tool"] == "browser_navigate")
+        {
+            in_flight = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(in_flight, "browser_navigate started");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancelled = rpc(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/cancel", "params": {"id": task_id}}),
+    )
+    .await;
+    assert_eq!(
+        cancelled["result"]["status"]["state"], "canceled",
+        "stopped within the cancel wait: {cancelled}"
+    );
+
+    let ev = audit_events(&audit);
+    let mine = |name: &str| {
+        ev.iter()
+            .any(|e| e["event"] == name && e["task_id"] == task_id.as_str())
+    };
+    assert!(mine("browser_session_open"), "session opened");
+    assert!(
+        mine("browser_session_close"),
+        "session closed after the cancel"
+    );
+    assert!(ev.iter().any(|e| e["event"] == "session_end"
+        && e["task_id"] == task_id.as_str()
+        && e["status"] == "canceled"));
+}
