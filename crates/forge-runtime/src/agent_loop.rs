@@ -344,7 +344,7 @@ impl AgentLoop {
             self.audit.emit(
                 Some(task_id),
                 events::GUARDRAIL_CHECK,
-                json!({"stage": "prompt", "action": "block", "reason": why}),
+                json!({"stage": "prompt", "action": "blocked", "reason": why}),
             );
             return Err(LoopError::Guardrail(why));
         }
@@ -396,7 +396,7 @@ impl AgentLoop {
                         self.audit.emit(
                             Some(task_id),
                             events::GUARDRAIL_CHECK,
-                            json!({"stage": "response", "action": "block", "reason": why}),
+                            json!({"stage": "response", "action": "blocked", "reason": why}),
                         );
                         return Err(LoopError::Guardrail(why));
                     }
