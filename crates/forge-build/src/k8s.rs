@@ -317,13 +317,23 @@ fn network_policy(spec: &BuildSpec) -> Value {
     let open = mode != "deny-all" || !domains.is_empty();
     let mut egress = Vec::new();
     if open {
+        // DNS to the cluster's DNS pods only.
         let dns = map([
             (
                 "to",
-                seq(vec![map([(
-                    "namespaceSelector",
-                    Value::Mapping(Mapping::new()),
-                )])]),
+                seq(vec![map([
+                    (
+                        "namespaceSelector",
+                        map([(
+                            "matchLabels",
+                            map([("kubernetes.io/metadata.name", s("kube-system"))]),
+                        )]),
+                    ),
+                    (
+                        "podSelector",
+                        map([("matchLabels", map([("k8s-app", s("kube-dns"))]))]),
+                    ),
+                ])]),
             ),
             (
                 "ports",
@@ -341,7 +351,40 @@ fn network_policy(spec: &BuildSpec) -> Value {
         for p in explicit_ports(spec) {
             ports.push(map([("protocol", s("TCP")), ("port", n(p.into()))]));
         }
-        egress.push(map([("ports", seq(ports))]));
+        // Web ports to public addresses. Second fence behind forge's IP rule: link-local
+        // (cloud metadata) and, unless allow_private_ips, the private and shared ranges are
+        // excluded here too.
+        let mut v4_except = vec![s("169.254.0.0/16")];
+        let mut v6_except = vec![s("fe80::/10")];
+        if !spec.egress.allow_private_ips {
+            v4_except.splice(
+                0..0,
+                [
+                    "10.0.0.0/8",
+                    "100.64.0.0/10",
+                    "172.16.0.0/12",
+                    "192.168.0.0/16",
+                ]
+                .map(s),
+            );
+            v6_except.insert(0, s("fc00::/7"));
+        }
+        let mut to = vec![
+            map([(
+                "ipBlock",
+                map([("cidr", s("0.0.0.0/0")), ("except", seq(v4_except))]),
+            )]),
+            map([(
+                "ipBlock",
+                map([("cidr", s("::/0")), ("except", seq(v6_except))]),
+            )]),
+        ];
+        if !spec.egress.allow_private_ips {
+            for cidr in &spec.egress.allowed_private_cidrs {
+                to.push(map([("ipBlock", map([("cidr", s(cidr))]))]));
+            }
+        }
+        egress.push(map([("to", seq(to)), ("ports", seq(ports))]));
     }
     let annotations = map([
         ("forge.dev/egress-mode", s(mode)),
@@ -419,6 +462,10 @@ mod tests {
         let np: Value = serde_norway::from_str(get(&files, "network-policy.yaml")).unwrap();
         let egress = np["spec"]["egress"].as_sequence().unwrap();
         assert_eq!(egress[0]["ports"][0]["port"], n(53));
+        assert_eq!(
+            egress[1]["to"][0]["ipBlock"]["except"][4],
+            s("169.254.0.0/16")
+        );
         let ports: Vec<i64> = egress[1]["ports"]
             .as_sequence()
             .unwrap()
