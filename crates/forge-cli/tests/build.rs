@@ -537,7 +537,14 @@ fn package_with_a_named_builder_and_skip_build() {
     build_ok(&dir, &out);
     let mut c = forge();
     c.arg("package")
-        .args(["--skip-build", "--builder", "podman", "--tag", "canary"])
+        .args([
+            "--skip-build",
+            "--builder",
+            "podman",
+            "--tag",
+            "canary",
+            "--push",
+        ])
         .arg("-c")
         .arg(dir.join("forge.yaml"))
         .arg("-o")
@@ -625,4 +632,54 @@ fn package_rebuilds_only_when_the_output_is_stale() {
             + 1,
         2
     );
+}
+
+#[test]
+fn policy_file_is_applied_to_the_build_audit() {
+    let (tmp, dir) = agent("build-plain");
+    let policy = tmp.path().join("policy.yaml");
+    fs::write(&policy, "binary_denylist: [jq]\n").unwrap();
+    let out = tmp.path().join("out");
+    let mut c = forge();
+    c.arg("build")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--forge-bin")
+        .arg(small_forge(tmp.path()));
+    let o = run(c);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("json-report: binary_denylist"), "{t}");
+    assert!(!out.exists());
+    // The same agent with the default policy builds.
+    build_ok(&dir, &out);
+}
+
+#[test]
+fn unusable_agent_ids_and_broken_forge_yaml_are_clear_errors() {
+    let (tmp, dir) = agent("build-plain");
+    let out = tmp.path().join("out");
+    let yaml = fs::read_to_string(dir.join("forge.yaml")).unwrap();
+    fs::write(
+        dir.join("forge.yaml"),
+        yaml.replace("agent_id: report-agent", "agent_id: Report_Agent"),
+    )
+    .unwrap();
+    let o = build(&dir, &out, None);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("forge.yaml: field `agent_id`"), "{t}");
+    assert!(t.contains("fix: use lowercase letters"), "{t}");
+    assert!(!out.exists());
+
+    fs::write(dir.join("forge.yaml"), "agent_id: [unclosed\n").unwrap();
+    let o = build(&dir, &out, None);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("forge.yaml"), "{t}");
+    assert!(!out.exists());
 }
