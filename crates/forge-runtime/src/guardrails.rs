@@ -86,7 +86,7 @@ impl std::fmt::Display for RuleOrigin {
      fix: correct the pattern in that SKILL.md (Rust regex syntax; escape \\ as \\\\ inside YAML double quotes)"
 )]
 pub struct GuardrailError {
-    pub origin: RuleOrigin,
+    pub origin: Box<RuleOrigin>,
     pub field: &'static str,
     pub pattern: String,
     pub reason: String,
@@ -123,7 +123,7 @@ impl Rule {
             .size_limit(REGEX_SIZE_LIMIT)
             .build()
             .map_err(|e| GuardrailError {
-                origin: origin.clone(),
+                origin: Box::new(origin.clone()),
                 field: kind.field(),
                 pattern: pattern.to_string(),
                 reason: e

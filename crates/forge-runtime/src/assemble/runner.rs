@@ -147,7 +147,11 @@ impl ToolRunner {
             None => (None, 0),
         };
         let text_in = match (&out.data, &data) {
-            (Some(orig), Some(redacted)) if out.text == orig.to_string() => redacted.to_string(),
+            (Some(orig), Some(redacted))
+                if serde_json::to_string(orig).ok().as_deref() == Some(out.text.as_str()) =>
+            {
+                redacted.to_string()
+            }
             _ => out.text.clone(),
         };
         let text = self
