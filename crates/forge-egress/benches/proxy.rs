@@ -1,0 +1,199 @@
+//! Direct loopback transfer vs the same transfer through the egress proxy.
+//!
+//! Run: `cargo bench -p forge-egress --bench proxy` (release profile). Prints a markdown table for
+//! docs/benchmarks.md. Everything runs on loopback: a raw TCP source for CONNECT throughput, a hyper
+//! HTTP/1.1 server with a small body for requests per second.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use forge_egress::policy::EgressPolicy;
+use forge_egress::proxy::{EgressProxy, ProxyOptions};
+
+const BULK_BYTES: u64 = 512 * 1024 * 1024;
+const RUNS: usize = 5;
+const REQUESTS: usize = 3000;
+
+/// Sends BULK_BYTES to every connection after reading one byte.
+async fn source() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            s.set_nodelay(true).ok();
+            tokio::spawn(async move {
+                let mut one = [0u8; 1];
+                if s.read_exact(&mut one).await.is_err() {
+                    return;
+                }
+                let chunk = vec![0u8; 256 * 1024];
+                let mut left = BULK_BYTES;
+                while left > 0 {
+                    let n = left.min(chunk.len() as u64) as usize;
+                    if s.write_all(&chunk[..n]).await.is_err() {
+                        return;
+                    }
+                    left -= n as u64;
+                }
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+async fn http_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = l.accept().await else { return };
+            s.set_nodelay(true).ok();
+            tokio::spawn(async move {
+                let svc = service_fn(|_req: Request<hyper::body::Incoming>| async {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
+                        b"ok, a small body",
+                    ))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+async fn drain(mut s: TcpStream) -> u64 {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return total,
+            Ok(n) => total += n as u64,
+        }
+    }
+}
+
+async fn bulk_direct(src: SocketAddr) -> Duration {
+    let mut s = TcpStream::connect(src).await.unwrap();
+    s.set_nodelay(true).ok();
+    let t = Instant::now();
+    s.write_all(b"g").await.unwrap();
+    assert_eq!(drain(s).await, BULK_BYTES);
+    t.elapsed()
+}
+
+async fn bulk_proxy(proxy: SocketAddr, src: SocketAddr) -> Duration {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.set_nodelay(true).ok();
+    let t = Instant::now();
+    s.write_all(format!("CONNECT {src} HTTP/1.1\r\nHost: {src}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).await.unwrap();
+        head.push(b[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    s.write_all(b"g").await.unwrap();
+    assert_eq!(drain(s).await, BULK_BYTES);
+    t.elapsed()
+}
+
+/// Sequential requests on one keep-alive connection to `conn_to`, with `uri` as request target.
+async fn rps(conn_to: SocketAddr, uri: &str) -> Duration {
+    let s = TcpStream::connect(conn_to).await.unwrap();
+    s.set_nodelay(true).ok();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let t = Instant::now();
+    for _ in 0..REQUESTS {
+        let req = Request::builder()
+            .uri(uri)
+            .header("host", "bench")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        sender.ready().await.unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        assert!(resp.status().is_success());
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"ok, a small body");
+    }
+    t.elapsed()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let src = source().await;
+        let web = http_server().await;
+        let policy = EgressPolicy::allowlist([format!("127.0.0.1:{}", src.port()), format!("127.0.0.1:{}", web.port())]).unwrap();
+        let (proxy, handle) = EgressProxy::serve(Arc::new(policy), ProxyOptions::default()).await.unwrap();
+
+        // Warm up both paths once.
+        bulk_direct(src).await;
+        bulk_proxy(proxy, src).await;
+        let mut direct = Vec::new();
+        let mut via = Vec::new();
+        for _ in 0..RUNS {
+            direct.push(bulk_direct(src).await);
+            via.push(bulk_proxy(proxy, src).await);
+        }
+        let mib = BULK_BYTES as f64 / (1024.0 * 1024.0);
+        let d_tp = mib / median(direct).as_secs_f64();
+        let p_tp = mib / median(via).as_secs_f64();
+
+        rps(web, "/").await;
+        rps(proxy, &format!("http://{web}/")).await;
+        let mut direct = Vec::new();
+        let mut via = Vec::new();
+        for _ in 0..RUNS {
+            direct.push(rps(web, "/").await);
+            via.push(rps(proxy, &format!("http://{web}/")).await);
+        }
+        let d_rq = median(direct);
+        let p_rq = median(via);
+        let d_rps = REQUESTS as f64 / d_rq.as_secs_f64();
+        let p_rps = REQUESTS as f64 / p_rq.as_secs_f64();
+        let added_us = (p_rq.as_secs_f64() - d_rq.as_secs_f64()) / REQUESTS as f64 * 1e6;
+
+        println!("| measurement | direct | through proxy | ratio |");
+        println!("|---|---|---|---|");
+        println!(
+            "| CONNECT throughput, {mib:.0} MiB body (median of {RUNS}) | {d_tp:.0} MiB/s | {p_tp:.0} MiB/s | {:.0}% |",
+            p_tp / d_tp * 100.0
+        );
+        println!(
+            "| small GET, sequential on one keep-alive connection ({REQUESTS} requests, median of {RUNS}) | {d_rps:.0} req/s | {p_rps:.0} req/s | {:.0}% |",
+            p_rps / d_rps * 100.0
+        );
+        println!("| added latency per small request | | {added_us:.0} µs | |");
+        handle.shutdown().await;
+    });
+}
