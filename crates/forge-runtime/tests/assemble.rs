@@ -324,8 +324,12 @@ async fn shells_in_forge_yaml_are_a_startup_error() {
 
 #[tokio::test]
 async fn invalid_guardrail_regex_is_a_startup_error_with_skill_and_line() {
-    let skill = "---\nname: broken\ndescription: d\nmetadata:\n  forge:\n    guardrails:\n      deny_output:\n        - pattern: '(unclosed'\n          action: redact\n---\nbody\n";
-    let (_d, agent) = agent_from("agent_id: a\nversion: 0.1.0\n", &[("broken", skill)]);
+    // forge-skills already rejects most bad patterns while parsing; assembly compiles them again
+    // (with a compiled-size limit) and must name the rule's origin when that fails. The pattern is
+    // swapped after loading so this path is exercised with a real origin.
+    let skill = "---\nname: broken\ndescription: d\nmetadata:\n  forge:\n    guardrails:\n      deny_output:\n        - pattern: 'fine'\n          action: redact\n---\nbody\n";
+    let (_d, mut agent) = agent_from("agent_id: a\nversion: 0.1.0\n", &[("broken", skill)]);
+    agent.aggregate.guardrails.deny_output[0].pattern = "(unclosed".into();
     let err = assemble(&agent, AssembleOptions::default())
         .await
         .err()
@@ -337,7 +341,18 @@ async fn invalid_guardrail_regex_is_a_startup_error_with_skill_and_line() {
         msg.contains("SKILL.md:8:"),
         "the line of the pattern: {msg}"
     );
-    assert!(msg.contains("(unclosed"), "{msg}");
+    assert!(
+        msg.contains("(unclosed") && msg.contains("deny_output"),
+        "{msg}"
+    );
+    // A pattern that compiles to something huge is refused the same way.
+    agent.aggregate.guardrails.deny_output[0].pattern = "\\w{1000}{1000}".into();
+    let msg = assemble(&agent, AssembleOptions::default())
+        .await
+        .err()
+        .expect("too big")
+        .to_string();
+    assert!(msg.contains("SKILL.md:8:"), "{msg}");
 }
 
 #[tokio::test]

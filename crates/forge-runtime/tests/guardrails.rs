@@ -135,10 +135,29 @@ async fn deny_output_redacts_text_and_data_and_blocks_keys() {
         data["stdout"],
         format!("shelf 42 {REDACTED} and {REDACTED}\n")
     );
-    // The text is still valid JSON, re-rendered from the redacted data.
+    // The text the model sees is the same result with stdout fenced, redacted too.
+    let text: serde_json::Value = serde_json::from_str(&out.text).unwrap();
+    let stdout = text["stdout"].as_str().unwrap();
+    assert!(
+        stdout.contains("UNTRUSTED_CONTENT_START")
+            && stdout.contains(&format!("shelf 42 {REDACTED} and {REDACTED}")),
+        "{stdout}"
+    );
+    // A JSON result is re-rendered from the redacted data, so it stays valid JSON.
+    let out = tools
+        .execute(
+            "json_parse",
+            json!({"json": "{\"note\": \"code LIBRARY-SECRET-9 \\\" quoted\"}"}),
+            &ctx,
+        )
+        .await
+        .unwrap();
     let reparsed: serde_json::Value = serde_json::from_str(&out.text).unwrap();
-    assert_eq!(reparsed, data);
-
+    assert_eq!(reparsed, out.data.clone().unwrap());
+    assert_eq!(
+        reparsed["value"]["note"],
+        format!("code {REDACTED} \" quoted")
+    );
     let err = tools
         .execute(
             "cli_execute",
@@ -155,8 +174,9 @@ async fn deny_output_redacts_text_and_data_and_blocks_keys() {
 
     let events = rec.0.lock().unwrap().clone();
     let redacted: Vec<_> = events.iter().filter(|e| e.action == "redacted").collect();
-    assert_eq!(redacted.len(), 1);
+    assert_eq!(redacted.len(), 2, "one event per redacting call (cli_execute, json_parse)");
     assert!(redacted[0].redactions >= 2);
+    assert_eq!(redacted[1].tool, "json_parse");
     assert!(events
         .iter()
         .any(|e| e.stage == GuardrailStage::ToolOutput && e.action == "blocked"));

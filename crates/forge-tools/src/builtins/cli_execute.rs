@@ -127,6 +127,15 @@ fn refused_kind(name: &str) -> Option<&'static str> {
     }
 }
 
+/// `content` in the untrusted-content fence, or empty when there is nothing.
+pub(crate) fn fence_nonempty(note: &str, content: &str) -> String {
+    if content.is_empty() {
+        String::new()
+    } else {
+        crate::fence::wrap(note, content)
+    }
+}
+
 fn valid_env_name(n: &str) -> bool {
     !n.is_empty()
         && !n.starts_with(|c: char| c.is_ascii_digit())
@@ -325,9 +334,20 @@ impl Tool for CliExecute {
             max_output_bytes: self.config.max_output_bytes,
         };
         let result = process::run(&spec, &ctx.cancel).await?;
+        // The data is the plain result; the text the model sees has the same shape with stdout and
+        // stderr fenced, because a program's output may carry outside content (a fetched page).
         // Serialising a struct of strings, an integer and a bool cannot fail.
-        Ok(ToolOutput::json(
-            serde_json::to_value(&result).unwrap_or(Value::Null),
-        ))
+        let data = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let note = |stream: &str| format!("source=cli_execute binary={binary} stream={stream}");
+        let fenced = json!({
+            "stdout": fence_nonempty(&note("stdout"), &result.stdout),
+            "stderr": fence_nonempty(&note("stderr"), &result.stderr),
+            "exit_code": result.exit_code,
+            "truncated": result.truncated,
+        });
+        Ok(ToolOutput {
+            text: fenced.to_string(),
+            data: Some(data),
+        })
     }
 }

@@ -149,7 +149,14 @@ impl Tool for ScriptTool {
                 }
             )));
         }
-        let mut text = r.stdout.clone();
+        // The script's output may carry outside content: the model sees it fenced.
+        let mut text = super::cli_execute::fence_nonempty(
+            &format!(
+                "source=skill-script skill={} tool={}",
+                self.skill, self.name
+            ),
+            &r.stdout,
+        );
         if r.truncated {
             text.push_str(&format!(
                 "\n[output truncated at {SCRIPT_MAX_OUTPUT_BYTES} bytes]"
