@@ -190,7 +190,5 @@ pub fn audit_agent(
                 .map(move |v| format!("{}: {}: {}", a.skill_name, v.rule, v.message))
         })
         .collect();
-    let report = serde_json::to_value(&report)
-        .map_err(|e| crate::BuildError::Template(format!("audit report: {e}")))?;
     Ok(AuditOutcome { report, errors })
 }

@@ -502,15 +502,10 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
 
     // compiled/
     let mut audit = spec.audit.report.clone();
-    if let Some(obj) = audit.as_object_mut() {
-        if obj.contains_key("timestamp") {
-            obj.insert(
-                "timestamp".into(),
-                serde_json::Value::String(rfc3339(opts.timestamp)),
-            );
-        }
-    }
-    w.write("compiled/security-audit.json", &json_bytes(&audit))?;
+    audit.timestamp = rfc3339(opts.timestamp);
+    let mut audit_json = audit.to_json();
+    audit_json.push('\n');
+    w.write("compiled/security-audit.json", audit_json.as_bytes())?;
     let allow = EgressAllowlist {
         mode: &spec.egress.mode,
         allowed_domains: &spec.egress.allowed_domains,

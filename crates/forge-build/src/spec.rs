@@ -121,13 +121,24 @@ pub struct EgressSpec {
 }
 
 /// The audit of the active skills, already run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AuditOutcome {
-    /// The `forge skills audit --format json` document.
-    pub report: serde_json::Value,
+    /// The report `forge skills audit --format json` prints; written with its timestamp set to
+    /// the build's.
+    pub report: forge_analyzer::AuditReport,
     /// One line per error-level or critical violation: `skill: rule: message`. Non-empty fails
     /// the build.
     pub errors: Vec<String>,
+}
+
+impl Default for AuditOutcome {
+    /// The audit of no skills (passes).
+    fn default() -> Self {
+        AuditOutcome {
+            report: forge_analyzer::audit(&[], &forge_analyzer::Policy::default()),
+            errors: Vec::new(),
+        }
+    }
 }
 
 impl BuildSpec {

@@ -683,3 +683,24 @@ fn unusable_agent_ids_and_broken_forge_yaml_are_clear_errors() {
     assert!(t.contains("forge.yaml"), "{t}");
     assert!(!out.exists());
 }
+
+#[test]
+fn security_audit_json_is_what_forge_skills_audit_prints() {
+    let (tmp, dir) = agent("build-curated");
+    let out = tmp.path().join("out");
+    build_ok(&dir, &out);
+    let mut c = forge();
+    c.args(["skills", "audit", "--format", "json", "--config"])
+        .arg(dir.join("forge.yaml"));
+    let o = run(c);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut audit: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut ours = json(&out.join("compiled/security-audit.json"));
+    assert_eq!(ours["skill_count"], 1);
+    // Only the declared timestamp differs.
+    audit.as_object_mut().unwrap().remove("timestamp");
+    ours.as_object_mut().unwrap().remove("timestamp");
+    assert_eq!(ours, audit);
+    let factors = ours["assessments"][0]["factors"].to_string();
+    assert!(factors.contains("browser"), "{factors}");
+}
