@@ -12,6 +12,7 @@
 //!   injectable [`connect::Dialer`].
 //! - `proxy.rs`: [`proxy::EgressProxy`], the loopback HTTP/1.1 forward proxy (absolute-form http and
 //!   CONNECT) with limits and an [`proxy::EgressObserver`] for audit events.
+//! - `splice.rs` (Linux): zero-copy relay for CONNECT tunnels.
 //! - `client.rs`: [`client::EgressClient`], the HTTP(S) client for tools and LLM providers: same
 //!   policy and dialer, redirects followed and re-validated by the client, rustls with webpki roots.
 //! - `error.rs`: [`error::EgressError`]; a refusal displays as `blocked by egress policy: ...`.
@@ -24,6 +25,8 @@ pub mod ip;
 pub mod policy;
 pub mod proxy;
 pub mod resolve;
+#[cfg(target_os = "linux")]
+mod splice;
 
 pub use error::EgressError;
 pub use policy::{EgressMode, EgressPolicy, EgressSettings};

@@ -554,7 +554,7 @@ async fn handle_connect(
         let (up, down, end) = match on_upgrade.await {
             Ok(upgraded) => {
                 tunnel(
-                    TokioIo::new(upgraded),
+                    upgraded,
                     connected.stream,
                     s.limits.idle_tunnel_timeout,
                     &s.cancel,
@@ -585,32 +585,18 @@ async fn handle_connect(
 /// Relay bytes both ways until both sides are done, the tunnel idles out, or the proxy stops.
 /// Half-close: EOF from one side shuts down the write half towards the other, the other direction
 /// keeps flowing. Returns (client->upstream bytes, upstream->client bytes, how it ended).
-async fn tunnel<A, B>(
-    client: A,
-    upstream: B,
+/// On Linux, when the client side is a plain TCP socket, bytes move with splice(2) (no user-space
+/// copy); bytes the client sent right after the CONNECT head are forwarded first.
+async fn tunnel(
+    upgraded: hyper::upgrade::Upgraded,
+    upstream: tokio::net::TcpStream,
     idle: Duration,
     cancel: &CancellationToken,
-) -> (u64, u64, String)
-where
-    A: AsyncRead + AsyncWrite + Unpin,
-    B: AsyncRead + AsyncWrite + Unpin,
-{
+) -> (u64, u64, String) {
     let epoch = Instant::now();
     let last = Arc::new(AtomicU64::new(0));
     let up = Arc::new(AtomicU64::new(0));
     let down = Arc::new(AtomicU64::new(0));
-    let mut a = Metered {
-        inner: client,
-        read: up.clone(),
-        last: last.clone(),
-        epoch,
-    };
-    let mut b = Metered {
-        inner: upstream,
-        read: down.clone(),
-        last: last.clone(),
-        epoch,
-    };
     let idle_watch = async {
         let tick = (idle / 4).max(Duration::from_millis(10));
         loop {
@@ -623,9 +609,42 @@ where
             }
         }
     };
+    let relay = async {
+        #[cfg(target_os = "linux")]
+        let upgraded = match upgraded.downcast::<TokioIo<tokio::net::TcpStream>>() {
+            Ok(parts) => {
+                let client = parts.io.into_inner();
+                let mut upstream = upstream;
+                if !parts.read_buf.is_empty() {
+                    use tokio::io::AsyncWriteExt;
+                    upstream.write_all(&parts.read_buf).await?;
+                    up.fetch_add(parts.read_buf.len() as u64, Ordering::Relaxed);
+                }
+                return crate::splice::relay(&client, &upstream, &up, &down, &last, epoch)
+                    .await
+                    .map(|()| " (zero-copy splice relay)");
+            }
+            Err(u) => u,
+        };
+        let mut a = Metered {
+            inner: TokioIo::new(upgraded),
+            read: up.clone(),
+            last: last.clone(),
+            epoch,
+        };
+        let mut b = Metered {
+            inner: upstream,
+            read: down.clone(),
+            last: last.clone(),
+            epoch,
+        };
+        tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, 64 * 1024, 64 * 1024)
+            .await
+            .map(|_| "")
+    };
     let end = tokio::select! {
-        r = tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, 64 * 1024, 64 * 1024) => match r {
-            Ok(_) => "closed".to_string(),
+        r = relay => match r {
+            Ok(how) => format!("closed{how}"),
             Err(e) => format!("ended with error: {e}"),
         },
         _ = idle_watch => format!("closed after {idle:?} idle"),

@@ -117,6 +117,41 @@ async fn allowed_host_over_connect_tunnels_bytes() {
     assert_eq!(d[0].method, "CONNECT");
     assert_eq!(d[0].outcome, Outcome::Allowed);
     assert!(d[0].bytes_up > 0 && d[0].bytes_down > 0, "{:?}", d[0]);
+    if cfg!(target_os = "linux") {
+        assert!(
+            d[0].reason.contains("zero-copy splice relay"),
+            "{}",
+            d[0].reason
+        );
+    }
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn bytes_sent_right_after_the_connect_head_reach_the_upstream() {
+    let up = http_upstream().await;
+    let entry = format!("127.0.0.1:{}", up.port());
+    let (proxy, handle, _, _) = start(
+        EgressPolicy::allowlist([entry.as_str()]).unwrap(),
+        StaticResolver::new(),
+    )
+    .await;
+    let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    // CONNECT head and the first tunneled request in one write (a client that does not wait).
+    s.write_all(
+        format!("CONNECT {entry} HTTP/1.1\r\nHost: {entry}\r\n\r\nGET /eager HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(STEP, s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(out.contains("path=/eager"), "{out}");
     handle.shutdown().await;
 }
 
