@@ -205,6 +205,9 @@ pub struct AgentLoop {
     pub sessions: Option<Arc<dyn SessionCloser>>,
 }
 
+/// A tool call's result and its duration in milliseconds.
+type CallResult = (Result<ToolOutput, ToolError>, u64);
+
 /// How long cancelled tools get to stop on their own before their futures are dropped.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
@@ -483,7 +486,7 @@ impl AgentLoop {
         calls: &[ToolCall],
         cancel: &CancellationToken,
         send: &(dyn Fn(LoopEvent) + Sync),
-    ) -> Vec<(Result<ToolOutput, ToolError>, u64)> {
+    ) -> Vec<CallResult> {
         let mut ctx = ToolContext::new(task_id, self.files_dir.clone());
         ctx.cancel = cancel.child_token();
         ctx.egress = self.egress.clone();
@@ -505,8 +508,7 @@ impl AgentLoop {
                 .map(|i| async move { (i, self.run_one(task_id, ctx, &calls[i], send).await) }),
         );
         let (a, b) = futures::join!(browser_chain, others);
-        let mut all: Vec<(usize, (Result<ToolOutput, ToolError>, u64))> =
-            a.into_iter().chain(b).collect();
+        let mut all: Vec<(usize, CallResult)> = a.into_iter().chain(b).collect();
         all.sort_by_key(|(i, _)| *i);
         all.into_iter().map(|(_, r)| r).collect()
     }
@@ -517,7 +519,7 @@ impl AgentLoop {
         ctx: &ToolContext,
         call: &ToolCall,
         send: &(dyn Fn(LoopEvent) + Sync),
-    ) -> (Result<ToolOutput, ToolError>, u64) {
+    ) -> CallResult {
         send(LoopEvent::ToolStart {
             call_id: call.id.clone(),
             name: call.name.clone(),

@@ -277,12 +277,11 @@ pub struct VerifyError {
 /// `prev_hash` equal to the previous line's hash (zeros for the first), and `hash` correct.
 pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
     let mut prev = GENESIS_HASH.to_string();
-    let mut expect_seq = 1u64;
     let mut counts = std::collections::BTreeMap::<String, u64>::new();
     let mut blocked = std::collections::BTreeSet::<String>::new();
     let mut lineno = 0u64;
-    for line in reader.lines() {
-        lineno += 1;
+    for (idx, line) in reader.lines().enumerate() {
+        lineno = idx as u64 + 1;
         let err = |reason: String| VerifyError {
             line: lineno,
             reason,
@@ -302,9 +301,9 @@ pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
             .get("seq")
             .and_then(Value::as_u64)
             .ok_or_else(|| err("no seq".into()))?;
-        if seq != expect_seq {
+        if seq != lineno {
             return Err(err(format!(
-                "seq is {seq}, expected {expect_seq} (a line was removed, inserted or reordered)"
+                "seq is {seq}, expected {lineno} (a line was removed, inserted or reordered)"
             )));
         }
         let line_prev = value
@@ -312,10 +311,11 @@ pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
             .and_then(Value::as_str)
             .ok_or_else(|| err("no prev_hash".into()))?;
         if line_prev != prev {
-            return Err(err(format!(
+            return Err(err(
                 "prev_hash does not match the previous line's hash (chain broken: a line before \
                  it was altered or removed)"
-            )));
+                    .into(),
+            ));
         }
         let computed = chain_hash(&prev, &body);
         if computed != hash {
@@ -335,7 +335,6 @@ pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
         }
         *counts.entry(event).or_default() += 1;
         prev = hash.to_string();
-        expect_seq += 1;
     }
     if lineno == 0 {
         return Err(VerifyError {
