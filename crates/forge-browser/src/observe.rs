@@ -191,6 +191,8 @@ const OBJECT_GROUP: &str = "forge-observe";
 
 /// Tell the page library which elements have JS click/pointer listeners (invisible to page JS;
 /// read through DOMDebugger), so they count as interactive. Best effort: failures are ignored.
+/// Only the top document's light DOM is read: with `pierce: true` on a page with iframes,
+/// Chromium 156 stopped answering `Page.createIsolatedWorld` after the next navigation.
 async fn mark_click_listeners(page: &Page, ctx: ExecutionContextId) {
     let _ = mark_click_listeners_inner(page, ctx).await;
     let _ = page
@@ -201,9 +203,10 @@ async fn mark_click_listeners(page: &Page, ctx: ExecutionContextId) {
 async fn mark_click_listeners_inner(page: &Page, ctx: ExecutionContextId) -> Option<()> {
     let doc = page
         .execute(
+            // The page's own world: without `pierce`, DOMDebugger reports only the listeners of
+            // the object's world. `document` is unforgeable, so the page cannot substitute it.
             EvaluateParams::builder()
                 .expression("document")
-                .context_id(ctx)
                 .object_group(OBJECT_GROUP)
                 .build()
                 .ok()?,
@@ -216,7 +219,7 @@ async fn mark_click_listeners_inner(page: &Page, ctx: ExecutionContextId) -> Opt
             GetEventListenersParams::builder()
                 .object_id(doc_id)
                 .depth(-1)
-                .pierce(true)
+                .pierce(false)
                 .build()
                 .ok()?,
         )

@@ -15,9 +15,10 @@ use chromiumoxide::cdp::browser_protocol::network::{
     EventLoadingFailed, EventRequestWillBeSent, EventResponseReceived, ResourceType,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
-    CaptureScreenshotFormat, CaptureScreenshotParams, EventFrameStartedLoading,
-    EventFrameStoppedLoading, GetNavigationHistoryParams, NavigateParams,
-    NavigateToHistoryEntryParams, Viewport as ClipViewport,
+    CaptureScreenshotFormat, CaptureScreenshotParams, ClientNavigationDisposition,
+    EventFrameRequestedNavigation, EventFrameStartedLoading, EventFrameStoppedLoading,
+    GetNavigationHistoryParams, NavigateParams, NavigateToHistoryEntryParams,
+    Viewport as ClipViewport,
 };
 use chromiumoxide::Page;
 use forge_tools::fence;
@@ -328,11 +329,23 @@ struct NavOutcome {
 impl NavWatch {
     async fn new(page: &Page) -> R<Self> {
         let frame = observe::main_frame(page).await?.as_ref().to_string();
-        let started = page
+        // "r:<frame>" when a same-tab navigation is requested (fires while the click is being
+        // handled), "s:<frame>" when loading starts.
+        let requested = page
+            .event_listener::<EventFrameRequestedNavigation>()
+            .await?
+            .filter(|e| {
+                futures::future::ready(matches!(
+                    e.disposition,
+                    ClientNavigationDisposition::CurrentTab
+                ))
+            })
+            .map(|e| format!("r:{}", e.frame_id.as_ref()));
+        let loading = page
             .event_listener::<EventFrameStartedLoading>()
             .await?
-            .map(|e| e.frame_id.as_ref().to_string())
-            .boxed();
+            .map(|e| format!("s:{}", e.frame_id.as_ref()));
+        let started = futures::stream::select(requested, loading).boxed();
         let stopped = page
             .event_listener::<EventFrameStoppedLoading>()
             .await?
@@ -357,11 +370,17 @@ impl NavWatch {
         limit: Duration,
     ) -> NavOutcome {
         let mut out = NavOutcome::default();
-        let deadline = tokio::time::Instant::now() + quick;
+        let mut deadline = tokio::time::Instant::now() + quick;
+        let mut requested = false;
         loop {
             tokio::select! {
                 f = self.started.next() => match f {
-                    Some(f) if f == self.frame => { out.navigated = true; break; }
+                    Some(f) if f == format!("s:{}", self.frame) => { out.navigated = true; break; }
+                    Some(f) if f == format!("r:{}", self.frame) && !requested => {
+                        // Requested: give the load up to 3 s to start (it may be cancelled).
+                        requested = true;
+                        deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+                    }
                     Some(_) => continue,
                     None => return out,
                 },
@@ -644,12 +663,12 @@ impl BrowserTool {
             return Err(failed(format!("navigation to {url} failed: {err}")));
         }
         let out = watch
-            .settle(&self.manager, Duration::from_secs(2), limit)
+            .settle(&self.manager, Duration::from_secs(2), limit * 3 / 5)
             .await;
         if let Some(b) = out.blocked {
             return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(&b))));
         }
-        observe::wait_ready(&page, limit).await?;
+        observe::wait_ready(&page, limit / 5).await?;
         let mut note = String::new();
         if let Some(w) = str_arg(input, "wait_for").filter(|s| !s.is_empty()) {
             // Leave time for the observation inside the call's limit.
@@ -781,7 +800,7 @@ impl BrowserTool {
             .await?;
         }
         let out = watch
-            .settle(&self.manager, Duration::from_millis(250), limit)
+            .settle(&self.manager, Duration::from_millis(60), limit * 3 / 5)
             .await;
         let mut what = self.outcome(session, st, &out, &page, limit).await?;
         if what.is_empty() {
@@ -805,7 +824,7 @@ impl BrowserTool {
         }
         let mut parts = Vec::new();
         if out.navigated {
-            observe::wait_ready(page, limit).await?;
+            observe::wait_ready(page, limit / 5).await?;
             match (out.status, &out.failed) {
                 (_, Some(f)) => parts.push(format!("navigation failed ({f})")),
                 (Some(s), _) => parts.push(format!("navigated (HTTP {s})")),
@@ -816,7 +835,8 @@ impl BrowserTool {
         if let Some(last) = new_tabs.last() {
             if let Some(i) = st.tabs.iter().position(|t| &t.id == last) {
                 st.active = i;
-                observe::wait_ready(&st.tabs[i].page, limit.min(Duration::from_secs(10))).await?;
+                observe::wait_ready(&st.tabs[i].page, (limit / 5).min(Duration::from_secs(10)))
+                    .await?;
             }
             parts.push(format!(
                 "opened new tab {} (now active; browser_tabs to switch back)",
@@ -890,7 +910,7 @@ impl BrowserTool {
             let mut watch = NavWatch::new(&page).await?;
             key(&page, &KeyPress::named("Enter", 0)?).await?;
             let out = watch
-                .settle(&self.manager, Duration::from_millis(400), limit)
+                .settle(&self.manager, Duration::from_millis(400), limit * 3 / 5)
                 .await;
             let what = self.outcome(session, st, &out, &page, limit).await?;
             status.push_str(&format!(
@@ -978,7 +998,7 @@ impl BrowserTool {
         let mut watch = NavWatch::new(&page).await?;
         key(&page, &press).await?;
         let out = watch
-            .settle(&self.manager, Duration::from_millis(250), limit)
+            .settle(&self.manager, Duration::from_millis(60), limit * 3 / 5)
             .await;
         let what = self.outcome(session, st, &out, &page, limit).await?;
         self.observed(
@@ -1028,12 +1048,12 @@ impl BrowserTool {
         page.execute(NavigateToHistoryEntryParams::new(entry.id))
             .await?;
         let out = watch
-            .settle(&self.manager, Duration::from_millis(1000), limit)
+            .settle(&self.manager, Duration::from_millis(1000), limit * 3 / 5)
             .await;
         if let Some(b) = out.blocked {
             return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(&b))));
         }
-        observe::wait_ready(&page, limit).await?;
+        observe::wait_ready(&page, limit / 5).await?;
         self.observed(st, "went back one page".into(), DEFAULT_BUDGET)
             .await
     }
