@@ -246,21 +246,18 @@ pub fn build_image(
         .map_err(|_| BuildError::MissingOutput(req.context_dir.clone()))?;
     let bm: serde_json::Value = serde_json::from_slice(&manifest_bytes)
         .map_err(|_| BuildError::MissingOutput(req.context_dir.clone()))?;
-    let tmp = std::env::temp_dir().join(format!(
-        "forge-iid-{}-{}",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
+    // The builder writes the image id here (docker, podman and buildah all support --iidfile).
+    let iid_dir = tempfile::Builder::new()
+        .prefix("forge-iid-")
+        .tempdir()
+        .map_err(|e| BuildError::io(std::env::temp_dir(), "creating a temp dir", e))?;
+    let tmp = iid_dir.path().join("image-id");
     let cmd = build_command(req, &args, &tmp);
     let result = run(builder, &cmd, &req.context_dir);
     let image_id = fs::read_to_string(&tmp)
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
-    let _ = fs::remove_file(&tmp);
     result?;
     if req.push {
         run(

@@ -386,13 +386,13 @@ fn audit_errors_fail_the_build_with_per_skill_reasons() {
     assert!(!out.exists(), "nothing is written when the audit fails");
 }
 
-/// A fake container builder: records its arguments (one per line) and succeeds.
+/// A fake container builder: records its arguments (one per line), writes an image id to the
+/// `--iidfile` path like the real builders, and succeeds.
 fn fake_builder(bin_dir: &Path, name: &str, log: &Path) {
     fs::create_dir_all(bin_dir).unwrap();
     let script = format!(
-        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done >> '{}'\necho '--' >> '{}'\necho 'fake {name}: ok'\n",
-        log.display(),
-        log.display()
+        "#!/bin/sh\nprev=''\nfor a in \"$@\"; do\n  printf '%s\\n' \"$a\" >> '{log}'\n  if [ \"$prev\" = --iidfile ]; then echo 'sha256:0123abcd' > \"$a\"; fi\n  prev=\"$a\"\ndone\necho '--' >> '{log}'\necho 'fake {name}: ok'\n",
+        log = log.display()
     );
     let p = bin_dir.join(name);
     fs::write(&p, script).unwrap();
@@ -513,6 +513,10 @@ fn prod_passes_a_curated_browser_agent_and_invokes_the_builder() {
     assert_eq!(im["builder"], "docker");
     assert_eq!(im["prod"], true);
     assert_eq!(im["browser_included"], true);
+    assert_eq!(
+        im["image_id"], "sha256:0123abcd",
+        "the image id comes from --iidfile"
+    );
 }
 
 #[test]
