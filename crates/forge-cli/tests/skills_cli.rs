@@ -325,3 +325,43 @@ fn bad_forge_yaml_is_a_spanned_error() {
         "{err}"
     );
 }
+
+#[test]
+fn audit_uses_the_policy_path_from_forge_yaml() {
+    let (code, out, err) = run(forge().args([
+        "skills",
+        "audit",
+        "--config",
+        "fixtures/agents/skills-initializ/forge.yaml",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let scores: Vec<(String, u64)> = v["assessments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["skill_name"].as_str().unwrap().to_string(),
+                a["score"]["value"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // ops-research: docs.github.com 10 + python3 acknowledged by policy.yaml 3.
+    // status-page: 2 unknown domains 20 + curl 3 + jq 3 + script 20.
+    // web-browse: $BROWSE_HOSTS 10 + browser 15 + BROWSE_HOSTS 5.
+    assert_eq!(
+        scores,
+        [
+            ("ops-assistant".to_string(), 5),
+            ("ops-research".to_string(), 13),
+            ("status-page".to_string(), 46),
+            ("web-browse".to_string(), 30),
+        ]
+    );
+    assert_eq!(v["aggregate_score"]["value"], 46);
+    assert_eq!(v["policy_summary"]["warnings"], 1, "script_policy warn");
+    assert_eq!(v["policy_summary"]["passed"], true);
+}

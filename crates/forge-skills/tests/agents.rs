@@ -79,3 +79,60 @@ fn embedded_web_browse_parses_with_browser_capability() {
     assert_eq!(wb.category.as_deref(), Some("research"));
     assert!(wb.icon.is_some());
 }
+
+#[test]
+fn initializ_layout_agent_with_root_file_flat_skills_and_uses_reference() {
+    let agent = Agent::load(fixture("agents/skills-initializ/forge.yaml")).unwrap();
+    assert!(
+        agent.config.warnings.is_empty(),
+        "{:?}",
+        agent.config.warnings
+    );
+    let names: Vec<_> = agent
+        .skills
+        .iter()
+        .map(|s| (s.name.as_str(), s.source))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("ops-assistant", SkillSource::Local),
+            ("ops-research", SkillSource::Local),
+            ("status-page", SkillSource::Local),
+            ("web-browse", SkillSource::Embedded),
+        ]
+    );
+    for s in &agent.skills {
+        assert!(s.warnings.is_empty(), "{}: {:?}", s.name, s.warnings);
+    }
+    // The flat skill's script lives in skills/scripts/<tool>.sh.
+    assert_eq!(agent.skills[2].scripts.len(), 1);
+    let agg = &agent.aggregate;
+    assert_eq!(agg.browser_view().unwrap().skills, ["web-browse"]);
+    assert_eq!(agg.timeout_hint, Some(240));
+    assert_eq!(agg.cli_view().allowed_binaries, ["python3", "curl", "jq"]);
+    assert_eq!(agg.env.required, ["TEAM_NAME"]);
+    assert_eq!(agg.env.optional, ["BROWSE_HOSTS"]);
+    assert_eq!(
+        agg.egress_domains,
+        [
+            "docs.github.com",
+            "www.githubstatus.com",
+            "status.openai.com",
+            "$BROWSE_HOSTS"
+        ]
+    );
+    assert_eq!(
+        agg.guardrails.deny_responses[0].origin.skill,
+        "ops-research"
+    );
+    assert_eq!(
+        agg.guardrails.deny_output.len(),
+        2,
+        "web-browse's guardrails"
+    );
+    assert_eq!(
+        agent.config.security.policy_path.as_deref(),
+        Some(std::path::Path::new("policy.yaml"))
+    );
+}
