@@ -380,28 +380,42 @@ struct RawGuardrails {
 
 // ---- parsing -----------------------------------------------------------------------------------
 
-/// Split `content` into (front matter YAML, its byte offset, body). `None` front matter when the
-/// file does not start with a `---` line closed by another `---` line.
-pub(crate) fn split_front_matter(content: &str) -> (Option<(&str, usize)>, &str) {
-    let lead = content.len() - content.trim_start_matches([' ', '\t', '\r', '\n']).len();
+/// How a SKILL.md starts.
+pub(crate) enum Front<'a> {
+    /// No front matter: the whole file is body.
+    None,
+    /// Front matter YAML (with its byte offset in the file) and the body after it.
+    Yaml(&'a str, usize, &'a str),
+    /// An opening `---` line (at this byte offset) with no closing `---` line.
+    Unclosed(usize),
+}
+
+/// Split `content` at its front matter: a first line `---` (after blank lines and a UTF-8 BOM)
+/// closed by another `---` line.
+pub(crate) fn split_front_matter(content: &str) -> Front<'_> {
+    let lead = content.len()
+        - content
+            .trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n'])
+            .len();
     let rest = &content[lead..];
-    let Some(first_nl) = rest.find('\n') else {
-        return (None, content);
-    };
-    if rest[..first_nl].trim_end() != "---" {
-        return (None, content);
+    let first_line = rest.split('\n').next().unwrap_or("");
+    if first_line.trim_end() != "---" {
+        return Front::None;
     }
+    let Some(first_nl) = rest.find('\n') else {
+        return Front::Unclosed(lead);
+    };
     let fm_start = lead + first_nl + 1;
     let mut pos = fm_start;
     for line in content[fm_start..].split_inclusive('\n') {
         if line.trim() == "---" {
             let yaml = &content[fm_start..pos];
             let body = &content[pos + line.len()..];
-            return (Some((yaml, fm_start)), body);
+            return Front::Yaml(yaml, fm_start, body);
         }
         pos += line.len();
     }
-    (None, content)
+    Front::Unclosed(lead)
 }
 
 fn is_kebab(s: &str) -> bool {
@@ -426,7 +440,24 @@ pub fn parse_skill(
     let src = Arc::new(
         NamedSource::new(path.display().to_string(), content.to_string()).with_language("yaml"),
     );
-    let (front, body) = split_front_matter(content);
+    let (front, body) = match split_front_matter(content) {
+        Front::None => (None, content),
+        Front::Yaml(yaml, base, body) => (Some((yaml, base)), body),
+        Front::Unclosed(at) => {
+            return Err(Error::Invalid {
+                path: path.to_path_buf(),
+                problems: vec![SourceDiagnostic::new(
+                    path,
+                    &src,
+                    "forge::skill::unclosed-front-matter",
+                    "SKILL.md front matter is not closed: the `---` line opening it has no closing `---` line",
+                    (at, at + 3),
+                    "front matter opens here",
+                    Some("add a line with only `---` after the YAML, before the markdown body".into()),
+                )],
+            });
+        }
+    };
     let mut skill = Skill {
         name: default_name.to_string(),
         description: String::new(),

@@ -203,3 +203,42 @@ fn invalid_regex_and_url_in_egress_point_at_the_entry() {
     );
     insta::assert_snapshot!(render(&err));
 }
+
+#[test]
+fn unclosed_front_matter_is_an_error_not_a_silent_body() {
+    let text = "---\nname: x\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n\n# Body\n";
+    let err = parse_skill(
+        text,
+        Path::new("skills/x/SKILL.md"),
+        "x",
+        SkillSource::Local,
+    )
+    .unwrap_err();
+    let p = &err.problems()[0];
+    assert_eq!(
+        (p.code, p.line, p.column),
+        ("forge::skill::unclosed-front-matter", 1, 1)
+    );
+    insta::assert_snapshot!(render(&err));
+}
+
+#[test]
+fn bom_and_crlf_files_parse() {
+    let text = "\u{feff}---\r\nname: crlf\r\ntags: [a, b]\r\nmetadata:\r\n  forge:\r\n    requires:\r\n      capabilities: [browser]\r\n---\r\n## Tool: t\r\n**Input:** x\r\n";
+    let s = parse_skill(
+        text,
+        Path::new("skills/x/SKILL.md"),
+        "x",
+        SkillSource::Local,
+    )
+    .unwrap();
+    assert_eq!(s.name, "crlf");
+    assert_eq!(s.tags, ["a", "b"]);
+    assert!(s.requires_browser());
+    assert_eq!(s.tools[0].input.as_deref(), Some("x"));
+
+    let bad = "---\r\nname: crlf\r\ntags: [a, B_c]\r\n---\r\n";
+    let err =
+        parse_skill(bad, Path::new("skills/x/SKILL.md"), "x", SkillSource::Local).unwrap_err();
+    assert_eq!((err.problems()[0].line, err.problems()[0].column), (3, 11));
+}
