@@ -321,3 +321,58 @@ fn audit_errors_fail_the_build_before_writing() {
     assert!(err.to_string().contains("demo: binary_denylist"), "{err}");
     assert!(!out.exists());
 }
+
+/// Serves `status` to each of `n` connections on loopback, then stops.
+fn one_shot_server(status: &'static str, n: usize) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let mut requests = Vec::new();
+        for _ in 0..n {
+            let (mut sock, _) = listener.accept().unwrap();
+            sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            let mut reader = BufReader::new(&sock);
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            requests.push(line.trim_end().to_string());
+            // Read the rest of the head (closing with unread data would reset the connection).
+            for _ in 0..100 {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+                    break;
+                }
+            }
+            let _ = write!(sock, "HTTP/1.0 {status}\r\nContent-Length: 2\r\n\r\nok");
+        }
+        requests
+    });
+    (port, handle)
+}
+
+#[test]
+fn the_healthcheck_command_asks_healthz_and_fails_on_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    build(tmp.path(), &out, false, 0);
+    let dockerfile = fs::read_to_string(out.join("Dockerfile")).unwrap();
+    let cmd_json = dockerfile
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("CMD "))
+        .expect("HEALTHCHECK CMD line");
+    let argv: Vec<String> = serde_json::from_str(cmd_json).unwrap();
+    assert_eq!(argv[0], "bash");
+    for (status, ok) in [("200 OK", true), ("503 Service Unavailable", false)] {
+        let (port, server) = one_shot_server(status, 1);
+        // The image's command, pointed at this test's server instead of port 8080.
+        let args: Vec<String> = argv[1..]
+            .iter()
+            .map(|a| a.replace("127.0.0.1/8080", &format!("127.0.0.1/{port}")))
+            .collect();
+        let st = Command::new(&argv[0]).args(&args).status().unwrap();
+        assert_eq!(st.success(), ok, "healthcheck against a {status} answer");
+        let requests = server.join().unwrap();
+        assert_eq!(requests, vec!["GET /healthz HTTP/1.0".to_string()]);
+    }
+}
