@@ -329,8 +329,20 @@ fn one_shot_server(status: &'static str, n: usize) -> (u16, std::thread::JoinHan
     let port = listener.local_addr().unwrap().port();
     let handle = std::thread::spawn(move || {
         let mut requests = Vec::new();
+        listener.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         for _ in 0..n {
-            let (mut sock, _) = listener.accept().unwrap();
+            // Bounded wait: a client that never connects ends the server after 10 s.
+            let mut sock = loop {
+                match listener.accept() {
+                    Ok((sock, _)) => break sock,
+                    Err(_) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(10))
+                    }
+                    Err(_) => return requests,
+                }
+            };
+            sock.set_nonblocking(false).unwrap();
             sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
                 .unwrap();
             let mut reader = BufReader::new(&sock);
