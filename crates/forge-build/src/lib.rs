@@ -3,7 +3,8 @@
 //! docker, podman or buildah (`forge package`).
 //!
 //! - [`BuildSpec`] (`spec.rs`): the build's input in plain data, with the name checks.
-//! - [`spec_from_agent`] (`agent.rs`): fills a [`BuildSpec`] from a loaded `forge_skills::Agent`.
+//! - [`spec_from_agent`], [`audit_agent`] (`agent.rs`): fill a [`BuildSpec`] from a loaded
+//!   `forge_skills::Agent` and its `forge_analyzer` audit.
 //! - [`render_dockerfile`] (`dockerfile.rs`): the repo-root `Dockerfile.tmpl`, embedded and
 //!   rendered with minijinja; `.dockerignore`; the apt package lists (Chromium only for browser agents).
 //! - [`render_manifests`] (`k8s.rs`): Deployment, Service, Secret (keys only), NetworkPolicy.
