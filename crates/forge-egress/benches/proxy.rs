@@ -146,16 +146,30 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    // The endpoints (source, HTTP server, clients) run in one runtime, the proxy in its own runtime
+    // on its own thread, as in real use where the proxied program is a separate process.
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
+    let (src, web) = rt.block_on(async { (source().await, http_server().await) });
+    let proxy_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (proxy, handle) = proxy_rt.block_on(async {
+        let policy = EgressPolicy::allowlist([
+            format!("127.0.0.1:{}", src.port()),
+            format!("127.0.0.1:{}", web.port()),
+        ])
+        .unwrap();
+        EgressProxy::serve(Arc::new(policy), ProxyOptions::default())
+            .await
+            .unwrap()
+    });
     rt.block_on(async {
-        let src = source().await;
-        let web = http_server().await;
-        let policy = EgressPolicy::allowlist([format!("127.0.0.1:{}", src.port()), format!("127.0.0.1:{}", web.port())]).unwrap();
-        let (proxy, handle) = EgressProxy::serve(Arc::new(policy), ProxyOptions::default()).await.unwrap();
-
         // Warm up both paths once.
         bulk_direct(src).await;
         bulk_proxy(proxy, src).await;
@@ -194,6 +208,6 @@ fn main() {
             p_rps / d_rps * 100.0
         );
         println!("| added latency per small request | | {added_us:.0} µs | |");
-        handle.shutdown().await;
     });
+    proxy_rt.block_on(handle.shutdown());
 }

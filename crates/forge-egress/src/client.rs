@@ -9,9 +9,9 @@
 //! pooling: a connection is always to an address validated for that very request.
 //! Proxy environment variables are ignored: the client enforces the policy itself.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{
@@ -29,6 +29,7 @@ use crate::connect::{ConnectLimits, Connector, Dialer, TcpDialer};
 use crate::error::EgressError;
 use crate::host::{normalize_host, split_authority, NormalHost};
 use crate::policy::{EgressPolicy, Kind, Refusal};
+use crate::proxy::{Decision, EgressObserver, Outcome};
 use crate::resolve::{Resolver, SystemResolver};
 
 /// How the client behaves.
@@ -47,6 +48,8 @@ pub struct ClientOptions {
     pub user_agent: String,
     /// Trust anchors; `None` means the webpki roots (Mozilla's list). Tests pass their own CA.
     pub root_store: Option<Arc<RootCertStore>>,
+    /// Receives one [`Decision`] per hop (redirects included), like the proxy's observer.
+    pub observer: Option<Arc<dyn EgressObserver>>,
 }
 
 impl Default for ClientOptions {
@@ -60,6 +63,7 @@ impl Default for ClientOptions {
             timeout: Duration::from_secs(60),
             user_agent: concat!("forge/", env!("CARGO_PKG_VERSION")).to_string(),
             root_store: None,
+            observer: None,
         }
     }
 }
@@ -275,7 +279,62 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
+/// What one hop was dialed to, for the observer.
+struct Hop {
+    resolved: Vec<IpAddr>,
+    chosen: SocketAddr,
+    rule: String,
+    start: Instant,
+}
+
 impl EgressClient {
+    fn report(
+        &self,
+        method: &Method,
+        url: &ParsedUrl,
+        (outcome, reason, status): (Outcome, String, u16),
+        (resolved, chosen, start): (Vec<IpAddr>, Option<SocketAddr>, Instant),
+        (bytes_up, bytes_down): (u64, u64),
+    ) {
+        if let Some(o) = &self.options.observer {
+            o.on_decision(&Decision {
+                method: method.to_string(),
+                host: url.host.to_string(),
+                port: url.port,
+                resolved,
+                chosen,
+                outcome,
+                reason,
+                status,
+                bytes_up,
+                bytes_down,
+                duration: start.elapsed(),
+            });
+        }
+    }
+
+    fn report_error(
+        &self,
+        method: &Method,
+        url: &ParsedUrl,
+        e: &EgressError,
+        resolved: Vec<IpAddr>,
+        start: Instant,
+    ) {
+        let outcome = match e {
+            EgressError::Blocked(r) if r.is_malformed() => Outcome::Malformed,
+            EgressError::Blocked(_) => Outcome::Blocked,
+            _ => Outcome::Failed,
+        };
+        self.report(
+            method,
+            url,
+            (outcome, e.to_string(), 0),
+            (resolved, None, start),
+            (0, 0),
+        );
+    }
+
     /// A client enforcing `policy`.
     pub fn new(policy: Arc<EgressPolicy>, options: ClientOptions) -> EgressClient {
         let roots = options.root_store.clone().unwrap_or_else(|| {
@@ -348,9 +407,10 @@ impl EgressClient {
         let first_origin = current.origin();
         let mut redirects: Vec<String> = Vec::new();
         loop {
-            let (resp, remote) = self
+            let (resp, hop) = self
                 .send_once(&method, &current, &headers, body.clone())
                 .await?;
+            let remote = hop.chosen;
             let status = resp.status();
             let location = resp
                 .headers()
@@ -361,6 +421,17 @@ impl EgressClient {
             match (is_redirect, location) {
                 (true, Some(loc)) => {
                     drop(resp);
+                    self.report(
+                        &method,
+                        &current,
+                        (
+                            Outcome::Allowed,
+                            format!("{}; redirect to {loc}", hop.rule),
+                            status.as_u16(),
+                        ),
+                        (hop.resolved, Some(hop.chosen), hop.start),
+                        (body.len() as u64, 0),
+                    );
                     if redirects.len() >= self.options.max_redirects {
                         return Err(EgressError::TooManyRedirects {
                             limit: self.options.max_redirects,
@@ -387,7 +458,21 @@ impl EgressClient {
                 }
                 _ => {
                     let (parts, incoming) = resp.into_parts();
-                    let body = self.read_body(incoming, &current).await?;
+                    let sent = body.len() as u64;
+                    let body = match self.read_body(incoming, &current).await {
+                        Ok(b) => b,
+                        Err(e) => {
+                            self.report_error(&method, &current, &e, hop.resolved, hop.start);
+                            return Err(e);
+                        }
+                    };
+                    self.report(
+                        &method,
+                        &current,
+                        (Outcome::Allowed, hop.rule, status.as_u16()),
+                        (hop.resolved, Some(hop.chosen), hop.start),
+                        (sent, body.len() as u64),
+                    );
                     return Ok(EgressResponse {
                         status,
                         headers: parts.headers,
@@ -429,12 +514,52 @@ impl EgressClient {
         url: &ParsedUrl,
         headers: &HeaderMap,
         body: Bytes,
-    ) -> Result<(http::Response<Incoming>, SocketAddr), EgressError> {
-        let connected = self
+    ) -> Result<(http::Response<Incoming>, Hop), EgressError> {
+        let start = Instant::now();
+        let validated = match self
             .connector
-            .connect(&url.host, url.port, url.kind())
-            .await?;
-        let remote = connected.chosen;
+            .validate(&url.host, url.port, url.kind())
+            .await
+        {
+            Ok(v) => v,
+            Err((e, resolved)) => {
+                self.report_error(method, url, &e, resolved, start);
+                return Err(e);
+            }
+        };
+        let connected = match self.connector.dial_validated(validated).await {
+            Ok(c) => c,
+            Err((e, v)) => {
+                self.report_error(method, url, &e, v.resolved, start);
+                return Err(e);
+            }
+        };
+        let hop = Hop {
+            resolved: connected.validated.resolved.clone(),
+            chosen: connected.chosen,
+            rule: connected.validated.allowed.rule.clone(),
+            start,
+        };
+        match self
+            .exchange(method, url, headers, body, connected.stream)
+            .await
+        {
+            Ok(resp) => Ok((resp, hop)),
+            Err(e) => {
+                self.report_error(method, url, &e, hop.resolved, start);
+                Err(e)
+            }
+        }
+    }
+
+    async fn exchange(
+        &self,
+        method: &Method,
+        url: &ParsedUrl,
+        headers: &HeaderMap,
+        body: Bytes,
+        stream: tokio::net::TcpStream,
+    ) -> Result<http::Response<Incoming>, EgressError> {
         let host_s = url.host.to_string();
         let http_err = |e: hyper::Error| EgressError::Http {
             host: host_s.clone(),
@@ -475,7 +600,7 @@ impl EgressClient {
             };
             let tls = self
                 .tls
-                .connect(name, connected.stream)
+                .connect(name, stream)
                 .await
                 .map_err(|e| EgressError::Tls {
                     host: host_s.clone(),
@@ -487,14 +612,13 @@ impl EgressClient {
             tokio::spawn(conn);
             sender.send_request(req).await.map_err(http_err)?
         } else {
-            let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(TokioIo::new(connected.stream))
-                    .await
-                    .map_err(http_err)?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(http_err)?;
             tokio::spawn(conn);
             sender.send_request(req).await.map_err(http_err)?
         };
-        Ok((resp, remote))
+        Ok(resp)
     }
 }
 

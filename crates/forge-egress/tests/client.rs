@@ -9,6 +9,7 @@ use bytes::Bytes;
 use common::*;
 use forge_egress::client::{ClientOptions, EgressClient};
 use forge_egress::policy::EgressPolicy;
+use forge_egress::proxy::Outcome;
 use forge_egress::resolve::StaticResolver;
 use forge_egress::EgressError;
 use http::{HeaderMap, HeaderValue, Method};
@@ -279,6 +280,63 @@ async fn see_other_turns_post_into_get_and_307_keeps_the_body() {
         r.text().starts_with("POST /echo") && r.text().ends_with("body=payload"),
         "{}",
         r.text()
+    );
+}
+
+#[tokio::test]
+async fn every_hop_is_reported_to_the_observer() {
+    let a = routed_upstream(
+        |r| {
+            if r.path == "/start" {
+                (
+                    302,
+                    vec![("location".into(), "http://169.254.169.254/".into())],
+                    vec![],
+                )
+            } else {
+                echo(r)
+            }
+        },
+        false,
+    )
+    .await;
+    let obs = Arc::new(Collect::default());
+    let c = EgressClient::new(
+        Arc::new(EgressPolicy::allowlist([format!("127.0.0.1:{}", a.port())]).unwrap()),
+        ClientOptions {
+            dialer: Arc::new(LoopbackDialer::default()),
+            observer: Some(obs.clone()),
+            ..Default::default()
+        },
+    );
+    let ok = c
+        .get(&format!("http://127.0.0.1:{}/fine", a.port()))
+        .await
+        .unwrap();
+    assert_eq!(ok.status, 200);
+    assert!(c
+        .get(&format!("http://127.0.0.1:{}/start", a.port()))
+        .await
+        .is_err());
+    let d = obs.all();
+    let summary: Vec<(String, u16, Outcome)> = d
+        .iter()
+        .map(|d| (d.host.clone(), d.status, d.outcome))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("127.0.0.1".to_string(), 200, Outcome::Allowed),
+            ("127.0.0.1".to_string(), 302, Outcome::Allowed),
+            ("169.254.169.254".to_string(), 0, Outcome::Blocked),
+        ]
+    );
+    assert_eq!(d[0].chosen, Some(a));
+    assert_eq!(d[0].bytes_down, ok.body.len() as u64);
+    assert!(
+        d[2].reason.starts_with("blocked by egress policy:"),
+        "{}",
+        d[2].reason
     );
 }
 
