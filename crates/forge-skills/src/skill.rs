@@ -801,10 +801,9 @@ fn check_pattern(
         ));
         return false;
     }
-    match regex::RegexBuilder::new(pattern)
-        .size_limit(1 << 20)
-        .build()
-    {
+    // Parse only (no compilation): catches every syntax error cheaply; the runtime compiles the
+    // pattern and reports a size-limit failure with the rule's origin.
+    match regex_syntax::ParserBuilder::new().build().parse(pattern) {
         Ok(_) => true,
         Err(e) => {
             let detail = e
