@@ -1,6 +1,6 @@
 //! The A2A server behind `forge run`: JSON-RPC 2.0 on `POST /` speaking A2A protocol 0.3
 //! (`message/send`, `message/stream` over Server-Sent Events with tool progress, `tasks/get`,
-//! `tasks/cancel`), the agent card at `/.well-known/agent-card.json` (also the older
+//! `tasks/cancel`, `tasks/resubscribe`), the agent card at `/.well-known/agent-card.json` (also the older
 //! `/.well-known/agent.json`), and `GET /healthz`.
 //!
 //! - [`tasks`]: the task store (state, history, artifacts, cancellation, stream subscribers) and

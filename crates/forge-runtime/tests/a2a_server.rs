@@ -124,9 +124,21 @@ async fn http(
     auth: Option<&str>,
     body: Option<&Value>,
 ) -> (u16, String, String) {
+    http_host(addr, &addr.to_string(), method, path, auth, body).await
+}
+
+/// [`http`] with an explicit `Host` header.
+async fn http_host(
+    addr: std::net::SocketAddr,
+    host: &str,
+    method: &str,
+    path: &str,
+    auth: Option<&str>,
+    body: Option<&Value>,
+) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).await.unwrap();
     let payload = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", payload.len());
+    let mut req = format!("{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", payload.len());
     if let Some(t) = auth {
         req.push_str(&format!("authorization: Bearer {t}\r\n"));
     }
@@ -185,6 +197,20 @@ async fn card_and_health_are_served() {
     assert_eq!((status, body.as_str()), (200, "{\"status\":\"ok\"}"));
     let (status, _, _) = http(f.addr, "GET", "/nope", None, None).await;
     assert_eq!(status, 404);
+    // The card advertises the address the client used.
+    let (_, _, body) = http_host(
+        f.addr,
+        "agent.example:9999",
+        "GET",
+        "/.well-known/agent-card.json",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["url"],
+        "http://agent.example:9999/"
+    );
     f.handle.shutdown().await;
 }
 
@@ -405,4 +431,63 @@ fn the_token_file_is_created_once_with_private_permissions() {
             0o600
         );
     }
+}
+
+#[tokio::test]
+async fn tasks_resubscribe_streams_a_running_task_to_its_end() {
+    let f = start(WAIT_SCRIPT, None).await;
+    let r = rpc(
+        f.addr,
+        "message/send",
+        json!({"message": user_message("wait"), "configuration": {"blocking": false}}),
+    )
+    .await;
+    let id = r["result"]["id"].as_str().unwrap().to_string();
+    let mut s = TcpStream::connect(f.addr).await.unwrap();
+    let body =
+        json!({"jsonrpc": "2.0", "id": "r1", "method": "tasks/resubscribe", "params": {"id": id}})
+            .to_string();
+    let req = format!("POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut reader = BufReader::new(s);
+    let mut events: Vec<Value> = Vec::new();
+    let addr = f.addr;
+    let cancel_id = id.clone();
+    let done = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).await.unwrap() == 0 {
+                break;
+            }
+            if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                let ev = serde_json::from_str::<Value>(data).unwrap()["result"].clone();
+                if events.is_empty() {
+                    // Subscribed: now cancel the task from another connection.
+                    let cid = cancel_id.clone();
+                    tokio::spawn(
+                        async move { rpc(addr, "tasks/cancel", json!({"id": cid})).await },
+                    );
+                }
+                let fin = ev["final"] == true;
+                events.push(ev);
+                if fin {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "the stream ended within 30 s");
+    assert_eq!(events[0]["kind"], "task");
+    assert_eq!(events[0]["id"], id.as_str());
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["final"].clone(), last["status"]["state"].clone()),
+        (json!(true), json!("canceled"))
+    );
+    assert_eq!(
+        rpc(f.addr, "tasks/resubscribe", json!({"id": "nope"})).await["error"]["code"],
+        -32001
+    );
+    f.handle.shutdown().await;
 }

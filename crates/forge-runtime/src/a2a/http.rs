@@ -143,6 +143,29 @@ fn rpc_error(id: &Value, e: &RpcError) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
 }
 
+/// The card with its `url` taken from the request's `Host` header when that is a plain
+/// `host[:port]` (so a server bound to 0.0.0.0 advertises the address clients actually used).
+fn card_for(card: &Value, headers: &http::HeaderMap) -> Value {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    match host {
+        Some(h)
+            if !h.is_empty()
+                && h.len() <= 255
+                && h.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']')
+                }) =>
+        {
+            let mut c = card.clone();
+            c["url"] = json!(format!("http://{h}/"));
+            c
+        }
+        _ => card.clone(),
+    }
+}
+
 /// Constant-time comparison of the presented and expected tokens.
 fn token_matches(presented: &str, expected: &str) -> bool {
     let (a, b) = (presented.as_bytes(), expected.as_bytes());
@@ -156,7 +179,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
         (&Method::GET, "/.well-known/agent-card.json" | "/.well-known/agent.json") => {
-            json_response(StatusCode::OK, &shared.card)
+            json_response(StatusCode::OK, &card_for(&shared.card, req.headers()))
         }
         (&Method::GET, "/healthz") => json_response(StatusCode::OK, &json!({"status": "ok"})),
         (&Method::POST, "/") => {
@@ -290,7 +313,17 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
         m if m.starts_with("tasks/pushNotificationConfig/") => {
             Err(RpcError { code: -32003, message: "Push notifications are not supported by this agent".into() })
         }
-        "tasks/resubscribe" | "agent/getAuthenticatedExtendedCard" => {
+        "tasks/resubscribe" => {
+            let Some(tid) = params.get("id").and_then(Value::as_str) else {
+                return json_response(StatusCode::OK, &rpc_error(&id, &RpcError::invalid_params("params.id (the task id) is required")));
+            };
+            let (tx, rx) = unbounded_channel::<Value>();
+            return match store.subscribe(tid, tx) {
+                Ok(()) => sse(id, rx),
+                Err(e) => json_response(StatusCode::OK, &rpc_error(&id, &e)),
+            };
+        }
+        "agent/getAuthenticatedExtendedCard" => {
             Err(RpcError { code: -32004, message: format!("{method} is not supported by this agent") })
         }
         other => Err(RpcError {

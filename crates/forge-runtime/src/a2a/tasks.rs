@@ -466,6 +466,21 @@ impl TaskStore {
         });
     }
 
+    /// Stream a task's events to `tx` (`tasks/resubscribe`): the task as it is now, then every
+    /// update until the final one. For a finished task, only the task is sent.
+    pub fn subscribe(&self, id: &str, tx: UnboundedSender<Value>) -> Result<(), RpcError> {
+        let mut inner = lock(&self.inner);
+        let e = inner
+            .tasks
+            .get_mut(id)
+            .ok_or_else(|| RpcError::task_not_found(id))?;
+        let _ = tx.send(Self::snapshot_of(id, e, None));
+        if !e.state.is_final() {
+            e.subscribers.push(tx);
+        }
+        Ok(())
+    }
+
     /// Wait until the task reaches a final state.
     pub async fn wait(&self, mut done: watch::Receiver<bool>) {
         let _ = done.wait_for(|d| *d).await;
