@@ -126,7 +126,19 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
     }
 
     // A browser agent must name what it may browse.
-    if browser && spec.egress.mode != "dev-open" {
+    if browser && spec.egress.mode == "deny-all" {
+        out.push(ProdProblem {
+            file: config.clone(),
+            field: "egress.mode".into(),
+            problem: format!(
+                "egress mode `deny-all` ignores every allowlist entry, so the browser (skills: {}) can load nothing",
+                browser_skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            fix: format!(
+                "set `egress.mode: allowlist` and list the sites in `egress.allowed_domains`; {CURATED_HINT}"
+            ),
+        });
+    } else if browser && spec.egress.mode != "dev-open" {
         let reviewable: Vec<&String> = spec
             .egress
             .allowed_domains
@@ -259,6 +271,14 @@ mod tests {
         assert_eq!(p.len(), 1, "{p:?}");
         assert_eq!(p[0].file, "skills/web/SKILL.md");
         assert_eq!(p[0].field, "metadata.forge.egress_domains");
+    }
+
+    #[test]
+    fn deny_all_browser_agent_is_rejected_with_the_mode_to_set() {
+        let p = prod_problems(&browser_spec("deny-all", &["docs.example.com"], &[]));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].field, "egress.mode");
+        assert!(p[0].fix.contains("egress.mode: allowlist"), "{p:?}");
     }
 
     #[test]

@@ -176,18 +176,23 @@ impl BuildSpec {
         out
     }
 
-    /// forge.yaml domains, then skill domains, then model domains, de-duplicated keeping the
-    /// first occurrence.
+    /// The hosts the agent may actually reach, as forge's egress policy builds them: forge.yaml
+    /// domains, then skill domains, then model domains, de-duplicated keeping the first
+    /// occurrence. In `deny-all` mode forge.yaml and skill domains are ignored (as in
+    /// forge-egress) and only the model provider's hosts remain.
     pub fn all_domains(&self) -> Vec<String> {
         let mut all = Vec::new();
-        for d in self
-            .egress
-            .allowed_domains
-            .iter()
-            .chain(&self.egress.skill_domains)
-            .cloned()
-            .chain(self.model_domains())
-        {
+        let listed: Vec<String> = if self.egress.mode == "deny-all" {
+            Vec::new()
+        } else {
+            self.egress
+                .allowed_domains
+                .iter()
+                .chain(&self.egress.skill_domains)
+                .cloned()
+                .collect()
+        };
+        for d in listed.into_iter().chain(self.model_domains()) {
             push_unique(&mut all, d);
         }
         all
@@ -387,6 +392,14 @@ mod tests {
         assert_eq!(spec.model_domains(), vec!["api.openai.com"]);
         spec.model.base_url = Some("http://Ollama.internal:11434/v1".into());
         assert_eq!(spec.model_domains(), vec!["ollama.internal:11434"]);
+        spec.egress.mode = "deny-all".into();
+        spec.egress.allowed_domains = vec!["example.com".into()];
+        assert_eq!(spec.all_domains(), vec!["ollama.internal:11434"]);
+        spec.egress.mode = "allowlist".into();
+        assert_eq!(
+            spec.all_domains(),
+            vec!["example.com", "ollama.internal:11434"]
+        );
         assert_eq!(spec.image_tag(None, None), "a:1.0");
         assert_eq!(
             spec.image_tag(Some("ghcr.io/org/"), None),
