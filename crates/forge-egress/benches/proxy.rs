@@ -140,6 +140,33 @@ async fn rps(conn_to: SocketAddr, uri: &str) -> Duration {
     t.elapsed()
 }
 
+/// CPU time (user + system) used so far by the proxy runtime's threads (Linux /proc; 0 elsewhere).
+fn proxy_cpu() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    // SAFETY: sysconf has no memory-safety preconditions.
+    #[cfg(target_os = "linux")]
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    #[cfg(not(target_os = "linux"))]
+    let hz = 100.0;
+    let mut ticks = 0u64;
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("egress-proxy") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
+        let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+        let f: Vec<&str> = after.split_whitespace().collect();
+        if f.len() > 12 {
+            ticks += f[11].parse::<u64>().unwrap_or(0) + f[12].parse::<u64>().unwrap_or(0);
+        }
+    }
+    Duration::from_secs_f64(ticks as f64 / hz)
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -156,6 +183,7 @@ fn main() {
     let (src, web) = rt.block_on(async { (source().await, http_server().await) });
     let proxy_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        .thread_name("egress-proxy")
         .enable_all()
         .build()
         .unwrap();
@@ -175,10 +203,15 @@ fn main() {
         bulk_proxy(proxy, src).await;
         let mut direct = Vec::new();
         let mut via = Vec::new();
+        let mut cpu = Duration::ZERO;
         for _ in 0..RUNS {
             direct.push(bulk_direct(src).await);
+            let c0 = proxy_cpu();
             via.push(bulk_proxy(proxy, src).await);
+            cpu += proxy_cpu().saturating_sub(c0);
         }
+        // What one core running only the proxy could relay: bytes moved per proxy CPU second.
+        let relay_capacity = (BULK_BYTES as f64 * RUNS as f64 / (1024.0 * 1024.0)) / cpu.as_secs_f64().max(1e-9);
         let mib = BULK_BYTES as f64 / (1024.0 * 1024.0);
         let d_tp = mib / median(direct).as_secs_f64();
         let p_tp = mib / median(via).as_secs_f64();
@@ -208,6 +241,11 @@ fn main() {
             p_rps / d_rps * 100.0
         );
         println!("| added latency per small request | | {added_us:.0} µs | |");
+        println!(
+            "| proxy CPU per GiB tunneled (user+system, proxy threads only) | | {:.0} ms | |",
+            cpu.as_secs_f64() * 1000.0 / (BULK_BYTES as f64 * RUNS as f64 / (1u64 << 30) as f64)
+        );
+        println!("| tunnel relay capacity of one proxy core (bytes / proxy CPU time) | | {relay_capacity:.0} MiB/s | {:.0}% of direct |", relay_capacity / d_tp * 100.0);
     });
     proxy_rt.block_on(handle.shutdown());
 }
