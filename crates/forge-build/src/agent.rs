@@ -126,6 +126,16 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
                 provider: Some(m.provider.clone()).filter(|s| !s.is_empty()),
                 name: Some(m.name.clone()).filter(|s| !s.is_empty()),
                 base_url: m.base_url.clone(),
+                fallbacks: m
+                    .fallbacks
+                    .iter()
+                    .map(|f| ModelSpec {
+                        provider: Some(f.provider.clone()).filter(|s| !s.is_empty()),
+                        name: Some(f.name.clone()).filter(|s| !s.is_empty()),
+                        base_url: f.base_url.clone(),
+                        fallbacks: Vec::new(),
+                    })
+                    .collect(),
             })
             .unwrap_or_default(),
         skills,

@@ -56,6 +56,41 @@ pub struct ModelSpec {
     pub provider: Option<String>,
     pub name: Option<String>,
     pub base_url: Option<String>,
+    /// `model.fallbacks`: tried when the primary fails; their hosts and keys count too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<ModelSpec>,
+}
+
+impl ModelSpec {
+    /// The host (with a non-default port) this provider is reached at, if known.
+    fn host(&self) -> Option<String> {
+        match self.base_url.as_deref().filter(|b| !b.trim().is_empty()) {
+            Some(base) => {
+                let u = url::Url::parse(base).ok()?;
+                let host = u.host_str()?.to_ascii_lowercase();
+                Some(match u.port() {
+                    Some(p) => format!("{host}:{p}"),
+                    None => host,
+                })
+            }
+            None => match self.provider.as_deref() {
+                Some("openai") => Some("api.openai.com".to_string()),
+                Some("anthropic") => Some("api.anthropic.com".to_string()),
+                _ => None,
+            },
+        }
+    }
+
+    /// The API key variable and whether it is required (a custom base_url, such as Ollama or
+    /// vLLM, often needs none; the vendor's API does).
+    fn key(&self) -> Option<(&'static str, bool)> {
+        let key = match self.provider.as_deref() {
+            Some("openai") => "OPENAI_API_KEY",
+            Some("anthropic") => "ANTHROPIC_API_KEY",
+            _ => return None,
+        };
+        Some((key, self.base_url.is_none()))
+    }
 }
 
 /// One active skill, as far as the build cares.
@@ -148,29 +183,13 @@ impl BuildSpec {
         self.browser.is_some() || self.capabilities.iter().any(|c| c == "browser")
     }
 
-    /// The hosts the model provider is reached at; forge adds them to the allowlist itself.
+    /// The hosts the model providers (primary, then fallbacks) are reached at; forge adds them
+    /// to the allowlist itself.
     pub fn model_domains(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some(base) = self
-            .model
-            .base_url
-            .as_deref()
-            .filter(|b| !b.trim().is_empty())
-        {
-            if let Ok(u) = url::Url::parse(base) {
-                if let Some(host) = u.host_str() {
-                    let host = host.to_ascii_lowercase();
-                    match u.port() {
-                        Some(p) => out.push(format!("{host}:{p}")),
-                        None => out.push(host),
-                    }
-                }
-            }
-        } else {
-            match self.model.provider.as_deref() {
-                Some("openai") => out.push("api.openai.com".to_string()),
-                Some("anthropic") => out.push("api.anthropic.com".to_string()),
-                _ => {}
+        for m in std::iter::once(&self.model).chain(&self.model.fallbacks) {
+            if let Some(h) = m.host() {
+                push_unique(&mut out, h);
             }
         }
         out
@@ -206,17 +225,17 @@ impl BuildSpec {
         for group in &self.env.one_of {
             optional.extend(group.iter().cloned());
         }
-        let key = match self.model.provider.as_deref() {
-            Some("openai") => Some("OPENAI_API_KEY"),
-            Some("anthropic") => Some("ANTHROPIC_API_KEY"),
-            _ => None,
-        };
-        if let Some(key) = key {
-            // A custom base_url (Ollama, vLLM, ...) often needs no key; the vendor's API does.
-            if self.model.base_url.is_some() {
-                optional.push(key.to_string());
-            } else {
-                required.push(key.to_string());
+        // The primary provider's key as it needs it; a fallback's key is optional.
+        for (i, m) in std::iter::once(&self.model)
+            .chain(&self.model.fallbacks)
+            .enumerate()
+        {
+            if let Some((key, needed)) = m.key() {
+                if needed && i == 0 {
+                    required.push(key.to_string());
+                } else {
+                    optional.push(key.to_string());
+                }
             }
         }
         required.sort();
@@ -399,6 +418,24 @@ mod tests {
         assert_eq!(
             spec.all_domains(),
             vec!["example.com", "ollama.internal:11434"]
+        );
+        spec.model.fallbacks = vec![ModelSpec {
+            provider: Some("anthropic".into()),
+            ..Default::default()
+        }];
+        assert_eq!(
+            spec.model_domains(),
+            vec!["ollama.internal:11434", "api.anthropic.com"]
+        );
+        assert_eq!(
+            spec.env_names(),
+            (
+                vec![],
+                vec![
+                    "ANTHROPIC_API_KEY".to_string(),
+                    "OPENAI_API_KEY".to_string()
+                ]
+            )
         );
         assert_eq!(spec.image_tag(None, None), "a:1.0");
         assert_eq!(

@@ -28,6 +28,7 @@ fn spec(dir: &Path, browser: bool) -> BuildSpec {
             provider: Some("openai".into()),
             name: Some("gpt-4o-mini".into()),
             base_url: None,
+            fallbacks: vec![],
         },
         skills: vec![SkillSpec {
             name: "demo".into(),
