@@ -76,7 +76,7 @@ impl Policy {
     pub fn load(path: &Path) -> Result<Policy, Error> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         })?;
         Self::parse(&text, path)
     }

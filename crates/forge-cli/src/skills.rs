@@ -119,7 +119,7 @@ fn load(source: &Source, embedded: bool) -> Result<Loaded, Error> {
         if !dir.is_dir() {
             return Err(Error::Io {
                 path: dir.clone(),
-                source: std::io::Error::new(
+                error: std::io::Error::new(
                     std::io::ErrorKind::NotFound,
                     "not a directory of skills",
                 ),

@@ -61,7 +61,7 @@ impl Agent {
             };
             errors.push(Error::Io {
                 path: root_path.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, why),
+                error: std::io::Error::new(std::io::ErrorKind::NotFound, why),
             });
         }
         let root_real = root_path.canonicalize().ok();

@@ -158,7 +158,7 @@ impl ForgeConfig {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         })?;
         Self::parse(&text, path)
     }

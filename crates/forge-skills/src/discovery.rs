@@ -40,7 +40,7 @@ pub fn discover(skills_dir: &Path) -> Discovery {
         Err(source) => {
             out.errors.push(Error::Io {
                 path: skills_dir.to_path_buf(),
-                source,
+                error: source,
             });
             return out;
         }
@@ -67,7 +67,7 @@ pub fn discover(skills_dir: &Path) -> Discovery {
             Err(source) => {
                 out.errors.push(Error::Io {
                     path: entry,
-                    source,
+                    error: source,
                 });
                 continue;
             }
@@ -97,7 +97,7 @@ pub fn discover(skills_dir: &Path) -> Discovery {
                 Err(source) => {
                     out.errors.push(Error::Io {
                         path: skill_md,
-                        source,
+                        error: source,
                     });
                     continue;
                 }
@@ -135,7 +135,7 @@ pub fn discover(skills_dir: &Path) -> Discovery {
 pub fn load_skill_file(path: &Path, default_name: &str) -> Result<Skill, Error> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
-        source,
+        error: source,
     };
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.len() > MAX_SKILL_BYTES {

@@ -126,11 +126,12 @@ impl Diagnostic for SourceDiagnostic {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    /// (The I/O error is part of the message, not a `source()`, so that renderers do not print
+    /// it twice.)
+    #[error("cannot read {}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file has one or more problems; each points at its text.
     #[error("{}", invalid_message(.problems))]
