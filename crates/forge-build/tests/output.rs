@@ -389,3 +389,32 @@ fn the_healthcheck_command_asks_healthz_and_fails_on_errors() {
         assert_eq!(requests, vec!["GET /healthz HTTP/1.0".to_string()]);
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn symlinks_leaving_the_skills_dir_are_not_copied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("outside-secret.txt");
+    fs::write(&outside, "not part of the agent").unwrap();
+    spec(tmp.path(), false);
+    let skill = tmp.path().join("skills/demo");
+    fs::write(skill.join("notes.md"), "inside").unwrap();
+    std::os::unix::fs::symlink(&outside, skill.join("escape.txt")).unwrap();
+    std::os::unix::fs::symlink(skill.join("notes.md"), skill.join("alias.md")).unwrap();
+    let out = tmp.path().join("out");
+    let result = build(tmp.path(), &out, false, 0);
+    let copied = out.join("agent/skills/demo");
+    assert!(!copied.join("escape.txt").exists());
+    assert_eq!(
+        fs::read_to_string(copied.join("alias.md")).unwrap(),
+        "inside"
+    );
+    assert!(
+        result
+            .warnings
+            .iter()
+            .any(|w| w.contains("escape.txt") && w.contains("symlink")),
+        "{:?}",
+        result.warnings
+    );
+}
