@@ -209,7 +209,8 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
     }
     opts.cli_egress_entries = args.allow.clone();
     opts.events = Some(Arc::new(AuditToolEvents(audit.clone())));
-    opts.deps.proxy.observer = Some(Arc::new(AuditEgressObserver(audit.clone())));
+    opts.deps.proxy.observer = Some(Arc::new(AuditEgressObserver::proxy(audit.clone())));
+    opts.deps.client.observer = Some(Arc::new(AuditEgressObserver::client(audit.clone())));
     let tools = match assemble(&agent, opts).await {
         Ok(t) => Arc::new(t),
         Err(e) => {

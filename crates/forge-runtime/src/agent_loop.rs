@@ -13,8 +13,8 @@
 //!   CDP calls too.
 //! - Each task's browser session (its own browser context, keyed by the task id) is closed when
 //!   the task ends, however it ends ([`SessionCloser`]).
-//! - Audit events: `session_start`, `llm_call`, `tool_exec`, `egress_blocked` (a tool refused by
-//!   the egress policy), `guardrail_check` (prompt/response here, tools via [`assembled`]),
+//! - Audit events: `session_start`, `llm_call`, `tool_exec`, `guardrail_check` (prompt/response
+//!   here; tools and egress decisions via the observers in [`assembled`]),
 //!   `browser_session_open/close`, `session_end`. Tool arguments and outputs are never written, only their sizes.
 //!
 //! [`assembled`] adapts the runner's assembled tool set (guardrails, egress, browser) to the loop
@@ -566,16 +566,8 @@ impl AgentLoop {
             }
         }
         self.audit.emit(Some(task_id), events::TOOL_EXEC, fields);
-        // Guardrail hits on tools are audited by the tool runner's events (see `assembled`); an
-        // egress refusal seen by a tool is audited here (the proxy reports its own decisions too,
-        // with `via: proxy`).
-        if let Err(ToolError::Blocked(m)) = &result {
-            self.audit.emit(
-                Some(task_id),
-                events::EGRESS_BLOCKED,
-                json!({"via": "tool", "tool": call.name, "reason": short(m, 300)}),
-            );
-        }
+        // Guardrail hits and egress decisions are audited where they happen (the tool runner's
+        // events, the proxy's and the client's observers); tool_exec carries error_kind.
         let (ok, summary) = match &result {
             Ok(o) => (true, short(&o.text, 160)),
             Err(e) => (false, short(&e.to_string(), 300)),

@@ -94,8 +94,30 @@ impl ToolEvents for AuditToolEvents {
     }
 }
 
-/// Writes `egress_allowed` / `egress_blocked` audit events for the egress proxy's decisions.
-pub struct AuditEgressObserver(pub AuditLog);
+/// Writes `egress_allowed` / `egress_blocked` audit events for the decisions of the egress proxy
+/// (`via: proxy`) or the egress HTTP client (`via: client`: http_request, web_fetch, model calls).
+pub struct AuditEgressObserver {
+    audit: AuditLog,
+    via: &'static str,
+}
+
+impl AuditEgressObserver {
+    /// An observer for the egress proxy.
+    pub fn proxy(audit: AuditLog) -> Self {
+        Self {
+            audit,
+            via: "proxy",
+        }
+    }
+
+    /// An observer for the egress HTTP client.
+    pub fn client(audit: AuditLog) -> Self {
+        Self {
+            audit,
+            via: "client",
+        }
+    }
+}
 
 impl EgressObserver for AuditEgressObserver {
     fn on_decision(&self, d: &Decision) {
@@ -105,11 +127,11 @@ impl EgressObserver for AuditEgressObserver {
             // Allowed by policy but the upstream failed: the policy allowed it.
             Outcome::Failed => events::EGRESS_ALLOWED,
         };
-        self.0.emit(
+        self.audit.emit(
             None,
             event,
             json!({
-                "via": "proxy",
+                "via": self.via,
                 "method": d.method,
                 "host": d.host,
                 "port": d.port,
