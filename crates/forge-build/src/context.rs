@@ -237,6 +237,16 @@ fn is_executable(_meta: &fs::Metadata) -> bool {
     false
 }
 
+/// True when `path` starts with the ELF magic (a Linux executable; a macOS or Windows build of
+/// forge cannot run in the image).
+fn is_elf(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
+}
+
 /// Makes `dir` an empty directory, refusing to clear anything forge did not write.
 fn prepare_output_dir(dir: &Path, agent_dir: &Path) -> Result<(), BuildError> {
     if dir.exists() {
@@ -415,6 +425,12 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
         dockerfile::render_dockerignore().as_bytes(),
     )?;
     w.copy("bin/forge", &opts.forge_bin, 0o755)?;
+    if !is_elf(&opts.forge_bin) {
+        warnings.push(format!(
+            "{} is not a Linux (ELF) executable: the image will not start; pass --forge-bin with a Linux build of forge for {BASE_IMAGE}",
+            opts.forge_bin.display()
+        ));
+    }
 
     // Agent files: forge.yaml, skills/, the root skill file. Nothing hidden or secret-looking.
     w.copy("agent/forge.yaml", &spec.config_path, 0o644)?;

@@ -323,6 +323,32 @@ fn audit_errors_fail_the_build_before_writing() {
     assert!(!out.exists());
 }
 
+#[test]
+fn a_forge_binary_that_is_not_linux_is_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = spec(tmp.path(), false);
+    let bin = tmp.path().join("forge-macos");
+    fs::write(&bin, [0xcf, 0xfa, 0xed, 0xfe, 7, 0, 0, 1]).unwrap(); // Mach-O magic
+    let result = write_build(
+        &spec,
+        &BuildOptions {
+            output_dir: tmp.path().join("out"),
+            forge_bin: bin,
+            image_tag: "demo:1.0.0".into(),
+            timestamp: 0,
+        },
+    )
+    .unwrap();
+    assert!(
+        result
+            .warnings
+            .iter()
+            .any(|w| w.contains("not a Linux (ELF) executable")),
+        "{:?}",
+        result.warnings
+    );
+}
+
 /// Serves `status` to each of `n` connections on loopback, then stops.
 fn one_shot_server(status: &'static str, n: usize) -> (u16, std::thread::JoinHandle<Vec<String>>) {
     use std::io::{BufRead, BufReader, Write};
