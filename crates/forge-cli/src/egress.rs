@@ -14,10 +14,13 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use forge_egress::client::parse_url;
 use forge_egress::connect::{ConnectLimits, Connector, TcpDialer};
+use forge_egress::policy::PolicyError;
 use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, Outcome, ProxyOptions};
 use forge_egress::resolve::{Resolver, StaticResolver, SystemResolver};
 use forge_egress::{EgressError, EgressMode, EgressPolicy, EgressSettings};
-use forge_skills::miette::{GraphicalReportHandler, GraphicalTheme};
+use forge_skills::miette::{
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic, NamedSource, Report,
+};
 
 #[derive(Subcommand)]
 pub enum EgressCommand {
@@ -90,15 +93,15 @@ fn build(args: &PolicyArgs) -> Result<Built, ExitCode> {
         None => Some(PathBuf::from("forge.yaml")).filter(|p| p.is_file()),
     };
     let mut settings = EgressSettings::default();
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
     if let Some(path) = &config {
-        settings = settings_from_agent(path)?;
+        let (s, f) = settings_from_agent(path)?;
+        settings = s;
+        files = f;
     }
     settings.cli_entries = args.allow.clone();
     let policy = EgressPolicy::new(settings).map_err(|e| {
-        match &config {
-            Some(p) => eprintln!("error: egress policy from {}: {e}", p.display()),
-            None => eprintln!("error: egress policy: {e}"),
-        }
+        report_policy_error(&e, &files);
         ExitCode::from(1)
     })?;
     let mut resolver = StaticResolver::new().with_fallback(Arc::new(SystemResolver));
@@ -115,9 +118,50 @@ fn build(args: &PolicyArgs) -> Result<Built, ExitCode> {
     })
 }
 
+/// Render a policy error pointing at the file and line that holds the offending value (forge.yaml
+/// for `egress.*` fields, the skill's SKILL.md for its `egress_domains`); `--allow` has no file.
+fn report_policy_error(e: &PolicyError, files: &[(String, PathBuf)]) {
+    let file = files
+        .iter()
+        .find(|(field, _)| *field == e.field)
+        .map(|(_, p)| p.clone());
+    let located = file.as_ref().and_then(|p| {
+        let text = std::fs::read_to_string(p).ok()?;
+        let at = text
+            .find(e.value.as_str())
+            .filter(|_| !e.value.is_empty())?;
+        Some((p.clone(), text, at))
+    });
+    let Some((path, text, at)) = located else {
+        eprintln!("error: {e}");
+        return;
+    };
+    let line = text[..at].matches('\n').count() + 1;
+    let diag = MietteDiagnostic::new(format!(
+        "{}:{line}: invalid {} value {:?}: {}",
+        path.display(),
+        e.field,
+        e.value,
+        e.why
+    ))
+    .with_code("forge::egress::policy")
+    .with_label(LabeledSpan::at(at..at + e.value.len(), e.why.clone()))
+    .with_help(e.hint.clone());
+    let report =
+        Report::new(diag).with_source_code(NamedSource::new(path.display().to_string(), text));
+    let mut out = String::new();
+    let handler =
+        GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor()).with_width(100);
+    if handler.render_report(&mut out, report.as_ref()).is_err() || out.is_empty() {
+        out = format!("error: {}:{line}: {e}\n", path.display());
+    }
+    eprint!("{out}");
+}
+
 /// forge.yaml `egress` plus every active skill's `egress_domains` (`$VAR` entries expanded from the
 /// environment).
-fn settings_from_agent(path: &Path) -> Result<EgressSettings, ExitCode> {
+/// Also returns, per policy-error field name, the file that holds that field's values.
+fn settings_from_agent(path: &Path) -> Result<(EgressSettings, Vec<(String, PathBuf)>), ExitCode> {
     let agent = forge_skills::Agent::load(path).map_err(|e| {
         let mut out = String::new();
         let handler =
@@ -134,22 +178,32 @@ fn settings_from_agent(path: &Path) -> Result<EgressSettings, ExitCode> {
         forge_skills::EgressMode::Allowlist => EgressMode::Allowlist,
         forge_skills::EgressMode::DevOpen => EgressMode::DevOpen,
     };
+    let mut files: Vec<(String, PathBuf)> =
+        ["egress.allowed_domains", "egress.allowed_private_cidrs"]
+            .iter()
+            .map(|f| (f.to_string(), path.to_path_buf()))
+            .collect();
     let mut skill_domains = Vec::new();
     for skill in &agent.skills {
+        files.push((
+            format!("egress_domains of skill {}", skill.name),
+            skill.path.clone(),
+        ));
         if let Some(meta) = &skill.forge {
             for d in forge_skills::expand_domains(&meta.egress_domains, |k| std::env::var(k).ok()) {
                 skill_domains.push((skill.name.clone(), d));
             }
         }
     }
-    Ok(EgressSettings {
+    let settings = EgressSettings {
         mode: Some(mode),
         allowed_domains: eg.allowed_domains.clone(),
         allow_private_ips: eg.allow_private_ips,
         allowed_private_cidrs: eg.allowed_private_cidrs.clone(),
         skill_domains,
         ..Default::default()
-    })
+    };
+    Ok((settings, files))
 }
 
 async fn check(args: CheckArgs) -> ExitCode {

@@ -285,3 +285,24 @@ fn serve_proxies_allowed_requests_refuses_others_and_stops_on_sigterm() {
     );
     assert!(stderr.contains("egress proxy stopped"), "{stderr}");
 }
+
+#[test]
+fn bad_private_cidr_in_forge_yaml_points_at_file_line_and_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        "agent_id: egress-test\nversion: 0.1.0\nframework: forge\nmodel:\n  provider: openai\n  name: gpt-4o-mini\n\
+         egress:\n  mode: allowlist\n  allowed_private_cidrs:\n    - 10.20.0.1/16\n",
+    )
+    .unwrap();
+    forge()
+        .args(["egress", "check", "http://example.com/"])
+        .arg("--config")
+        .arg(dir.path().join("forge.yaml"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "forge.yaml:10: invalid egress.allowed_private_cidrs value \"10.20.0.1/16\"",
+        ))
+        .stderr(predicate::str::contains("write 10.20.0.0/16"));
+}
