@@ -300,3 +300,58 @@ async fn shutdown_closes_tunnels_and_the_listener() {
     assert!(matches!(n, Ok(0) | Err(_)), "idle connection closed: {n:?}");
     assert!(TcpStream::connect(proxy).await.is_err(), "listener is gone");
 }
+
+#[tokio::test]
+async fn upstream_that_never_answers_gives_504() {
+    // Accepts and reads, never answers.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let keep = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+        }
+    });
+    let limits = ProxyLimits {
+        upstream_response_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let (proxy, handle) = start(vec![format!("127.0.0.1:{port}")], limits).await;
+    let r = get_via(proxy, &format!("http://127.0.0.1:{port}/"), "x").await;
+    assert_eq!(r.status, 504);
+    assert_eq!(r.header(REASON_HEADER).as_deref(), Some("timeout"));
+    handle.shutdown().await;
+    keep.abort();
+}
+
+#[tokio::test]
+async fn request_bodies_are_streamed_to_the_upstream_and_counted() {
+    let up = http_upstream().await;
+    let entry = format!("127.0.0.1:{}", up.port());
+    let observer = Arc::new(Collect::default());
+    let opts = ProxyOptions {
+        observer: Some(observer.clone()),
+        resolver: Arc::new(StaticResolver::new()),
+        ..Default::default()
+    };
+    let (proxy, handle) = EgressProxy::serve(
+        Arc::new(EgressPolicy::allowlist([entry.as_str()]).unwrap()),
+        opts,
+    )
+    .await
+    .unwrap();
+    let r = raw(
+        proxy,
+        &format!(
+            "POST http://{entry}/submit HTTP/1.1\r\nHost: {entry}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world"
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("body=hello world"), "{}", r.body);
+    let d = observer.wait_for(1).await;
+    assert_eq!(d[0].method, "POST");
+    assert_eq!(d[0].bytes_up, 11);
+    assert_eq!(d[0].bytes_down, r.body.len() as u64);
+    handle.shutdown().await;
+}
