@@ -104,11 +104,18 @@ pub fn discover(skills_dir: &Path) -> Discovery {
                 Ok(_) => {}
             }
             match load_skill_file(&skill_md, &fname) {
-                Ok(mut skill) => {
-                    skill.dir = Some(entry.clone());
-                    skill.scripts = find_scripts(&entry, &root);
-                    out.skills.push(skill);
-                }
+                Ok(mut skill) => match find_scripts(&entry, &root) {
+                    Ok(scripts) => {
+                        skill.dir = Some(entry.clone());
+                        skill.scripts = scripts;
+                        out.skills.push(skill);
+                    }
+                    Err(escape) => out.errors.push(Error::SymlinkEscape {
+                        link: escape.0,
+                        target: escape.1,
+                        skills_dir: skills_dir.to_path_buf(),
+                    }),
+                },
                 Err(e) => out.errors.push(e),
             }
         } else if real.is_file() && fname.ends_with(".md") {
@@ -149,8 +156,9 @@ pub fn load_skill_file(path: &Path, default_name: &str) -> Result<Skill, Error> 
 }
 
 /// Executable files (or files with a script extension) under a skill directory, other than
-/// markdown. Symlinks leaving `root` are ignored here (discovery already refused them at the top).
-fn find_scripts(dir: &Path, root: &Path) -> Vec<PathBuf> {
+/// markdown. A symlink anywhere in the skill directory that leaves `root` is returned as
+/// `Err((link, target))`: the runtime would execute or read through it, so the skill is refused.
+fn find_scripts(dir: &Path, root: &Path) -> Result<Vec<PathBuf>, (PathBuf, PathBuf)> {
     let mut out = Vec::new();
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     let mut seen = 0usize;
@@ -161,12 +169,15 @@ fn find_scripts(dir: &Path, root: &Path) -> Vec<PathBuf> {
         for e in rd.filter_map(|e| e.ok()) {
             seen += 1;
             if seen > MAX_ENTRIES {
-                return out;
+                return Ok(out);
             }
             let p = e.path();
-            let Ok(real) = p.canonicalize() else { continue };
-            if !real.starts_with(root) {
+            let Ok(real) = p.canonicalize() else {
+                // A dangling symlink: nothing can be read through it.
                 continue;
+            };
+            if !real.starts_with(root) {
+                return Err((p, real));
             }
             let name = e.file_name().to_string_lossy().to_string();
             if real.is_dir() {
@@ -179,7 +190,7 @@ fn find_scripts(dir: &Path, root: &Path) -> Vec<PathBuf> {
         }
     }
     out.sort();
-    out
+    Ok(out)
 }
 
 fn is_script(path: &Path, name: &str) -> bool {

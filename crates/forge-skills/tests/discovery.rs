@@ -47,6 +47,31 @@ fn symlink_leaving_skills_dir_is_refused() {
     assert_eq!(names, ["inside", "inside"]);
 }
 
+#[cfg(unix)]
+#[test]
+fn skill_containing_a_symlink_out_of_the_skills_dir_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let skills = tmp.path().join("skills");
+    write_skill(&skills.join("sneaky"), "sneaky");
+    write_skill(&skills.join("fine"), "fine");
+    fs::create_dir_all(skills.join("sneaky/scripts")).unwrap();
+    fs::write(tmp.path().join("outside.sh"), "#!/bin/sh\n").unwrap();
+    std::os::unix::fs::symlink(
+        tmp.path().join("outside.sh"),
+        skills.join("sneaky/scripts/run.sh"),
+    )
+    .unwrap();
+    let d = discover(&skills);
+    let names: Vec<_> = d.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["fine"]);
+    assert_eq!(d.errors.len(), 1);
+    assert!(
+        matches!(&d.errors[0], Error::SymlinkEscape { link, .. } if link.ends_with("scripts/run.sh")),
+        "{:?}",
+        d.errors
+    );
+}
+
 #[test]
 fn agent_root_skill_embedded_reference_and_duplicates() {
     let tmp = tempfile::tempdir().unwrap();
