@@ -3,10 +3,13 @@
 //! - [`assemble`]: which tools an agent gets (builtins, cli_execute, skill scripts, the opt-in
 //!   browser) and why, with `denied_tools` applied last.
 //! - [`guardrails`]: skill guardrails on tool input/output, prompts and responses.
-//! - [`providers`]: LLM providers (OpenAI-compatible, Anthropic, scripted) over the egress client.
-//! - [`agent_loop`]: the tool-calling loop.
-//! - [`audit`]: the hash-chained NDJSON audit log.
-//! - [`a2a`]: the A2A JSON-RPC server (`forge run`).
+//! - [`providers`]: LLM providers over the egress client, model resolution, retries
+//!   (`providers.rs`; `providers/{openai,anthropic,scripted,transport}.rs`).
+//! - [`agent_loop`]: the tool-calling loop and system prompt (`agent_loop.rs`); its bridge to the
+//!   assembled tools and the audit observers (`agent_loop/assembled.rs`).
+//! - [`audit`]: the hash-chained NDJSON audit log and its verifier (`audit.rs`).
+//! - [`a2a`]: the A2A 0.3 JSON-RPC server of `forge run` (`a2a.rs`: card, token;
+//!   `a2a/http.rs`: routes, SSE; `a2a/tasks.rs`: the task store).
 
 pub mod a2a;
 pub mod agent_loop;
