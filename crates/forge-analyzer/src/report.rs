@@ -215,6 +215,7 @@ impl AuditReport {
         let mut b = String::new();
         let _ = writeln!(b, "Security Audit Report");
         let _ = writeln!(b, "=====================");
+        let _ = writeln!(b, "Generated: {}", self.timestamp);
         let _ = writeln!(b, "Skills analyzed: {}", self.skill_count);
         for a in &self.assessments {
             let _ = writeln!(b);

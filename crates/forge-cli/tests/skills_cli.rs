@@ -209,7 +209,15 @@ fn audit_browser_skills_text_and_json() {
     assert!(out.contains("Capability: browser"));
     assert!(out.contains("CRIT  capability_trust_conflict"));
     assert!(out.contains("WARN  capability_guardrail_gap"));
-    insta::assert_snapshot!("skills_audit_text", out);
+    let generated = out.lines().nth(2).unwrap_or_default().to_string();
+    assert!(
+        generated.starts_with("Generated: ") && generated.ends_with('Z'),
+        "{generated}"
+    );
+    insta::assert_snapshot!(
+        "skills_audit_text",
+        out.replace(&generated, "Generated: [timestamp]")
+    );
 
     let (code, out, _) = run(forge().args([
         "skills",
