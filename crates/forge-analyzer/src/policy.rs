@@ -74,10 +74,7 @@ struct PolicyFile {
 impl Policy {
     /// Read a policy YAML file; fields it sets replace the defaults, the rest keep them.
     pub fn load(path: &Path) -> Result<Policy, Error> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            error: source,
-        })?;
+        let text = forge_skills::read_limited(path)?;
         Self::parse(&text, path)
     }
 

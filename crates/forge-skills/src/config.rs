@@ -156,10 +156,7 @@ impl ForgeConfig {
     /// Read and parse forge.yaml at `path`.
     pub fn load(path: impl AsRef<Path>) -> Result<ForgeConfig, Error> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            error: source,
-        })?;
+        let text = crate::discovery::read_limited(path)?;
         Self::parse(&text, path)
     }
 

@@ -140,19 +140,37 @@ pub fn discover(skills_dir: &Path) -> Discovery {
 
 /// Read and parse one local SKILL.md (`default_name` when the front matter has no `name`).
 pub fn load_skill_file(path: &Path, default_name: &str) -> Result<Skill, Error> {
-    let io = |source| Error::Io {
+    let content = read_limited(path)?;
+    parse_skill(&content, path, default_name, SkillSource::Local)
+}
+
+/// Read a UTF-8 text file of at most [`MAX_SKILL_BYTES`] (SKILL.md, forge.yaml, policy files:
+/// prompts and settings, never data sets).
+pub fn read_limited(path: &Path) -> Result<String, Error> {
+    use std::io::Read;
+    let io = |error| Error::Io {
         path: path.to_path_buf(),
-        error: source,
+        error,
     };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if meta.len() > MAX_SKILL_BYTES {
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut buf = Vec::new();
+    file.take(MAX_SKILL_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(io)?;
+    if buf.len() as u64 > MAX_SKILL_BYTES {
         return Err(io(std::io::Error::other(format!(
-            "file is {} bytes; SKILL.md files are limited to {MAX_SKILL_BYTES} bytes",
-            meta.len()
+            "file is larger than {MAX_SKILL_BYTES} bytes, the limit for skill and agent files"
         ))));
     }
-    let content = std::fs::read_to_string(path).map_err(io)?;
-    parse_skill(&content, path, default_name, SkillSource::Local)
+    String::from_utf8(buf).map_err(|e| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        ))
+    })
 }
 
 /// Executable files (or files with a script extension) under a skill directory, other than

@@ -27,7 +27,7 @@ pub use config::{
     EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,
     SkillsConfig, ToolConfig,
 };
-pub use discovery::{discover, load_skill_file, Discovery, MAX_SKILL_BYTES};
+pub use discovery::{discover, load_skill_file, read_limited, Discovery, MAX_SKILL_BYTES};
 pub use embedded::{embedded_names, embedded_skill, embedded_skills, EMBEDDED};
 pub use error::{Error, SourceDiagnostic};
 pub use miette;

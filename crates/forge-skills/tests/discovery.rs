@@ -123,3 +123,23 @@ fn agent_root_skill_embedded_reference_and_duplicates() {
         Err(Error::Io { .. })
     ));
 }
+
+#[test]
+fn oversized_and_non_utf8_files_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = tmp.path().join("forge.yaml");
+    fs::write(&big, "a".repeat(2 * 1024 * 1024)).unwrap();
+    let err = forge_skills::ForgeConfig::load(&big).unwrap_err();
+    assert!(
+        err.to_string().contains("larger than 1048576 bytes"),
+        "{err}"
+    );
+    let bin = tmp.path().join("SKILL.md");
+    fs::write(&bin, b"---\nname: \xff\n---\n").unwrap();
+    let err = forge_skills::load_skill_file(&bin, "x").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not UTF-8 text (invalid byte at offset 10)"),
+        "{err}"
+    );
+}

@@ -50,3 +50,24 @@ fn truncations_and_mutations_never_panic() {
     }
     assert!(inputs > 300, "exercised {inputs} inputs");
 }
+
+#[test]
+fn deep_nesting_and_alias_bombs_are_errors_not_crashes() {
+    let deep = format!("---\nname: x\ntags: {}\n---\n", "[".repeat(50_000));
+    assert!(parse_skill(&deep, Path::new("f/SKILL.md"), "f", SkillSource::Local).is_err());
+    let deep_map = format!(
+        "agent_id: a\nversion: 1\nmodel: {}\n",
+        "{a: ".repeat(20_000)
+    );
+    assert!(ForgeConfig::parse(&deep_map, Path::new("forge.yaml")).is_err());
+    // Billion laughs: serde_norway refuses the expansion; the marked tree never expands aliases.
+    let mut bomb = String::from("agent_id: a\nversion: '1'\nframework: x\na0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for i in 1..10 {
+        let prev = format!("*a{}", i - 1);
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [{}]\n",
+            [prev.as_str(); 9].join(", ")
+        ));
+    }
+    let _ = ForgeConfig::parse(&bomb, Path::new("forge.yaml"));
+}
