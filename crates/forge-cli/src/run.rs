@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use forge_egress::client::{ClientOptions, EgressClient};
 use forge_runtime::a2a::{self, CardInfo, TaskStore};
 use forge_runtime::agent_loop::assembled::{
     AssembledLoopTools, AssembledSessions, AuditEgressObserver, AuditToolEvents,
@@ -222,11 +223,23 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
         eprintln!("forge run: the egress client is not available");
         return ExitCode::from(1);
     };
+    // Model calls get their own client on the same policy value: a longer time limit than tool
+    // requests (generations can be slow) and a larger body cap; decisions are audited alike.
+    let retry = RetryPolicy::from_env(&env_get);
+    let model_client = Arc::new(EgressClient::new(
+        tools.egress().policy().clone(),
+        ClientOptions {
+            timeout: retry.request_timeout + Duration::from_secs(5),
+            max_body_bytes: 32 * 1024 * 1024,
+            observer: Some(Arc::new(AuditEgressObserver::client(audit.clone()))),
+            ..ClientOptions::default()
+        },
+    ));
     let provider = match build_provider(
         &model,
         &agent.dir,
-        Arc::new(EgressTransport::new(client.clone())),
-        RetryPolicy::from_env(&env_get),
+        Arc::new(EgressTransport::new(model_client)),
+        retry,
         &env_get,
     ) {
         Ok(p) => p,
