@@ -51,6 +51,7 @@ pub struct ListArgs {
     /// Only skills having all of these tags (comma-separated).
     #[arg(long, value_delimiter = ',')]
     tags: Vec<String>,
+    /// Output format (json: machine-readable, on stdout).
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
@@ -59,6 +60,7 @@ pub struct ListArgs {
 pub struct ValidateArgs {
     #[command(flatten)]
     source: Source,
+    /// Output format (json: machine-readable, on stdout).
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
@@ -73,6 +75,7 @@ pub struct AuditArgs {
     /// Security policy YAML (default: forge.yaml `security.policy_path`, else built-in defaults).
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
+    /// Output format (json: machine-readable, on stdout).
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
