@@ -241,3 +241,13 @@ fn aggregate_is_the_riskiest_skill_and_levels_are_exact() {
         r.timestamp
     );
 }
+
+#[test]
+fn policy_example_in_docs_is_exactly_the_defaults() {
+    let doc = std::fs::read_to_string(repo().join("docs/skills.md")).unwrap();
+    let start = doc.find("### Policy file").unwrap();
+    let block_start = start + doc[start..].find("```yaml\n").unwrap() + "```yaml\n".len();
+    let block_end = block_start + doc[block_start..].find("\n```").unwrap();
+    let p = Policy::parse(&doc[block_start..block_end], Path::new("docs/skills.md")).unwrap();
+    assert_eq!(p, Policy::default());
+}
