@@ -4,7 +4,7 @@
 //! - [`Skill`], [`ForgeMeta`] and the rest of the SKILL.md format, [`parse_skill`]: `skill.rs`
 //! - [`ForgeConfig`] (forge.yaml) with [`ForgeConfig::load`]: `config.rs`
 //! - [`discover`] (`skills/*/SKILL.md`, `skills/*.md`, symlink rules): `discovery.rs`
-//! - [`embedded_skills`] (the repo's `skills/` folder compiled in): `embedded.rs`
+//! - [`embedded_skills`] (the repo's `skills/` folder compiled in): `embedded.rs`, listed by `build.rs`
 //! - [`Aggregate`], [`BrowserView`], [`CliView`]: `aggregate.rs`
 //! - [`Agent::load`] (forge.yaml + active skills + aggregate): `agent.rs`
 //! - [`Error`], [`SourceDiagnostic`] (miette diagnostics with source spans): `error.rs`
