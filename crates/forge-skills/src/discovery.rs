@@ -123,6 +123,7 @@ pub fn discover(skills_dir: &Path) -> Discovery {
             match load_skill_file(&entry, &stem) {
                 Ok(mut skill) => {
                     // Flat skills keep their scripts in skills/scripts/<tool>.sh (initializ/forge).
+                    skill.dir = Some(skills_dir.to_path_buf());
                     skill.scripts = skill
                         .tools
                         .iter()

@@ -46,7 +46,10 @@ pub struct Skill {
     pub icon: Option<String>,
     /// The SKILL.md path (`embedded:<name>/SKILL.md` for embedded skills).
     pub path: PathBuf,
-    /// The skill's own directory when it lives in `skills/<name>/` (scripts live there).
+    /// The directory whose `scripts/` holds the skill's tool scripts: `skills/<name>/` for a skill
+    /// folder, the skills directory itself for a flat `skills/<name>.md` (initializ/forge keeps
+    /// their scripts in `skills/scripts/<tool>.sh`). `None` for embedded skills and the root
+    /// skill file.
     pub dir: Option<PathBuf>,
     pub source: SkillSource,
     /// `metadata.forge`, if present.

@@ -28,6 +28,12 @@ fn skips_dot_and_underscore_and_reads_flat_files() {
     let names: Vec<_> = d.skills.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["flat", "one"]);
     assert_eq!(d.skills[0].scripts.len(), 1);
+    // A flat skill's script directory is the skills dir (skills/scripts/<tool>.sh).
+    assert_eq!(d.skills[0].dir.as_deref(), Some(skills.as_path()));
+    assert_eq!(
+        d.skills[1].dir.as_deref(),
+        Some(skills.join("one").as_path())
+    );
 }
 
 #[cfg(unix)]
