@@ -52,10 +52,9 @@ struct Turn {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum ScriptFile {
-    Wrapped { turns: Vec<Turn> },
-    Bare(Vec<Turn>),
+#[serde(deny_unknown_fields)]
+struct ScriptFile {
+    turns: Vec<Turn>,
 }
 
 /// The scripted provider.
@@ -80,7 +79,7 @@ impl Scripted {
 
     /// Parse a script from text (`path` is used in messages).
     pub fn parse(text: &str, path: &Path) -> Result<Self, ProviderError> {
-        let file: ScriptFile = serde_norway::from_str(text).map_err(|e| {
+        let bad = |e: serde_norway::Error| {
             let at = e
                 .location()
                 .map(|l| format!(":{}:{}", l.line(), l.column()))
@@ -90,9 +89,19 @@ impl Scripted {
                  turns, each with optional `text`, `tool_calls` (name, arguments) and `delay_ms`",
                 path.display()
             ))
-        })?;
-        let turns = match file {
-            ScriptFile::Wrapped { turns } | ScriptFile::Bare(turns) => turns,
+        };
+        // A bare list of turns is accepted too; each form is parsed directly so errors keep
+        // their line and column.
+        let bare = matches!(
+            serde_norway::from_str::<serde_norway::Value>(text),
+            Ok(serde_norway::Value::Sequence(_))
+        );
+        let turns = if bare {
+            serde_norway::from_str::<Vec<Turn>>(text).map_err(bad)?
+        } else {
+            serde_norway::from_str::<ScriptFile>(text)
+                .map_err(bad)?
+                .turns
         };
         if turns.is_empty() {
             return Err(ProviderError::Script(format!(
@@ -371,6 +380,9 @@ mod tests {
         let e = Scripted::parse("turns:\n  - text: a\n    bogus: 1\n", p)
             .err()
             .unwrap();
-        assert!(e.to_string().starts_with("s.yaml"), "{e}");
+        assert!(e.to_string().starts_with("s.yaml:3:"), "the line of the bad key: {e}");
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let ok = Scripted::parse("- text: bare list\n", p).unwrap();
+        assert_eq!(ok.len(), 1);
     }
 }
