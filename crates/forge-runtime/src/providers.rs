@@ -609,12 +609,13 @@ pub fn build_provider(
             http,
             retry,
         )),
+        // Ollama needs no key; one behind an authenticating proxy takes OPENAI_API_KEY.
         "ollama" => Arc::new(openai::OpenAi::new(
             "ollama",
             &model.name,
             base()?,
-            None,
-            "OLLAMA_BASE_URL",
+            nonempty(env("OPENAI_API_KEY")),
+            "OPENAI_API_KEY",
             http,
             retry,
         )),
