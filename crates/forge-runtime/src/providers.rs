@@ -692,6 +692,23 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_switch_from_scripted_to_openai_uses_the_default_model() {
+        let r = resolve_model(
+            &yaml("scripted", "demo-script.yaml"),
+            Some("openai"),
+            None,
+            &env_of(&[]),
+        )
+        .unwrap();
+        assert_eq!(r.provider, "openai");
+        assert_eq!(
+            r.name, "gpt-4o-mini",
+            "the script path is not sent as a model name"
+        );
+        assert_eq!(r.egress_entry().as_deref(), Some("api.openai.com"));
+    }
+
+    #[test]
     fn api_keys_pick_the_provider_when_nothing_else_does() {
         let r = resolve_model(
             &ModelSettings::default(),
