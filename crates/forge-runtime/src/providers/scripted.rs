@@ -380,7 +380,10 @@ mod tests {
         let e = Scripted::parse("turns:\n  - text: a\n    bogus: 1\n", p)
             .err()
             .unwrap();
-        assert!(e.to_string().starts_with("s.yaml:3:"), "the line of the bad key: {e}");
+        assert!(
+            e.to_string().starts_with("s.yaml:3:"),
+            "the line of the bad key: {e}"
+        );
         assert!(e.to_string().contains("bogus"), "{e}");
         let ok = Scripted::parse("- text: bare list\n", p).unwrap();
         assert_eq!(ok.len(), 1);
