@@ -491,3 +491,31 @@ async fn tasks_resubscribe_streams_a_running_task_to_its_end() {
     );
     f.handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_second_message_in_a_context_continues_the_conversation() {
+    let f = start(CALC_SCRIPT, None).await;
+    let first = rpc(
+        f.addr,
+        "message/send",
+        json!({"message": user_message("first question")}),
+    )
+    .await;
+    let ctx = first["result"]["contextId"].as_str().unwrap().to_string();
+    let mut msg = user_message("second question");
+    msg["contextId"] = json!(ctx);
+    let second = rpc(f.addr, "message/send", json!({"message": msg})).await;
+    let task = &second["result"];
+    assert_eq!(task["contextId"], ctx.as_str());
+    assert_ne!(
+        task["id"], first["result"]["id"],
+        "a new task in the same context"
+    );
+    // The scripted model replays its script for the new task (turn 1 again, not "script exhausted").
+    assert_eq!(task["status"]["state"], "completed", "{task}");
+    assert!(task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("42"));
+    f.handle.shutdown().await;
+}

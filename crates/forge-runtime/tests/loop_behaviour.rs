@@ -405,3 +405,47 @@ async fn the_scripted_provider_reports_an_exhausted_script() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn history_from_an_earlier_task_reaches_the_model() {
+    let mut reg = Registry::new();
+    reg.register(Arc::new(forge_tools::builtins::datetime::DatetimeNow));
+    let (l, p, _d) = make_loop(
+        "turns:\n  - text: second answer\n",
+        reg,
+        LoopConfig::default(),
+        None,
+    );
+    let history = vec![
+        Message::User("first question".into()),
+        Message::Assistant {
+            text: "first answer".into(),
+            tool_calls: vec![],
+        },
+    ];
+    let out = l
+        .run_task(
+            "t2",
+            "second question",
+            history,
+            CancellationToken::new(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.answer, "second answer");
+    let seen = p.seen.lock().unwrap();
+    assert_eq!(seen[0].messages.len(), 3);
+    assert_eq!(
+        seen[0].messages[1],
+        Message::Assistant {
+            text: "first answer".into(),
+            tool_calls: vec![]
+        }
+    );
+    assert_eq!(
+        out.messages.len(),
+        4,
+        "the conversation now holds both exchanges"
+    );
+}

@@ -10,8 +10,9 @@
 //!   - text: "The page says: {{result:browser_extract}}"
 //! ```
 //!
-//! - Turn *n* of a task is the script's turn *n* (the count of assistant turns already in the
-//!   conversation), so every task replays the script from the start, independently.
+//! - Turn *n* of a task is the script's turn *n* (the count of assistant turns since the latest
+//!   user message), so every task replays the script from the start, independently, even when it
+//!   continues an earlier conversation.
 //! - A turn has optional `text`, optional `tool_calls` (`name`, `arguments`, optional `id`) and
 //!   optional `delay_ms` (a pause before answering, which cancellation interrupts). A turn without
 //!   tool calls is the final answer.
@@ -268,8 +269,14 @@ impl Provider for Scripted {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, ProviderError> {
-        let played = req
+        // Turns played in this task: assistant turns since the latest user message (earlier
+        // messages of the same A2A conversation belong to earlier tasks).
+        let since_user = req
             .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::User(_)))
+            .map_or(0, |i| i + 1);
+        let played = req.messages[since_user..]
             .iter()
             .filter(|m| matches!(m, Message::Assistant { .. }))
             .count();
