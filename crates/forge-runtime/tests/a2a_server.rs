@@ -328,7 +328,7 @@ async fn tasks_cancel_reaches_the_tool_in_flight() {
         "{r}"
     );
     // Wait (bounded) until the tool is running.
-    for _ in 0..300 {
+    for _ in 0..3000 {
         if f.started.load(Ordering::SeqCst) > 0 {
             break;
         }

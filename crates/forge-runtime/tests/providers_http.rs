@@ -421,7 +421,7 @@ async fn cancellation_interrupts_a_pending_request() {
     let fake_count = fake.requests.clone();
     tokio::spawn(async move {
         // Cancel once the request has reached the server (bounded wait).
-        for _ in 0..500 {
+        for _ in 0..3000 {
             if !fake_count.lock().unwrap().is_empty() {
                 break;
             }
