@@ -429,8 +429,21 @@ async fn serve(
         }
     };
     let token_path = agent.dir.join(".forge").join("runtime.token");
+    let from_env = std::env::var("FORGE_RUNTIME_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
+    let token_from_env = from_env.is_some();
     let token = if args.host.is_loopback() {
         None
+    } else if let Some(t) = from_env {
+        // Provided by the operator (e.g. from a Kubernetes Secret): used as is, not written anywhere.
+        if t.len() < 16 || !t.chars().all(|c| c.is_ascii_graphic()) {
+            eprintln!("forge run: FORGE_RUNTIME_TOKEN must be at least 16 printable ASCII characters without spaces");
+            return ExitCode::from(2);
+        }
+        audit.add_secret(&t);
+        Some(t)
     } else {
         match a2a::load_or_create_token(&token_path) {
             Ok((t, _)) => {
@@ -475,10 +488,14 @@ async fn serve(
         agent.config.agent_id
     );
     if let Some(t) = &token {
-        println!(
-            "forge: bearer token required (from {}): {t}",
-            token_path.display()
-        );
+        if token_from_env {
+            println!("forge: bearer token required (the one in FORGE_RUNTIME_TOKEN)");
+        } else {
+            println!(
+                "forge: bearer token required (from {}): {t}",
+                token_path.display()
+            );
+        }
     }
     wait_for_shutdown().await;
     eprintln!("forge: shutting down");

@@ -173,3 +173,40 @@ fn another_address_requires_the_generated_token() {
         "the token never reaches the audit log"
     );
 }
+
+#[test]
+fn an_operator_token_from_the_environment_is_used_and_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        "agent_id: served\nversion: 0.1.0\nmodel:\n  provider: scripted\n  name: s.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        "turns:\n  - text: hello from forge\n",
+    )
+    .unwrap();
+    let token = "operator-token-0123456789abcdef";
+    let child = Command::new(env!("CARGO_BIN_EXE_forge"))
+        .current_dir(dir.path())
+        .env("FORGE_RUNTIME_TOKEN", token)
+        .args(["run", "--host", "0.0.0.0", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let mut reader = BufReader::new(server.0.stdout.take().unwrap());
+    let (mut first, mut second) = (String::new(), String::new());
+    reader.read_line(&mut first).unwrap();
+    reader.read_line(&mut second).unwrap();
+    assert!(
+        second.contains("FORGE_RUNTIME_TOKEN") && !second.contains(token),
+        "not echoed: {second}"
+    );
+    assert!(!dir.path().join(".forge/runtime.token").exists());
+    let port = port_of(&first);
+    assert_eq!(send(port, None).0, 401);
+    assert_eq!(send(port, Some(token)).0, 200);
+}
