@@ -249,3 +249,50 @@ async fn private_ip_blocked_without_allow_private_ips_and_allowed_with_it() {
     assert!(d.iter().all(|d| d.outcome == Outcome::Failed));
     handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn tls_through_a_connect_tunnel_end_to_end() {
+    let tls_up = routed_upstream(
+        |r| {
+            (
+                200,
+                vec![],
+                format!("tls upstream saw {}", r.path).into_bytes(),
+            )
+        },
+        true,
+    )
+    .await;
+    let entry = format!("localhost:{}", tls_up.port());
+    let (proxy, handle, dialer, _) = start(
+        EgressPolicy::allowlist([entry.as_str()]).unwrap(),
+        StaticResolver::new(),
+    )
+    .await;
+    let (r, tunnel) = connect_via(proxy, &entry).await;
+    assert_eq!(r.status, 200);
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(test_roots())
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio::time::timeout(STEP, connector.connect(name, tunnel.unwrap()))
+        .await
+        .unwrap()
+        .unwrap();
+    tls.write_all(b"GET /secret-path HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(STEP, tls.read_to_end(&mut out))
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.contains("tls upstream saw /secret-path"), "{out}");
+    assert_eq!(dialer.attempts(), 1);
+    handle.shutdown().await;
+}
