@@ -579,6 +579,8 @@ impl EgressClient {
             }
         }
         h.remove(TRANSFER_ENCODING);
+        // hyper frames the body from its exact length; a caller-supplied length could disagree.
+        h.remove(CONTENT_LENGTH);
         h.remove(CONNECTION);
         let host_value = HeaderValue::from_str(&url.host_header())
             .map_err(|_| EgressError::InvalidRequest("invalid host".into()))?;

@@ -267,11 +267,14 @@ async fn see_other_turns_post_into_get_and_307_keeps_the_body() {
         "{}",
         r.text()
     );
+    // A wrong caller-supplied Content-Length is replaced by the body's real length.
+    let mut wrong = HeaderMap::new();
+    wrong.insert("content-length", HeaderValue::from_static("3"));
     let r = c
         .request(
             Method::POST,
             &format!("{base}/307"),
-            HeaderMap::new(),
+            wrong,
             Bytes::from_static(b"payload"),
         )
         .await
