@@ -656,6 +656,14 @@ mod tests {
             .check_resolved(&a, "::ffff:127.0.0.1".parse().unwrap())
             .is_err());
         assert!(p.check_resolved(&a, "10.0.0.1".parse().unwrap()).is_err());
+        let v6 = pol(&["[::1]:8080"]);
+        assert!(v6.check("[::1]", 8080, Kind::Http, true).is_ok());
+        assert!(v6.check("[::1]", 8081, Kind::Http, true).is_err());
+        assert!(v6.check("127.0.0.1", 8080, Kind::Http, true).is_err());
+        // A wildcard never unlocks loopback, even for names under .localhost.
+        let w = pol(&["*.example.org:8080"]);
+        let a = w.check("x.example.org", 8080, Kind::Http, true).unwrap();
+        assert!(w.check_resolved(&a, "127.0.0.1".parse().unwrap()).is_err());
     }
 
     #[test]
