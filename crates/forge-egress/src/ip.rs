@@ -239,11 +239,7 @@ pub fn classify_v6(ip: Ipv6Addr) -> Result<(), IpBlock> {
         Some((Embedding::Isatap, _)) | None => {}
         Some((form, v4)) => return judge_embedded(form, v4),
     }
-    if ip
-        == "fd00:ec2::254"
-            .parse::<Ipv6Addr>()
-            .unwrap_or(Ipv6Addr::LOCALHOST)
-    {
+    if ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254) {
         return plain(IpClass::CloudMetadata);
     }
     if in6(ip, "fc00::", 7) {
