@@ -12,8 +12,9 @@
 //! `"hash":"<64 hex>",` member removed (that is, `{` followed by the rest of the line). The first line
 //! of a file has `seq` 1 and a `prev_hash` of 64 zeros. Appending to an existing file continues its
 //! chain. Every string value passes through a scrubber that replaces the values of secret-looking
-//! environment variables (API keys, tokens, passwords) and any registered secret with `[SECRET]`, so
-//! no secret value reaches the log even by accident.
+//! environment variables (API keys, tokens, passwords), any registered secret, `Bearer` tokens and
+//! credential-named URL query parameters with `[SECRET]`, so no secret value reaches the log even
+//! by accident.
 //!
 //! Removing the *last* lines of a log cannot be detected from the chain alone; [`verify`] reports
 //! whether every `session_start` has its `session_end`, which exposes a cut-off `--once` run.
@@ -368,6 +369,26 @@ struct Scrubber {
     secrets: Vec<String>,
 }
 
+/// Credential shapes scrubbed from every string even when forge does not know the value:
+/// `Bearer <token>`, and URL query parameters whose name says key/token/secret/password/signature.
+fn credential_patterns() -> &'static [(regex::Regex, &'static str)] {
+    static PATTERNS: std::sync::OnceLock<Vec<(regex::Regex, &'static str)>> =
+        std::sync::OnceLock::new();
+    PATTERNS.get_or_init(|| {
+        [
+            (r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}", "$1 [SECRET]"),
+            (
+                r"(?i)([?&][a-z0-9_.-]*(?:key|token|secret|password|passwd|sig|signature|auth)[a-z0-9_.-]*=)[^&#\s\x22']+",
+                "${1}[SECRET]",
+            ),
+        ]
+        .into_iter()
+        // The patterns are constants that compile; a failure would only drop that pattern.
+        .filter_map(|(p, w)| regex::Regex::new(p).ok().map(|r| (r, w)))
+        .collect()
+    })
+}
+
 /// Environment variable names whose values are treated as secrets.
 fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
@@ -412,6 +433,11 @@ impl Scrubber {
                 for secret in &self.secrets {
                     if s.contains(secret.as_str()) {
                         *s = s.replace(secret.as_str(), "[SECRET]");
+                    }
+                }
+                for (re, with) in credential_patterns() {
+                    if re.is_match(s) {
+                        *s = re.replace_all(s, *with).into_owned();
                     }
                 }
             }
@@ -464,6 +490,11 @@ mod tests {
             format_rfc3339(1_795_283_107, 123),
             "2026-11-21T17:45:07.123Z"
         );
+    }
+
+    #[test]
+    fn every_credential_pattern_compiles() {
+        assert_eq!(credential_patterns().len(), 2);
     }
 
     #[test]

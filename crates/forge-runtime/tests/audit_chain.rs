@@ -185,3 +185,21 @@ fn reserved_keys_in_fields_cannot_forge_chain_fields() {
     assert_eq!(v["seq"], 1);
     verify_file(&path).unwrap();
 }
+
+#[test]
+fn credential_shapes_are_scrubbed_even_when_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.ndjson");
+    let log = AuditLog::open_file(&path).unwrap();
+    log.emit(
+        Some("t"),
+        events::TOOL_EXEC,
+        json!({"error": "request to https://api.example.com/v1/x?api_key=abc123SECRETxyz&page=2 timed out; sent Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig"}),
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("abc123SECRETxyz"), "{text}");
+    assert!(!text.contains("eyJhbGciOiJIUzI1NiJ9"), "{text}");
+    assert!(text.contains("api_key=[SECRET]&page=2"), "{text}");
+    assert!(text.contains("Bearer [SECRET]"), "{text}");
+    verify_file(&path).unwrap();
+}
