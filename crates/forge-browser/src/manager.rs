@@ -360,6 +360,15 @@ impl BrowserManager {
         Ok(s)
     }
 
+    /// The active tab's page of session `key`, if the session exists (for diagnostics and the
+    /// benchmark's accessibility-tree comparison; tools never hand pages out).
+    pub async fn active_page(&self, key: &str) -> Option<Page> {
+        let running = self.running.lock().await.clone()?;
+        let s = running.sessions.lock().await.get(key).cloned()?;
+        let st = s.state.lock().await;
+        st.active_tab().map(|t| t.page.clone())
+    }
+
     /// Close the session `key` (its context, tabs, cookies and storage). Unknown keys are a no-op.
     pub async fn close_session(&self, key: &str) {
         let running = self.running.lock().await.clone();

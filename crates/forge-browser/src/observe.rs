@@ -447,7 +447,9 @@ pub fn render(obs: &Observation, budget: usize) -> String {
             parts.join(", ")
         ));
     }
-    let left = budget.saturating_sub(out.len() + 8);
+    // The excerpt gets at most a third of the budget: the element list is what the model acts
+    // on, and browser_extract has the full text.
+    let left = budget.saturating_sub(out.len() + 8).min(budget / 3);
     out.push_str("text:\n");
     let text = obs.text.trim();
     if text.chars().count() <= left {

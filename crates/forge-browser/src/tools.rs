@@ -800,7 +800,7 @@ impl BrowserTool {
             .await?;
         }
         let out = watch
-            .settle(&self.manager, Duration::from_millis(60), limit * 3 / 5)
+            .settle(&self.manager, Duration::from_millis(25), limit * 3 / 5)
             .await;
         let mut what = self.outcome(session, st, &out, &page, limit).await?;
         if what.is_empty() {
@@ -875,7 +875,7 @@ impl BrowserTool {
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             return Err(match e {
                 "sensitive" => ActionError::Tool(ToolError::Failed(format!(
-                    "refused to fill {r}: it is a sensitive field ({}). forge does not type into password, payment-card or one-time-code fields by default. To allow it, the agent's browser skill must opt in with `allow_sensitive_fill: true` (see docs/browser.md, \"Fill safety\"); otherwise ask the user to complete this field.",
+                    "refused to fill {r}: it is a sensitive field ({}). forge does not type into password, payment-card or one-time-code fields by default. To allow it, the agent's browser skill must opt in with `allow_sensitive_fill: true` under `metadata.forge.guardrails.browser` in its SKILL.md (see docs/browser.md, \"Fill safety\"); otherwise ask the user to complete this field.",
                     v.get("why").and_then(Value::as_str).unwrap_or("sensitive")
                 ))),
                 "not-editable" => failed(format!("{r} is not a text field; use browser_click for buttons, checkboxes and radios, browser_select for <select>")),
@@ -998,7 +998,7 @@ impl BrowserTool {
         let mut watch = NavWatch::new(&page).await?;
         key(&page, &press).await?;
         let out = watch
-            .settle(&self.manager, Duration::from_millis(60), limit * 3 / 5)
+            .settle(&self.manager, Duration::from_millis(25), limit * 3 / 5)
             .await;
         let what = self.outcome(session, st, &out, &page, limit).await?;
         self.observed(
