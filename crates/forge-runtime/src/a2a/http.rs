@@ -28,6 +28,8 @@ use super::tasks::{RpcError, TaskStore};
 pub const MAX_BODY: usize = 1 << 20;
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Interval of SSE keep-alive comments on an otherwise idle stream.
+pub const SSE_KEEPALIVE: Duration = Duration::from_secs(15);
 
 type Body = BoxBody<Bytes, Infallible>;
 
@@ -341,8 +343,12 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
 /// A Server-Sent Events response: each event is `data: <JSON-RPC response>\n\n`.
 fn sse(id: Value, rx: tokio::sync::mpsc::UnboundedReceiver<Value>) -> Response<Body> {
     let stream = futures::stream::unfold((rx, id), |(mut rx, id)| async move {
-        let ev = rx.recv().await?;
-        let line = format!("data: {}\n\n", rpc_result(&id, ev));
+        // A comment line every SSE_KEEPALIVE while a long tool runs keeps intermediaries from
+        // closing an idle stream; clients ignore comments.
+        let line = match tokio::time::timeout(SSE_KEEPALIVE, rx.recv()).await {
+            Ok(ev) => format!("data: {}\n\n", rpc_result(&id, ev?)),
+            Err(_) => ": keep-alive\n\n".to_string(),
+        };
         Some((
             Ok::<_, Infallible>(Frame::data(Bytes::from(line))),
             (rx, id),
