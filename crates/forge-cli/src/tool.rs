@@ -220,7 +220,8 @@ fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Forma
         .iter()
         .map(|r| r.name.len())
         .max()
-        .unwrap_or(10);
+        .unwrap_or(10)
+        .max("browser_* (11 tools)".len());
     // Absent browser tools all share one reason: show them as one line.
     let browser_absent: Vec<_> = tools
         .reasons()
