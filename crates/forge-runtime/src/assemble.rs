@@ -249,8 +249,20 @@ pub async fn assemble(
         registry.register(tool);
     }
 
-    // 4-5. cli_execute and script tools need the proxy; decide what they are first.
-    let cli_plan = plan_cli(agent)?;
+    // 4-5. cli_execute and script tools need the proxy; decide what they are first (a bad
+    // cli_execute configuration fails here, before anything is started).
+    let cli_plan = match plan_cli(agent)? {
+        Some((config, why)) => {
+            let tool = cli_execute::CliExecute::new(config, None).map_err(|e| {
+                AssembleError::CliConfig {
+                    file: agent.config.path.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+            Some((tool, why))
+        }
+        None => None,
+    };
     let script_plans = plan_scripts(agent, timeout);
     let browser_view = agg.browser_view();
     let needs_proxy = cli_plan.is_some()
@@ -273,13 +285,8 @@ pub async fn assemble(
     }
     let proxy_url = egress.proxy_url();
 
-    if let Some((config, why)) = cli_plan {
-        let tool = cli_execute::CliExecute::new(config, proxy_url.clone()).map_err(|e| {
-            AssembleError::CliConfig {
-                file: agent.config.path.clone(),
-                message: e.to_string(),
-            }
-        })?;
+    if let Some((mut tool, why)) = cli_plan {
+        tool.set_proxy_url(proxy_url.clone());
         let missing: Vec<String> = tool
             .binaries()
             .iter()

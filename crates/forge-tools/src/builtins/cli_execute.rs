@@ -230,6 +230,12 @@ impl CliExecute {
         })
     }
 
+    /// Set the egress proxy URL put in the child's proxy variables (the tool is built, and its
+    /// configuration checked, before the proxy starts).
+    pub fn set_proxy_url(&mut self, proxy_url: Option<String>) {
+        self.proxy_url = proxy_url;
+    }
+
     /// The allowlisted names and what each resolved to.
     pub fn binaries(&self) -> &BTreeMap<String, Resolved> {
         &self.binaries
