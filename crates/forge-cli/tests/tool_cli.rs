@@ -320,6 +320,9 @@ fn call_script_drives_the_browser_through_the_proxy() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines = json_lines(&out.stdout);
+    // deny_output applies to every browser result, observations included: the secret on the
+    // result page never appears in any output line.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("LIBRARY-SECRET"));
     assert_eq!(lines.len(), 6, "one JSON line per call; stderr: {stderr}");
     for (i, l) in lines.iter().take(4).enumerate() {
         assert_eq!(
