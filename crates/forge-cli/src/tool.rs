@@ -17,6 +17,13 @@ use forge_runtime::assemble::{
 use forge_tools::ToolError;
 use serde_json::{json, Value};
 
+/// `println!` that ignores a closed stdout (`forge tool list | head -1` must not panic).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 #[derive(Subcommand)]
 pub enum ToolCommand {
     /// List the tools `forge run` would register for this agent, with the reason for each
@@ -207,10 +214,10 @@ fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Forma
             "browser": tools.browser().is_some(),
             "guardrails": {"deny_commands": c, "deny_output": o, "deny_prompts": p, "deny_responses": r},
         });
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        out!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
     }
-    println!(
+    out!(
         "Tools for agent {} ({})",
         agent.config.agent_id,
         agent.config.path.display()
@@ -238,7 +245,7 @@ fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Forma
             && r.reason == BROWSER_ABSENT_REASON
         {
             if std::ptr::eq(r, browser_absent[0]) {
-                println!(
+                out!(
                     "  {:<7}  {:<width$}  {:<12}  {}",
                     "absent",
                     format!("browser_* ({} tools)", browser_absent.len()),
@@ -252,7 +259,7 @@ fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Forma
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        println!(
+        out!(
             "  {:<7}  {:<width$}  {:<12}  {}",
             if r.present { "present" } else { "absent" },
             r.name,
@@ -260,16 +267,14 @@ fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Forma
             r.reason,
         );
     }
-    println!(
+    out!(
         "egress proxy: {}",
         match &proxy {
             Some(_) => "started for cli_execute, script tools or the browser".to_string(),
             None => "none (no cli_execute, script tool or browser needs one)".to_string(),
         }
     );
-    println!(
-        "guardrails: deny_commands {c}, deny_output {o}, deny_prompts {p}, deny_responses {r}"
-    );
+    out!("guardrails: deny_commands {c}, deny_output {o}, deny_prompts {p}, deny_responses {r}");
 }
 
 fn describe(tools: &AssembledTools, name: &str, format: Format) -> ExitCode {
@@ -297,15 +302,15 @@ fn describe(tools: &AssembledTools, name: &str, format: Format) -> ExitCode {
             "input_schema": tool.input_schema(),
             "reason": reason.map(|r| r.reason.clone()),
         });
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        out!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
-        println!("{}", tool.name());
-        println!("  {}", tool.description());
+        out!("{}", tool.name());
+        out!("  {}", tool.description());
         if let Some(r) = reason {
-            println!("  registered because: {}", r.reason);
+            out!("  registered because: {}", r.reason);
         }
-        println!("input schema:");
-        println!(
+        out!("input schema:");
+        out!(
             "{}",
             serde_json::to_string_pretty(&tool.input_schema()).unwrap_or_default()
         );
