@@ -174,7 +174,11 @@ async fn deny_output_redacts_text_and_data_and_blocks_keys() {
 
     let events = rec.0.lock().unwrap().clone();
     let redacted: Vec<_> = events.iter().filter(|e| e.action == "redacted").collect();
-    assert_eq!(redacted.len(), 2, "one event per redacting call (cli_execute, json_parse)");
+    assert_eq!(
+        redacted.len(),
+        2,
+        "one event per redacting call (cli_execute, json_parse)"
+    );
     assert!(redacted[0].redactions >= 2);
     assert_eq!(redacted[1].tool, "json_parse");
     assert!(events
