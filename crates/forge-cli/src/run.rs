@@ -23,8 +23,12 @@ use forge_runtime::agent_loop::{
 };
 use forge_runtime::assemble::{assemble, AssembleOptions, AssembledTools};
 use forge_runtime::audit::{self, AuditLog};
+use forge_runtime::providers::fallback::Fallback;
 use forge_runtime::providers::transport::EgressTransport;
-use forge_runtime::providers::{build_provider, resolve_model, ModelSettings, RetryPolicy};
+use forge_runtime::providers::{
+    build_provider, resolve_fallback, resolve_model, ModelHttp, ModelSettings, Provider,
+    RetryPolicy,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -203,10 +207,36 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let mut fallbacks = Vec::new();
+    for (i, f) in agent
+        .config
+        .model
+        .iter()
+        .flat_map(|m| m.fallbacks.iter())
+        .enumerate()
+    {
+        let entry = ModelSettings {
+            provider: Some(f.provider.clone()),
+            name: Some(f.name.clone()),
+            base_url: f.base_url.clone(),
+        };
+        match resolve_fallback(&entry, &env_get) {
+            Ok(m) => fallbacks.push(m),
+            Err(e) => {
+                eprintln!(
+                    "forge run: {}: model.fallbacks[{i}]: {e}",
+                    args.config.display()
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
     let mut opts = AssembleOptions::default();
-    if let Some(entry) = model.egress_entry() {
-        opts.forge_egress_entries
-            .push((format!("model provider {}", model.provider), entry));
+    for m in std::iter::once(&model).chain(fallbacks.iter()) {
+        if let Some(entry) = m.egress_entry() {
+            opts.forge_egress_entries
+                .push((format!("model provider {}", m.provider), entry));
+        }
     }
     opts.cli_egress_entries = args.allow.clone();
     opts.events = Some(Arc::new(AuditToolEvents(audit.clone())));
@@ -235,11 +265,12 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
             ..ClientOptions::default()
         },
     ));
-    let provider = match build_provider(
+    let transport: Arc<dyn ModelHttp> = Arc::new(EgressTransport::new(model_client));
+    let primary = match build_provider(
         &model,
         &agent.dir,
-        Arc::new(EgressTransport::new(model_client)),
-        retry,
+        transport.clone(),
+        retry.clone(),
         &env_get,
     ) {
         Ok(p) => p,
@@ -247,6 +278,21 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
             eprintln!("forge run: {e}");
             return ExitCode::from(2);
         }
+    };
+    let mut backups = Vec::new();
+    for (i, m) in fallbacks.iter().enumerate() {
+        match build_provider(m, &agent.dir, transport.clone(), retry.clone(), &env_get) {
+            Ok(p) => backups.push(p),
+            Err(e) => {
+                eprintln!("forge run: model.fallbacks[{i}]: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let provider: Arc<dyn Provider> = if backups.is_empty() {
+        primary
+    } else {
+        Arc::new(Fallback::new(primary, backups))
     };
     let loop_tools = Arc::new(AssembledLoopTools::new(&tools));
     let specs = forge_runtime::agent_loop::LoopTools::specs(&*loop_tools);

@@ -479,3 +479,49 @@ async fn tool_output_redaction_reaches_the_model_and_the_audit_log() {
         "{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_fallbacks_answer_when_the_primary_fails() {
+    let down: Responder =
+        Arc::new(|_, _| Reply::Json(503, vec![], json!({"error": {"message": "overloaded"}})));
+    let primary = fake_llm::start(down).await;
+    let up: Responder = Arc::new(|_, _| {
+        Reply::Json(
+            200,
+            vec![],
+            fake_llm::anthropic_text("answered by the fallback"),
+        )
+    });
+    let backup = fake_llm::start(up).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(
+        dir.path(),
+        &format!(
+            "model:\n  provider: openai\n  name: primary-model\n  base_url: {}/v1\n  fallbacks:\n    - provider: anthropic\n      name: claude-fake\n      base_url: {}\n",
+            primary.base(),
+            backup.base()
+        ),
+    );
+    let audit = dir.path().join("audit.ndjson");
+    let mut c = forge();
+    c.env("OPENAI_API_KEY", SECRET_KEY)
+        .env("ANTHROPIC_API_KEY", SECRET_KEY)
+        .env("FORGE_MODEL_MAX_RETRIES", "1");
+    c.arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--once", "hi", "--audit-file"])
+        .arg(&audit);
+    let out = run(c).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "answered by the fallback");
+    assert_eq!(primary.count(), 2, "the primary was tried (1 retry) first");
+    assert_eq!(backup.count(), 1);
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let call = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["event"] == "llm_call")
+        .unwrap();
+    assert_eq!(call["served_by"], "anthropic/claude-fake");
+}

@@ -380,6 +380,9 @@ impl AgentLoop {
                     fields["input_tokens"] = json!(r.usage.input_tokens);
                     fields["output_tokens"] = json!(r.usage.output_tokens);
                     fields["tool_calls"] = json!(r.tool_calls.len());
+                    if let Some(who) = &r.served_by {
+                        fields["served_by"] = json!(who);
+                    }
                 }
                 Err(e) => {
                     fields["ok"] = json!(false);

@@ -14,6 +14,7 @@
 //! ([`RetryPolicy`]); 401/403 and unknown models are clear errors naming the provider and the fix.
 
 pub mod anthropic;
+pub mod fallback;
 pub mod openai;
 pub mod scripted;
 pub mod transport;
@@ -110,6 +111,8 @@ pub struct ChatResponse {
     pub stop_reason: Option<String>,
     /// HTTP attempts it took (1 when no retry was needed; 0 for the scripted provider).
     pub attempts: u32,
+    /// `provider/model` of the fallback that answered, when the primary model failed.
+    pub served_by: Option<String>,
 }
 
 /// Why a model call failed.
@@ -188,6 +191,9 @@ pub enum ProviderError {
     /// The scripted provider ran out of turns or its file is wrong.
     #[error("{0}")]
     Script(String),
+    /// The primary model and every `model.fallbacks` entry failed (each failure listed).
+    #[error("every configured model failed: {0}")]
+    AllFailed(String),
     /// The task was cancelled while waiting for the model.
     #[error("cancelled")]
     Cancelled,
@@ -555,6 +561,24 @@ pub fn resolve_model(
     })
 }
 
+/// Resolve one forge.yaml `model.fallbacks` entry: its provider and name as written (the name
+/// defaulting to the provider's default); base URL from the entry, else the provider's `*_BASE_URL`
+/// variable, else the default. `FORGE_MODEL_PROVIDER`/`MODEL_NAME` and the CLI flags apply to the
+/// primary model only.
+pub fn resolve_fallback(
+    entry: &ModelSettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ResolvedModel, ProviderError> {
+    if nonempty(entry.provider.clone()).is_none() {
+        return Err(ProviderError::Config("a model.fallbacks entry has no provider; write it like {provider: anthropic, name: claude-sonnet-4-20250514}".into()));
+    }
+    let scoped = |k: &str| match k {
+        "FORGE_MODEL_PROVIDER" | "MODEL_NAME" => None,
+        _ => env(k),
+    };
+    resolve_model(entry, None, None, &scoped)
+}
+
 impl ResolvedModel {
     /// The egress allowlist entry for the provider's endpoint (`api.openai.com`,
     /// `127.0.0.1:8080`), added automatically so model calls pass the agent's policy.
@@ -706,6 +730,21 @@ mod tests {
             "the script path is not sent as a model name"
         );
         assert_eq!(r.egress_entry().as_deref(), Some("api.openai.com"));
+    }
+
+    #[test]
+    fn fallbacks_ignore_the_primary_overrides() {
+        let e = env_of(&[
+            ("FORGE_MODEL_PROVIDER", "openai"),
+            ("MODEL_NAME", "gpt-5"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:7/"),
+        ]);
+        let r = resolve_fallback(&yaml("anthropic", ""), &e).unwrap();
+        assert_eq!(r.provider, "anthropic");
+        assert_eq!(r.name, "claude-sonnet-4-20250514");
+        assert_eq!(r.egress_entry().as_deref(), Some("127.0.0.1:7"));
+        let err = resolve_fallback(&ModelSettings::default(), &e).unwrap_err();
+        assert!(err.to_string().contains("has no provider"), "{err}");
     }
 
     #[test]

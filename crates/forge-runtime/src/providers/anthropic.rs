@@ -154,6 +154,7 @@ impl Anthropic {
                 .and_then(Value::as_str)
                 .map(str::to_string),
             attempts: 0,
+            served_by: None,
         })
     }
 }

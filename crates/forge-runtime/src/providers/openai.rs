@@ -163,6 +163,7 @@ impl OpenAi {
                 .and_then(Value::as_str)
                 .map(str::to_string),
             attempts: 0,
+            served_by: None,
         })
     }
 }
