@@ -305,7 +305,13 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
             body: s.body.clone(),
         })
         .collect();
-    let prompt = system_prompt(&agent.config.agent_id, None, &skills, &specs);
+    let description = agent_description(&agent);
+    let prompt = system_prompt(
+        &agent.config.agent_id,
+        description.as_deref(),
+        &skills,
+        &specs,
+    );
     let sessions: Option<Arc<dyn SessionCloser>> = if tools.browser().is_some() {
         Some(Arc::new(AssembledSessions::new(
             tools.clone(),
@@ -380,6 +386,24 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
         }
     }
     code
+}
+
+/// The agent's description: the description of its root skill file (forge.yaml `skills.path`,
+/// default `SKILL.md` next to forge.yaml), as in initializ/forge, when there is one.
+fn agent_description(agent: &forge_skills::Agent) -> Option<String> {
+    let rel = agent
+        .config
+        .skills
+        .path
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("SKILL.md"));
+    let root = agent.dir.join(rel).canonicalize().ok()?;
+    agent
+        .skills
+        .iter()
+        .find(|s| s.path.canonicalize().ok().as_ref() == Some(&root))
+        .map(|s| s.description.trim().to_string())
+        .filter(|d| !d.is_empty())
 }
 
 async fn shutdown_tools(t: AssembledTools) {
@@ -507,11 +531,13 @@ async fn serve(
     };
     let info = CardInfo {
         name: agent.config.agent_id.clone(),
-        description: format!(
-            "forge agent {} ({} skills)",
-            agent.config.agent_id,
-            agent.skills.len()
-        ),
+        description: agent_description(agent).unwrap_or_else(|| {
+            format!(
+                "forge agent {} ({} skills)",
+                agent.config.agent_id,
+                agent.skills.len()
+            )
+        }),
         version: agent.config.version.clone(),
         skills: agent
             .skills

@@ -525,3 +525,45 @@ async fn model_fallbacks_answer_when_the_primary_fails() {
         .unwrap();
     assert_eq!(call["served_by"], "anthropic/claude-fake");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_prompt_holds_the_agent_description_and_the_skills() {
+    let respond: Responder = Arc::new(|_, _| Reply::Json(200, vec![], fake_llm::openai_text("ok")));
+    let fake = fake_llm::start(respond).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(
+        dir.path(),
+        &format!(
+            "model:\n  provider: openai\n  name: m\n  base_url: {}/v1\n",
+            fake.base()
+        ),
+    );
+    std::fs::write(dir.path().join("SKILL.md"), "---\nname: root\ndescription: Answers questions about tide tables.\n---\nAlways cite the harbour.\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("skills/extra")).unwrap();
+    std::fs::write(
+        dir.path().join("skills/extra/SKILL.md"),
+        "---\nname: extra\ndescription: Converts units.\n---\nUse SI units.\n",
+    )
+    .unwrap();
+    let mut c = forge();
+    c.env("OPENAI_API_KEY", SECRET_KEY)
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--once", "hi"]);
+    let out = run(c).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let system = fake.request(0).body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        system.contains("You are calc-agent: Answers questions about tide tables."),
+        "{system}"
+    );
+    assert!(system.contains("- extra: Converts units."), "{system}");
+    assert!(
+        system.contains("Always cite the harbour.") && system.contains("Use SI units."),
+        "{system}"
+    );
+}
