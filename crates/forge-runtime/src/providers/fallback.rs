@@ -12,6 +12,7 @@ use super::{ChatRequest, ChatResponse, Provider, ProviderError};
 
 /// The primary provider followed by its fallbacks.
 pub struct Fallback {
+    /// Never empty: [`Fallback::new`] puts the primary first, so `chain[0]` always exists.
     chain: Vec<Arc<dyn Provider>>,
 }
 
