@@ -167,6 +167,11 @@ impl Running {
         {
             t.abort();
         }
+        // Sessions point back at this value; dropping them breaks the cycle (and aborts their
+        // dialog tasks). A session busy in a call keeps its Arc until the call ends.
+        if let Ok(mut sessions) = self.sessions.try_lock() {
+            sessions.clear();
+        }
         if let Some(dir) = self
             .profile
             .lock()

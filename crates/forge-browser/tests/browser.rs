@@ -5,7 +5,7 @@
 mod common;
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::*;
 use forge_browser::{browser_tools, BrowserManager, BrowserToolOptions};
@@ -748,6 +748,40 @@ fn dialogs_are_reported_and_never_hang() {
 }
 
 #[test]
+fn press_and_hover_drive_the_page() {
+    let Some(f) = fixture() else { return };
+    let obs = f.ok(
+        "press",
+        "browser_navigate",
+        json!({"url": f.server.url("/form.html")}),
+    );
+    let echo = ref_of(&obs, "\"Echo\"");
+    let out = f.ok("press", "browser_press", json!({"key": "x", "ref": echo}));
+    assert!(
+        out.contains("keydown:x") && out.contains("value=\"x\""),
+        "{out}"
+    );
+    let out = f.ok(
+        "press",
+        "browser_press",
+        json!({"key": "Control+A", "ref": echo}),
+    );
+    assert!(out.contains("keydown:a"), "{out}");
+    let out = f.ok("press", "browser_press", json!({"key": "Backspace"}));
+    assert!(out.contains("value=\"\""), "selection deleted: {out}");
+    let err = f
+        .call("press", "browser_press", json!({"key": "Hyper+Q"}))
+        .expect_err("bad key");
+    assert!(matches!(err, ToolError::InvalidInput(_)), "{err}");
+    let out = f.ok(
+        "press",
+        "browser_hover",
+        json!({"ref": ref_of(&obs, "Clickable div")}),
+    );
+    assert!(out.starts_with("hovering over e"), "{out}");
+}
+
+#[test]
 fn sessions_are_capped_and_close_cleanly() {
     let Some(f) = fixture() else { return };
     f.rt.block_on(async {
@@ -757,5 +791,4 @@ fn sessions_are_capped_and_close_cleanly() {
         f.manager.close_session("cap-probe").await;
         assert_eq!(f.manager.session_count().await, before - 1);
     });
-    let _ = Duration::from_secs(0);
 }
