@@ -1,6 +1,7 @@
 //! Interoperability: `forge run` serves A2A and the official A2A Python SDK (`a2a-sdk`, installed
 //! by `scripts/install-deps.sh python`) resolves the card, sends a task, reads it back with
-//! get_task, and streams a second task whose events include the tool progress.
+//! get_task, and streams a second task whose events include the tool progress, once over A2A 1.0
+//! (the SDK's current protocol) and once over A2A 0.3 (the SDK's compat transport).
 //! Skips with a message when python3 or the SDK is missing; fails instead when
 //! `FORGE_REQUIRE_BROWSER=1` (CI, which installs everything).
 
@@ -114,40 +115,58 @@ fn the_a2a_python_sdk_talks_to_forge_run() {
     let seen: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
 
     assert_eq!(seen["card_name"], "sdk-calc");
-    let task = &seen["send"];
-    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
-    let answer = parts_text(&task["status"]["message"]);
-    assert!(
-        answer.starts_with("The calculator says") && answer.contains("57"),
-        "{answer}"
-    );
-    assert_eq!(seen["get"]["id"], task["id"]);
-    assert_eq!(seen["get"]["status"]["state"], "TASK_STATE_COMPLETED");
-    assert_eq!(parts_text(&seen["get"]["artifacts"][0]), answer);
+    assert_eq!(seen["interfaces"], serde_json::json!(["1.0", "0.3"]));
+    for protocol in ["v1", "v03"] {
+        let run = &seen[protocol];
+        let task = &run["send"];
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_COMPLETED",
+            "{protocol}: {task}"
+        );
+        let answer = parts_text(&task["status"]["message"]);
+        assert!(
+            answer.starts_with("The calculator says") && answer.contains("57"),
+            "{protocol}: {answer}"
+        );
+        assert_eq!(run["get"]["id"], task["id"], "{protocol}");
+        assert_eq!(
+            run["get"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{protocol}"
+        );
+        assert_eq!(
+            parts_text(&run["get"]["artifacts"][0]),
+            answer,
+            "{protocol}"
+        );
 
-    let stream = seen["stream"].as_array().unwrap();
-    assert!(
-        stream[0].get("task").is_some(),
-        "the stream starts with the task"
-    );
-    let progress: Vec<&Value> = stream
-        .iter()
-        .filter_map(|e| e["statusUpdate"]["status"]["message"]["parts"].as_array())
-        .flatten()
-        .filter_map(|p| p.get("data"))
-        .filter(|d| d["tool"] == "math_calculate")
-        .collect();
-    assert_eq!(
-        progress
+        let stream = run["stream"].as_array().unwrap();
+        assert!(
+            stream[0].get("task").is_some(),
+            "{protocol}: the stream starts with the task"
+        );
+        let progress: Vec<&Value> = stream
             .iter()
-            .map(|d| d["event"].as_str().unwrap())
-            .collect::<Vec<_>>(),
-        vec!["tool_start", "tool_end"]
-    );
-    let last = stream.last().unwrap();
-    assert_eq!(
-        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{last}"
-    );
-    assert!(parts_text(&last["statusUpdate"]["status"]["message"]).contains("57"));
+            .filter_map(|e| e["statusUpdate"]["status"]["message"]["parts"].as_array())
+            .flatten()
+            .filter_map(|p| p.get("data"))
+            .filter(|d| d["tool"] == "math_calculate")
+            .collect();
+        assert_eq!(
+            progress
+                .iter()
+                .map(|d| d["event"].as_str().unwrap())
+                .collect::<Vec<_>>(),
+            vec!["tool_start", "tool_end"],
+            "{protocol}"
+        );
+        let last = stream.last().unwrap();
+        assert_eq!(
+            last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{protocol}: {last}"
+        );
+        assert!(
+            parts_text(&last["statusUpdate"]["status"]["message"]).contains("57"),
+            "{protocol}"
+        );
+    }
 }

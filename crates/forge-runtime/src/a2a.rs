@@ -6,6 +6,8 @@
 //! - [`tasks`]: the task store (state, history, artifacts, cancellation, stream subscribers) and
 //!   the A2A JSON shapes.
 //! - [`http`]: the hyper server, routing, bearer-token check, body limits and SSE.
+//! - [`v1`]: the A2A 1.0 method names and wire shapes, translated to and from the 0.3 core; the
+//!   card lists both interfaces (`supportedInterfaces`), so 1.0 clients use 1.0 and 0.3 clients 0.3.
 //!
 //! Binding: the CLI binds 127.0.0.1 by default. When it binds anything else, a bearer token is
 //! required on `POST /` (the card and `/healthz` stay public so probes and discovery work);
@@ -13,6 +15,7 @@
 
 pub mod http;
 pub mod tasks;
+pub mod v1;
 
 use std::path::Path;
 
@@ -63,6 +66,10 @@ pub fn agent_card(info: &CardInfo, url: &str, token_required: bool) -> Value {
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
         "provider": {"organization": "forge", "url": "https://example.invalid/forge"},
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ],
     });
     if token_required {
         card["securitySchemes"] = json!({"bearer": {"type": "http", "scheme": "bearer", "description": "The token in .forge/runtime.token"}});

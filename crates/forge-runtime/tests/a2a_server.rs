@@ -519,3 +519,45 @@ async fn a_second_message_in_a_context_continues_the_conversation() {
         .contains("42"));
     f.handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_a2a_1_0_method_names_and_shapes_are_served_too() {
+    let f = start(CALC_SCRIPT, None).await;
+    let (_, _, card) = http(f.addr, "GET", "/.well-known/agent-card.json", None, None).await;
+    let card: Value = serde_json::from_str(&card).unwrap();
+    let versions: Vec<&str> = card["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["protocolVersion"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, vec!["1.0", "0.3"]);
+
+    let msg = json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "add"}]});
+    let r = rpc(f.addr, "SendMessage", json!({"message": msg})).await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
+    assert!(task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("42"));
+    assert!(
+        task["status"]["message"]["parts"][0].get("kind").is_none(),
+        "1.0 parts have no kind"
+    );
+    assert_eq!(task["history"][0]["parts"][0]["text"], "add");
+
+    let got = rpc(f.addr, "GetTask", json!({"id": task["id"]})).await;
+    assert_eq!(got["result"]["id"], task["id"]);
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        rpc(f.addr, "CancelTask", json!({"id": task["id"]})).await["error"]["code"],
+        -32002
+    );
+    assert_eq!(
+        rpc(f.addr, "GetTask", json!({"id": "nope"})).await["error"]["code"],
+        -32001
+    );
+    f.handle.shutdown().await;
+}

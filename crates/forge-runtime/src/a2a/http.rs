@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::tasks::{RpcError, TaskStore};
+use super::v1;
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
@@ -161,7 +162,16 @@ fn card_for(card: &Value, headers: &http::HeaderMap) -> Value {
                 }) =>
         {
             let mut c = card.clone();
-            c["url"] = json!(format!("http://{h}/"));
+            let url = json!(format!("http://{h}/"));
+            if let Some(ifaces) = c
+                .get_mut("supportedInterfaces")
+                .and_then(Value::as_array_mut)
+            {
+                for i in ifaces {
+                    i["url"] = url.clone();
+                }
+            }
+            c["url"] = url;
             c
         }
         _ => card.clone(),
@@ -267,10 +277,22 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
     if req.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return invalid("Invalid Request: jsonrpc must be \"2.0\"");
     }
-    let Some(method) = req.get("method").and_then(Value::as_str) else {
+    let Some(wire_method) = req.get("method").and_then(Value::as_str) else {
         return invalid("Invalid Request: no method");
     };
-    let params = req.get("params").cloned().unwrap_or(Value::Null);
+    // A2A 1.0 names are served by the same code through the translation layer in `v1`.
+    let v1_method = v1::method_v03(wire_method).map(|m| (wire_method, m));
+    let (method, params) = match v1_method {
+        Some((name, m)) => (
+            m,
+            v1::params_from_v1(name, req.get("params").unwrap_or(&Value::Null)),
+        ),
+        None => (
+            wire_method,
+            req.get("params").cloned().unwrap_or(Value::Null),
+        ),
+    };
+    let v1_name = v1_method.map(|(name, _)| name);
     let store = &shared.store;
     let history_length = |p: &Value| {
         p.get("historyLength")
@@ -285,7 +307,11 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
     let result: Result<Value, RpcError> = match method {
         "message/send" => {
             let msg = params.get("message").cloned().unwrap_or(Value::Null);
-            let blocking = params.get("configuration").and_then(|c| c.get("blocking")).and_then(Value::as_bool).unwrap_or(true);
+            let blocking = params
+                .get("configuration")
+                .and_then(|c| c.get("blocking"))
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
             match store.start(&msg, None) {
                 Ok((task_id, done)) => {
                     if blocking {
@@ -300,53 +326,74 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
             let msg = params.get("message").cloned().unwrap_or(Value::Null);
             let (tx, rx) = unbounded_channel::<Value>();
             return match store.start(&msg, Some(tx)) {
-                Ok(_) => sse(id, rx),
+                Ok(_) => sse(id, rx, v1_name.is_some()),
                 Err(e) => json_response(StatusCode::OK, &rpc_error(&id, &e)),
             };
         }
         "tasks/get" => match params.get("id").and_then(Value::as_str) {
             Some(tid) => store.get(tid, history_length(&params)),
-            None => Err(RpcError::invalid_params("params.id (the task id) is required")),
+            None => Err(RpcError::invalid_params(
+                "params.id (the task id) is required",
+            )),
         },
         "tasks/cancel" => match params.get("id").and_then(Value::as_str) {
             Some(tid) => store.cancel(tid).await,
-            None => Err(RpcError::invalid_params("params.id (the task id) is required")),
+            None => Err(RpcError::invalid_params(
+                "params.id (the task id) is required",
+            )),
         },
-        m if m.starts_with("tasks/pushNotificationConfig/") => {
-            Err(RpcError { code: -32003, message: "Push notifications are not supported by this agent".into() })
-        }
+        m if m.starts_with("tasks/pushNotificationConfig/") => Err(RpcError {
+            code: -32003,
+            message: "Push notifications are not supported by this agent".into(),
+        }),
         "tasks/resubscribe" => {
             let Some(tid) = params.get("id").and_then(Value::as_str) else {
-                return json_response(StatusCode::OK, &rpc_error(&id, &RpcError::invalid_params("params.id (the task id) is required")));
+                return json_response(
+                    StatusCode::OK,
+                    &rpc_error(
+                        &id,
+                        &RpcError::invalid_params("params.id (the task id) is required"),
+                    ),
+                );
             };
             let (tx, rx) = unbounded_channel::<Value>();
             return match store.subscribe(tid, tx) {
-                Ok(()) => sse(id, rx),
+                Ok(()) => sse(id, rx, v1_name.is_some()),
                 Err(e) => json_response(StatusCode::OK, &rpc_error(&id, &e)),
             };
         }
-        "agent/getAuthenticatedExtendedCard" => {
-            Err(RpcError { code: -32004, message: format!("{method} is not supported by this agent") })
-        }
+        "agent/getAuthenticatedExtendedCard" => Err(RpcError {
+            code: -32004,
+            message: format!("{method} is not supported by this agent"),
+        }),
         other => Err(RpcError {
             code: -32601,
-            message: format!("Method not found: {other} (supported: message/send, message/stream, tasks/get, tasks/cancel)"),
+            message: format!(
+                "Method not found: {other} (supported: message/send, message/stream, tasks/get, \
+                 tasks/cancel, tasks/resubscribe, and the A2A 1.0 names SendMessage, \
+                 SendStreamingMessage, GetTask, CancelTask, SubscribeToTask)"
+            ),
         }),
     };
-    let v = match result {
-        Ok(r) => rpc_result(&id, r),
-        Err(e) => rpc_error(&id, &e),
+    let v = match (result, v1_name) {
+        (Ok(r), Some(name)) => rpc_result(&id, v1::result_to_v1(name, &r)),
+        (Ok(r), None) => rpc_result(&id, r),
+        (Err(e), _) => rpc_error(&id, &e),
     };
     json_response(StatusCode::OK, &v)
 }
 
 /// A Server-Sent Events response: each event is `data: <JSON-RPC response>\n\n`.
-fn sse(id: Value, rx: tokio::sync::mpsc::UnboundedReceiver<Value>) -> Response<Body> {
-    let stream = futures::stream::unfold((rx, id), |(mut rx, id)| async move {
+fn sse(id: Value, rx: tokio::sync::mpsc::UnboundedReceiver<Value>, v1: bool) -> Response<Body> {
+    let stream = futures::stream::unfold((rx, id), move |(mut rx, id)| async move {
         // A comment line every SSE_KEEPALIVE while a long tool runs keeps intermediaries from
         // closing an idle stream; clients ignore comments.
         let line = match tokio::time::timeout(SSE_KEEPALIVE, rx.recv()).await {
-            Ok(ev) => format!("data: {}\n\n", rpc_result(&id, ev?)),
+            Ok(ev) => {
+                let ev = ev?;
+                let ev = if v1 { v1::event_to_v1(&ev) } else { ev };
+                format!("data: {}\n\n", rpc_result(&id, ev))
+            }
             Err(_) => ": keep-alive\n\n".to_string(),
         };
         Some((
