@@ -1,4 +1,5 @@
-//! The A2A server behind `forge run`: JSON-RPC 2.0 on `POST /` speaking A2A protocol 0.3
+//! The A2A server behind `forge run`: JSON-RPC 2.0 on `POST /` speaking A2A protocol 0.3 (and 1.0,
+//! through [`v1`])
 //! (`message/send`, `message/stream` over Server-Sent Events with tool progress, `tasks/get`,
 //! `tasks/cancel`, `tasks/resubscribe`), the agent card at `/.well-known/agent-card.json` (also the older
 //! `/.well-known/agent.json`), and `GET /healthz`.
