@@ -1,8 +1,7 @@
-//! The A2A server behind `forge run`: JSON-RPC 2.0 on `POST /` speaking A2A protocol 0.3 (and 1.0,
-//! through [`v1`])
+//! The A2A server behind `forge run`: JSON-RPC 2.0 on `POST /` speaking A2A protocol 0.3
 //! (`message/send`, `message/stream` over Server-Sent Events with tool progress, `tasks/get`,
-//! `tasks/cancel`, `tasks/resubscribe`), the agent card at `/.well-known/agent-card.json` (also the older
-//! `/.well-known/agent.json`), and `GET /healthz`.
+//! `tasks/cancel`, `tasks/resubscribe`) and, through [`v1`], 1.0; the agent card at
+//! `/.well-known/agent-card.json` (also the older `/.well-known/agent.json`), and `GET /healthz`.
 //!
 //! - [`tasks`]: the task store (state, history, artifacts, cancellation, stream subscribers) and
 //!   the A2A JSON shapes.
