@@ -167,6 +167,7 @@ impl Running {
         {
             t.abort();
         }
+        unregister_live(self.pgid);
         // Sessions point back at this value; dropping them breaks the cycle (and aborts their
         // dialog tasks). A session busy in a call keeps its Arc until the call ends.
         if let Ok(mut sessions) = self.sessions.try_lock() {
@@ -189,6 +190,51 @@ impl Running {
     pub fn profile_path(&self) -> &std::path::Path {
         &self.profile_path
     }
+}
+
+/// Browsers alive in this process (group id, throwaway dir), killed and removed at process exit
+/// as a last resort when nobody called `shutdown` (a static in a test binary, `process::exit`).
+static LIVE: StdMutex<Vec<(i32, PathBuf)>> = StdMutex::new(Vec::new());
+static EXIT_HOOK: std::sync::Once = std::sync::Once::new();
+
+extern "C" fn kill_live_browsers() {
+    let live: Vec<(i32, PathBuf)> = match LIVE.lock() {
+        Ok(mut l) => l.drain(..).collect(),
+        Err(p) => p.into_inner().drain(..).collect(),
+    };
+    for (pgid, _) in &live {
+        if *pgid > 0 {
+            // SAFETY: plain syscall on a process group this process created.
+            unsafe {
+                libc::killpg(*pgid, libc::SIGKILL);
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    for (pgid, dir) in &live {
+        while group_alive(*pgid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+fn register_live(pgid: i32, dir: PathBuf) {
+    EXIT_HOOK.call_once(|| {
+        // SAFETY: registers a plain extern "C" function without captured state.
+        unsafe {
+            libc::atexit(kill_live_browsers);
+        }
+    });
+    LIVE.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((pgid, dir));
+}
+
+fn unregister_live(pgid: i32) {
+    LIVE.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(g, _)| *g != pgid);
 }
 
 /// Whether any process of group `pgid` still exists (zombies excluded).
@@ -540,6 +586,7 @@ impl BrowserManager {
             .map_err(|e| launch_err(&binary, format!("cannot execute it: {e}")))?;
         let pid = child.id().unwrap_or(0);
         let pgid = pid as i32;
+        register_live(pgid, dir.path().to_path_buf());
         // From here on, a failure must kill the group and remove the dir: `Running` does that.
         let dead = Arc::new(AtomicBool::new(false));
         let death = Arc::new(Notify::new());
@@ -687,6 +734,7 @@ struct ProvisionalCleanup {
 impl Drop for ProvisionalCleanup {
     fn drop(&mut self) {
         if self.pgid > 0 {
+            unregister_live(self.pgid);
             unsafe {
                 libc::killpg(self.pgid, libc::SIGKILL);
                 let mut status = 0;

@@ -451,7 +451,12 @@
       }
     }
     const disabled = !!(el.disabled || el.getAttribute('aria-disabled') === 'true');
-    return { ref: t.ref, x: r.left + r.width / 2 + off.x, y: r.top + r.height / 2 + off.y, cover, disabled, tag: el.tagName.toLowerCase(), what: describe(el) };
+    // Whether a click here most likely navigates this tab (a same-tab link or a submit button).
+    const link = el.closest('a[href], area[href]');
+    const submit = (el.tagName === 'BUTTON' && (el.type || 'submit') === 'submit' && el.form)
+      || (el.tagName === 'INPUT' && ['submit', 'image'].includes(el.type) && el.form);
+    const navLikely = !!((link && (link.target || '_self') === '_self' && !(link.getAttribute('href') || '').startsWith('#')) || submit);
+    return { ref: t.ref, navLikely, x: r.left + r.width / 2 + off.x, y: r.top + r.height / 2 + off.y, cover, disabled, tag: el.tagName.toLowerCase(), what: describe(el) };
   }
 
   function prepareFill(args) {

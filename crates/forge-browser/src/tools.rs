@@ -777,6 +777,17 @@ impl BrowserTool {
             .and_then(Value::as_i64)
             .unwrap_or(1)
             .clamp(1, 3);
+        // A same-tab link or submit button gets a longer window for its navigation to start; the
+        // wait ends as soon as it does.
+        let quick = if info
+            .get("navLikely")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            Duration::from_millis(1000)
+        } else {
+            Duration::from_millis(25)
+        };
         let mut watch = NavWatch::new(&page).await?;
         mouse(&page, DispatchMouseEventType::MouseMoved, x, y, None, 0).await?;
         for c in 1..=count {
@@ -799,9 +810,7 @@ impl BrowserTool {
             )
             .await?;
         }
-        let out = watch
-            .settle(&self.manager, Duration::from_millis(25), limit * 3 / 5)
-            .await;
+        let out = watch.settle(&self.manager, quick, limit * 3 / 5).await;
         let mut what = self.outcome(session, st, &out, &page, limit).await?;
         if what.is_empty() {
             what = "no navigation".into();
@@ -910,7 +919,7 @@ impl BrowserTool {
             let mut watch = NavWatch::new(&page).await?;
             key(&page, &KeyPress::named("Enter", 0)?).await?;
             let out = watch
-                .settle(&self.manager, Duration::from_millis(400), limit * 3 / 5)
+                .settle(&self.manager, Duration::from_millis(500), limit * 3 / 5)
                 .await;
             let what = self.outcome(session, st, &out, &page, limit).await?;
             status.push_str(&format!(
@@ -996,10 +1005,14 @@ impl BrowserTool {
             }
         }
         let mut watch = NavWatch::new(&page).await?;
+        // Enter often submits a form; give its navigation time to start.
+        let quick = if press.key == "Enter" {
+            Duration::from_millis(300)
+        } else {
+            Duration::from_millis(25)
+        };
         key(&page, &press).await?;
-        let out = watch
-            .settle(&self.manager, Duration::from_millis(25), limit * 3 / 5)
-            .await;
+        let out = watch.settle(&self.manager, quick, limit * 3 / 5).await;
         let what = self.outcome(session, st, &out, &page, limit).await?;
         self.observed(
             st,

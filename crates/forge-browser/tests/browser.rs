@@ -124,6 +124,25 @@ fn cookie_page(req: &Request) -> Option<Response> {
     }
 }
 
+static CLEANUP: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" fn cleanup_dirs() {
+    if let Ok(mut dirs) = CLEANUP.lock() {
+        for d in dirs.drain(..) {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn remove_at_exit(p: &std::path::Path) {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a plain extern "C" function without captured state.
+    HOOK.call_once(|| unsafe {
+        libc::atexit(cleanup_dirs);
+    });
+    CLEANUP.lock().expect("cleanup list").push(p.to_path_buf());
+}
+
 fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
@@ -153,6 +172,11 @@ fn fixture() -> Option<&'static Fixture> {
             let manager = Arc::new(manager(addr, log, tmp.path()));
             (server, other, blocked_port, manager, proxy, tmp)
         });
+        // The fixture is a static and never dropped: remove its temp dirs at process exit (the
+        // manager kills its Chromium and removes its profile at exit on its own).
+        remove_at_exit(tmp.path());
+        let files = tempfile::tempdir().expect("files");
+        remove_at_exit(files.path());
         Some(Fixture {
             rt,
             server,
@@ -160,7 +184,7 @@ fn fixture() -> Option<&'static Fixture> {
             blocked_port,
             manager,
             _proxy: proxy,
-            files: tempfile::tempdir().expect("files"),
+            files,
             _tmp: tmp,
         })
     })
