@@ -382,6 +382,13 @@ impl BrowserManager {
             running.browser.create_browser_context(params),
         )
         .await?;
+        // Downloads are refused: nothing a page offers is written to disk.
+        let deny = chromiumoxide::cdp::browser_protocol::browser::SetDownloadBehaviorParams::builder()
+            .behavior(chromiumoxide::cdp::browser_protocol::browser::SetDownloadBehaviorBehavior::Deny)
+            .browser_context_id(ctx.clone())
+            .build()
+            .map_err(BrowserError::Cdp)?;
+        with_timeout(Duration::from_secs(10), running.browser.execute(deny)).await?;
         let page = with_timeout(
             Duration::from_secs(10),
             running.browser.new_page(
