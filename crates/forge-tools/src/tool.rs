@@ -49,12 +49,18 @@ pub struct ToolOutput {
 impl ToolOutput {
     /// A plain-text result.
     pub fn text(text: impl Into<String>) -> Self {
-        Self { text: text.into(), data: None }
+        Self {
+            text: text.into(),
+            data: None,
+        }
     }
 
     /// A JSON result; the text is the compact JSON.
     pub fn json(value: Value) -> Self {
-        Self { text: value.to_string(), data: Some(value) }
+        Self {
+            text: value.to_string(),
+            data: Some(value),
+        }
     }
 }
 
