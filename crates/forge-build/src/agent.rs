@@ -163,7 +163,7 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
         },
         configured_tools: cfg.tools.iter().map(|t| t.name.clone()).collect(),
         cli_binaries: agg.cli_view().allowed_binaries,
-        denied_tools: agg.denied_tools.clone(),
+        denied_tools: agent.denied_tools(),
         audit,
     }
 }

@@ -410,16 +410,13 @@ pub async fn assemble(
     }
 
     // 8. denied_tools, last.
-    for name in &agg.denied_tools {
+    for name in &agent.denied_tools() {
         let was_present = registry.remove(name);
-        let who = denying_skills(agent, name);
+        let who = denied_by(agent, name);
         for r in reasons.iter_mut().filter(|r| &r.name == name) {
             if r.present {
                 r.present = false;
-                r.reason = format!(
-                    "denied by denied_tools of skill(s) {who} (was: {})",
-                    r.reason
-                );
+                r.reason = format!("denied by denied_tools of {who} (was: {})", r.reason);
             }
         }
         if !was_present && !reasons.iter().any(|r| &r.name == name) {
@@ -455,8 +452,9 @@ pub async fn assemble(
     })
 }
 
-fn denying_skills(agent: &Agent, tool: &str) -> String {
-    let names: Vec<&str> = agent
+/// Who denied `tool`: "forge.yaml" and/or "skill(s) a, b".
+fn denied_by(agent: &Agent, tool: &str) -> String {
+    let skills: Vec<&str> = agent
         .skills
         .iter()
         .filter(|s| {
@@ -466,11 +464,14 @@ fn denying_skills(agent: &Agent, tool: &str) -> String {
         })
         .map(|s| s.name.as_str())
         .collect();
-    if names.is_empty() {
-        "(aggregate)".into()
-    } else {
-        names.join(", ")
+    let mut who = Vec::new();
+    if agent.config.denied_tools.iter().any(|d| d == tool) {
+        who.push("forge.yaml".to_string());
     }
+    if !skills.is_empty() {
+        who.push(format!("skill(s) {}", skills.join(", ")));
+    }
+    who.join(" and ")
 }
 
 /// cli_execute's configuration and the reason, or `None` when it is not registered.

@@ -356,6 +356,38 @@ async fn invalid_guardrail_regex_is_a_startup_error_with_skill_and_line() {
 }
 
 #[tokio::test]
+async fn forge_yaml_denied_tools_remove_tools_and_say_so() {
+    let skill =
+        "---\nname: notes\nmetadata:\n  forge:\n    denied_tools: [web_fetch]\n---\nTake notes.\n";
+    let (_d, agent) = agent_from(
+        "agent_id: deny\nversion: 0.1.0\ndenied_tools: [math_calculate, web_fetch]\n",
+        &[("notes", skill)],
+    );
+    assert_eq!(agent.denied_tools(), ["math_calculate", "web_fetch"]);
+    let tools = assemble(&agent, AssembleOptions::default()).await.unwrap();
+    let names = present(&tools);
+    assert!(names.contains(&"json_parse".to_string()), "{names:?}");
+    assert!(!names.contains(&"math_calculate".to_string()), "{names:?}");
+    assert!(!names.contains(&"web_fetch".to_string()), "{names:?}");
+    let math = reason(&tools, "math_calculate");
+    assert!(!math.present);
+    assert!(
+        math.reason
+            .starts_with("denied by denied_tools of forge.yaml (was:"),
+        "{}",
+        math.reason
+    );
+    let fetch = reason(&tools, "web_fetch");
+    assert!(
+        fetch
+            .reason
+            .starts_with("denied by denied_tools of forge.yaml and skill(s) notes"),
+        "{}",
+        fetch.reason
+    );
+}
+
+#[tokio::test]
 async fn denied_tools_remove_browser_tools_too() {
     if forge_browser::find_browser_binary().is_err() {
         if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {

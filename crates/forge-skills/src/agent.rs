@@ -26,6 +26,23 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// Every tool this agent must not have: forge.yaml `denied_tools` first, then the skills'
+    /// (de-duplicated, first occurrence kept).
+    pub fn denied_tools(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for t in self
+            .config
+            .denied_tools
+            .iter()
+            .chain(&self.aggregate.denied_tools)
+        {
+            if !out.contains(t) {
+                out.push(t.clone());
+            }
+        }
+        out
+    }
+
     /// Load the agent whose forge.yaml is `config_path`. Fails on the first bad file.
     pub fn load(config_path: impl AsRef<Path>) -> Result<Agent, Error> {
         let (agent, mut errors) = Self::load_all(config_path)?;

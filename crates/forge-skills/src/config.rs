@@ -1,5 +1,5 @@
 //! forge.yaml: the agent file (`agent_id`, `version`, `model`, `tools`, `skills.path`, `egress`,
-//! `security.policy_path`). Errors are diagnostics pointing at the YAML; unknown keys are warnings
+//! `security.policy_path`, `denied_tools`). Errors are diagnostics pointing at the YAML; unknown keys are warnings
 //! that name them.
 
 use std::path::{Path, PathBuf};
@@ -29,6 +29,10 @@ pub struct ForgeConfig {
     pub egress: EgressConfig,
     #[serde(default)]
     pub security: SecurityConfig,
+    /// Tools this agent must never have, whatever its skills register (unioned with the skills'
+    /// `denied_tools`; applied after every registration step).
+    #[serde(default)]
+    pub denied_tools: Vec<String>,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -136,6 +140,7 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "skills",
             "egress",
             "security",
+            "denied_tools",
         ],
     ),
     (&["model"], &["provider", "name", "base_url", "fallbacks"]),
