@@ -110,9 +110,27 @@ fn mount(name: &str, path: &str) -> Value {
     map([("name", s(name)), ("mountPath", s(path))])
 }
 
+/// The A2A bearer token `forge run` uses when it serves off loopback (as it does in the image).
+/// It comes from the Secret like the agent's env, so every replica shares one token that clients
+/// can be given; left empty, each pod generates its own into `.forge/runtime.token`.
+const RUNTIME_TOKEN_ENV: &str = "FORGE_RUNTIME_TOKEN";
+
+/// The Secret's keys: the agent's required env, then its optional env plus the runtime token.
+fn secret_env_names(spec: &BuildSpec) -> (Vec<String>, Vec<String>) {
+    let (required, mut optional) = spec.env_names();
+    if !required
+        .iter()
+        .chain(&optional)
+        .any(|n| n == RUNTIME_TOKEN_ENV)
+    {
+        optional.push(RUNTIME_TOKEN_ENV.to_string());
+    }
+    (required, optional)
+}
+
 fn deployment(spec: &BuildSpec, image: &str) -> Value {
     let browser = spec.needs_browser();
-    let (required, optional) = spec.env_names();
+    let (required, optional) = secret_env_names(spec);
     let secret = secret_name(spec);
     let mut env: Vec<Value> = Vec::new();
     for (name, opt) in required
@@ -272,7 +290,7 @@ fn service(spec: &BuildSpec) -> Value {
 }
 
 fn secret(spec: &BuildSpec) -> Value {
-    let (required, optional) = spec.env_names();
+    let (required, optional) = secret_env_names(spec);
     let mut data = Mapping::new();
     for name in required.iter().chain(&optional) {
         data.insert(s(name), s(""));
@@ -442,6 +460,25 @@ mod tests {
 
     fn get<'a>(files: &'a [(String, String)], name: &str) -> &'a str {
         &files.iter().find(|(p, _)| p.ends_with(name)).unwrap().1
+    }
+
+    #[test]
+    fn runtime_token_comes_from_the_secret_as_an_optional_key() {
+        let files = render_manifests(&spec("deny-all", &[]), "demo:1.0.0").unwrap();
+        let secret: Value = serde_norway::from_str(get(&files, "secrets.yaml")).unwrap();
+        assert_eq!(secret["stringData"][RUNTIME_TOKEN_ENV], s(""));
+        let dep: Value = serde_norway::from_str(get(&files, "deployment.yaml")).unwrap();
+        let env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_sequence()
+            .unwrap();
+        let token = env
+            .iter()
+            .find(|e| e["name"] == s(RUNTIME_TOKEN_ENV))
+            .unwrap();
+        let key_ref = &token["valueFrom"]["secretKeyRef"];
+        assert_eq!(key_ref["key"], s(RUNTIME_TOKEN_ENV));
+        assert_eq!(key_ref["name"], s(&secret_name(&spec("deny-all", &[]))));
+        assert_eq!(key_ref["optional"], Value::Bool(true));
     }
 
     #[test]
