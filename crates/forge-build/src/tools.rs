@@ -21,19 +21,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
 ];
 
 /// The browser tool family, registered only for agents with the `browser` capability.
-pub const BROWSER_TOOLS: &[&str] = &[
-    "browser_navigate",
-    "browser_state",
-    "browser_click",
-    "browser_fill",
-    "browser_select",
-    "browser_press",
-    "browser_hover",
-    "browser_back",
-    "browser_tabs",
-    "browser_extract",
-    "browser_screenshot",
-];
+pub use forge_skills::BROWSER_TOOLS;
 
 /// One tool and whether it registers.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

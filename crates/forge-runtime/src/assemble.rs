@@ -378,7 +378,7 @@ pub async fn assemble(
             Some(parts)
         }
         None => {
-            for name in deps::BROWSER_TOOL_NAMES {
+            for name in forge_skills::BROWSER_TOOLS {
                 reasons.push(ToolReason {
                     name: name.to_string(),
                     present: false,

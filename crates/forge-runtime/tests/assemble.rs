@@ -447,3 +447,27 @@ fn cli_config_parsing() {
         assert!(parse_cli_config(&bad).is_err(), "{bad}");
     }
 }
+
+/// forge-build and the "absent" reasons name the browser tools from `forge_skills::BROWSER_TOOLS`
+/// without depending on forge-browser: that list must be exactly what forge-browser builds.
+#[test]
+fn the_shared_browser_tool_list_matches_the_browser_crate() {
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::sync::Arc;
+
+    // The manager only records the proxy address; nothing is launched or dialed here.
+    let proxy = SocketAddr::from((Ipv4Addr::LOCALHOST, 9));
+    let manager = Arc::new(forge_browser::BrowserManager::new(
+        forge_browser::BrowserConfig::with_proxy(proxy),
+    ));
+    let built: Vec<String> = forge_browser::browser_tools(
+        manager,
+        forge_browser::BrowserToolOptions {
+            allow_sensitive_fill: false,
+        },
+    )
+    .iter()
+    .map(|t| t.name().to_string())
+    .collect();
+    assert_eq!(built, forge_skills::BROWSER_TOOLS);
+}

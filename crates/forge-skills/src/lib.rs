@@ -34,5 +34,5 @@ pub use miette;
 pub use skill::{
     parse_skill, parse_tool_sections, BinRequirement, BrowserGuardrails, Capability,
     EnvRequirements, ForgeMeta, Guardrails, Origin, OutputAction, OutputRule, PatternRule,
-    Requires, Skill, SkillSource, ToolSection, TrustHints, Use, KNOWN_CAPABILITIES,
+    Requires, Skill, SkillSource, ToolSection, TrustHints, Use, BROWSER_TOOLS, KNOWN_CAPABILITIES,
 };

@@ -15,6 +15,24 @@ use crate::{Error, SourceDiagnostic};
 /// Capabilities a skill may require. Anything else is an error at parse time.
 pub const KNOWN_CAPABILITIES: &[&str] = &["browser"];
 
+/// The tools the `browser` capability brings (forge-browser implements them; the runtime registers
+/// them and `forge build` lists them only for agents with the capability). One list for every crate
+/// that names them without depending on forge-browser; forge-runtime's tests check it against the
+/// tools forge-browser really builds.
+pub const BROWSER_TOOLS: &[&str] = &[
+    "browser_navigate",
+    "browser_state",
+    "browser_click",
+    "browser_fill",
+    "browser_select",
+    "browser_press",
+    "browser_hover",
+    "browser_back",
+    "browser_tabs",
+    "browser_extract",
+    "browser_screenshot",
+];
+
 /// Where a skill came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -18,21 +18,6 @@ use forge_tools::Tool;
 
 use super::{AssembleError, AssembleOptions};
 
-/// The browser tool names (for the "absent" reasons when no skill declares the browser).
-pub const BROWSER_TOOL_NAMES: &[&str] = &[
-    "browser_navigate",
-    "browser_state",
-    "browser_click",
-    "browser_fill",
-    "browser_select",
-    "browser_press",
-    "browser_hover",
-    "browser_back",
-    "browser_tabs",
-    "browser_extract",
-    "browser_screenshot",
-];
-
 /// Knobs for the egress and browser parts (test resolvers and CAs, the proxy observer).
 #[derive(Clone, Default)]
 pub struct DepOptions {
