@@ -477,7 +477,7 @@ mod tests {
             .unwrap();
         let key_ref = &token["valueFrom"]["secretKeyRef"];
         assert_eq!(key_ref["key"], s(RUNTIME_TOKEN_ENV));
-        assert_eq!(key_ref["name"], s(&secret_name(&spec("deny-all", &[]))));
+        assert_eq!(key_ref["name"], s(secret_name(&spec("deny-all", &[]))));
         assert_eq!(key_ref["optional"], Value::Bool(true));
     }
 
