@@ -262,6 +262,53 @@ async fn file_create_stays_inside_the_files_dir() {
     assert!(err.to_string().contains("not a directory"), "{err}");
 }
 
+/// An existing entry is replaced only when it is a regular file of its own: a hard link planted in
+/// the files dir (by an allowlisted program such as `tar` or `ln`) must not let `file_create` write
+/// through it into a file outside, and a FIFO must not hang the call.
+#[tokio::test]
+async fn file_create_does_not_write_through_hard_links_or_block_on_fifos() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = ctx(dir.path());
+    let files = dir.path().join(".forge/files");
+    std::fs::create_dir_all(&files).unwrap();
+    let outside = dir.path().join("outside.txt");
+    std::fs::write(&outside, "original").unwrap();
+    std::fs::hard_link(&outside, files.join("linked.txt")).unwrap();
+    let err = FileCreate
+        .execute(
+            &c,
+            json!({"filename": "linked.txt", "content": "overwritten"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("linked.txt"), "{err}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "original");
+
+    let fifo = files.join("pipe.txt");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        FileCreate.execute(&c, json!({"filename": "pipe.txt", "content": "x"})),
+    )
+    .await
+    .expect("file_create must not block on a FIFO");
+    assert!(r.is_err(), "a FIFO is not a regular file");
+
+    // A regular file of the same name is still replaced.
+    std::fs::write(files.join("plain.txt"), "old content").unwrap();
+    let out = FileCreate
+        .execute(&c, json!({"filename": "plain.txt", "content": "new"}))
+        .await
+        .unwrap();
+    assert_eq!(out.data.unwrap()["size_bytes"], 3);
+    assert_eq!(
+        std::fs::read_to_string(files.join("plain.txt")).unwrap(),
+        "new"
+    );
+}
+
 fn write_script(dir: &Path, name: &str, body: &str) {
     std::fs::create_dir_all(dir.join("scripts")).unwrap();
     std::fs::write(dir.join("scripts").join(name), body).unwrap();

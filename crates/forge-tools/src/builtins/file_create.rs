@@ -5,7 +5,8 @@
 //! Confinement, stated as invariants:
 //! - the stored name is a single path component from `[A-Za-z0-9._-]`, not starting with `.`, at
 //!   most [`MAX_NAME_LEN`] bytes (so no `/`, no `..`, no hidden files, no NUL);
-//! - the file is opened with `O_NOFOLLOW`, so a symlink planted in the files dir is not followed;
+//! - the file is opened with `O_NOFOLLOW`, so a symlink planted in the files dir is not followed, and
+//!   it is written only when it is a regular file with one link (no hard link out, no FIFO);
 //! - the files dir itself is created if missing and must be a real directory (not a symlink).
 
 use std::io::Write;
@@ -156,14 +157,37 @@ pub fn save_artifact(
             ),
         });
     }
+    // Not truncated at open: an existing entry is checked first (below) and emptied only when it is
+    // a regular file of its own. `O_NONBLOCK` makes opening a FIFO fail instead of waiting for a reader.
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
+    opts.write(true).create(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        opts.custom_flags(libc::O_NOFOLLOW).mode(0o644);
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .mode(0o644);
     }
     let mut f = opts.open(&path).map_err(io(&path))?;
+    let meta = f.metadata().map_err(io(&path))?;
+    #[cfg(unix)]
+    let links = {
+        use std::os::unix::fs::MetadataExt;
+        meta.nlink()
+    };
+    #[cfg(not(unix))]
+    let links = 1;
+    // A hard link planted in the files dir would let the write land in a file outside it.
+    if !meta.is_file() || links != 1 {
+        return Err(ArtifactError::Io {
+            path,
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "an entry of that name exists and is not a regular file of its own \
+                 (a hard link, FIFO or device); remove it or choose another name",
+            ),
+        });
+    }
+    f.set_len(0).map_err(io(&path))?;
     f.write_all(bytes).map_err(io(&path))?;
     f.flush().map_err(io(&path))?;
     Ok(Artifact {
