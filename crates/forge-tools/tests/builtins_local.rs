@@ -309,6 +309,51 @@ async fn file_create_does_not_write_through_hard_links_or_block_on_fifos() {
     );
 }
 
+/// A program that leaves its process group (setsid) while holding stdout must not keep the call
+/// waiting for EOF after the program itself has exited.
+#[tokio::test]
+async fn a_child_that_escapes_the_process_group_does_not_hang_the_call() {
+    if !Path::new("/usr/bin/setsid").exists() {
+        eprintln!("skipped: /usr/bin/setsid not installed");
+        return;
+    }
+    let skill = tempfile::tempdir().unwrap();
+    write_script(
+        skill.path(),
+        "escape.sh",
+        "echo started\n/usr/bin/setsid sleep 15 &\nexit 0\n",
+    );
+    let path_var = std::env::var("PATH").unwrap();
+    let ScriptLookup::Found {
+        script,
+        interpreter,
+    } = find_script(skill.path(), "escape", &path_var)
+    else {
+        panic!("script not found")
+    };
+    let tool = ScriptTool {
+        name: "escape".into(),
+        skill: "demo".into(),
+        description: "d".into(),
+        script,
+        interpreter,
+        env_passthrough: vec![],
+        proxy_url: None,
+        timeout: Duration::from_secs(60),
+        workdir: Some(skill.path().to_path_buf()),
+    };
+    let start = std::time::Instant::now();
+    let out = tokio::time::timeout(
+        Duration::from_secs(8),
+        tool.execute(&ctx(skill.path()), json!({})),
+    )
+    .await
+    .expect("the call must end soon after the script exited")
+    .unwrap();
+    assert!(out.text.contains("started"), "{}", out.text);
+    assert!(start.elapsed() < Duration::from_secs(8));
+}
+
 fn write_script(dir: &Path, name: &str, body: &str) {
     std::fs::create_dir_all(dir.join("scripts")).unwrap();
     std::fs::write(dir.join("scripts").join(name), body).unwrap();

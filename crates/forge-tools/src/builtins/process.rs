@@ -89,6 +89,9 @@ pub struct RunResult {
 /// How long to keep reading output after the child exited (for grandchildren holding the pipes),
 /// before the group is killed.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// After the group was killed, how long the readers get to see EOF before they stop: a process that
+/// left the group (`setsid`) can hold the pipes open indefinitely.
+const DRAIN_AFTER_KILL: Duration = Duration::from_millis(500);
 
 /// Run `spec`, honouring its timeout and `cancel`.
 pub async fn run(spec: &RunSpec, cancel: &CancellationToken) -> Result<RunResult, ToolError> {
@@ -130,24 +133,27 @@ pub async fn run(spec: &RunSpec, cancel: &CancellationToken) -> Result<RunResult
         });
     }
     let cap = spec.max_output_bytes;
+    let stop_reading = CancellationToken::new();
     let out_task = child
         .stdout
         .take()
-        .map(|s| tokio::spawn(read_capped(s, cap)));
+        .map(|s| tokio::spawn(read_capped(s, cap, stop_reading.clone())));
     let err_task = child
         .stderr
         .take()
-        .map(|s| tokio::spawn(read_capped(s, cap)));
+        .map(|s| tokio::spawn(read_capped(s, cap, stop_reading.clone())));
 
     let status = tokio::select! {
         st = child.wait() => st.map_err(|e| ToolError::Failed(format!("waiting for {}: {e}", spec.program.display())))?,
         _ = tokio::time::sleep(spec.timeout) => {
             kill_group();
+            stop_reading.cancel();
             let _ = child.wait().await;
             return Err(ToolError::Timeout(spec.timeout));
         }
         _ = cancel.cancelled() => {
             kill_group();
+            stop_reading.cancel();
             let _ = child.wait().await;
             return Err(ToolError::Cancelled);
         }
@@ -166,7 +172,14 @@ pub async fn run(spec: &RunSpec, cancel: &CancellationToken) -> Result<RunResult
         _ = tokio::time::sleep(DRAIN_GRACE) => {
             // A grandchild still holds the pipes: end the group so the readers see EOF.
             kill_group();
-            both.await
+            tokio::select! {
+                r = &mut both => r,
+                _ = tokio::time::sleep(DRAIN_AFTER_KILL) => {
+                    // Something outside the group still holds them: keep what was read, stop.
+                    stop_reading.cancel();
+                    both.await
+                }
+            }
         }
     };
     // Nothing the call started outlives it.
@@ -189,13 +202,24 @@ pub async fn run(spec: &RunSpec, cancel: &CancellationToken) -> Result<RunResult
     })
 }
 
-/// Read everything from `r`, keeping the first `cap` bytes; returns them and whether more came.
-async fn read_capped<R: AsyncRead + Unpin>(mut r: R, cap: usize) -> (Vec<u8>, bool) {
+/// Read everything from `r` (until EOF or `stop`), keeping the first `cap` bytes; returns them and
+/// whether more came.
+async fn read_capped<R: AsyncRead + Unpin>(
+    mut r: R,
+    cap: usize,
+    stop: CancellationToken,
+) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut truncated = false;
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        match r.read(&mut buf).await {
+        let read = tokio::select! {
+            // Stop first, so that a writer that never pauses cannot keep the reader going.
+            biased;
+            _ = stop.cancelled() => break,
+            r = r.read(&mut buf) => r,
+        };
+        match read {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let room = cap.saturating_sub(kept.len());
