@@ -328,14 +328,25 @@ impl Tool for HttpRequest {
             "HTTP {} {}\nfinal_url: {}\n",
             reply.status, method, reply.final_url
         );
-        for (k, v) in &shown {
-            text.push_str(&format!("{k}: {}\n", v.as_str().unwrap_or_default()));
-        }
         if reply.truncated {
             text.push_str(&format!("[body cut at {max_body_bytes} bytes; pass a larger max_bytes (up to {MAX_BODY_BYTES}) for more]\n"));
         }
         text.push('\n');
-        text.push_str(&fenced);
+        // Header values come from the server as much as the body does: the model sees them inside
+        // the same fence, neutralised like the body, never as loose text next to it.
+        let mut outside = String::new();
+        for (k, v) in &shown {
+            outside.push_str(&format!("{k}: {}\n", v.as_str().unwrap_or_default()));
+        }
+        if !body_text.is_empty() {
+            if !outside.is_empty() {
+                outside.push('\n');
+            }
+            outside.push_str(&body_text);
+        }
+        if !outside.is_empty() {
+            text.push_str(&fence::wrap(&note, &outside));
+        }
         let data = json!({
             "status": reply.status,
             "url": reply.final_url,
