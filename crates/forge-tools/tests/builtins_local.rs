@@ -52,6 +52,42 @@ fn cli_execute_refuses_shells_and_launchers_at_startup() {
     ));
 }
 
+/// Programs that run the program named in their arguments are launchers too: with any one of them
+/// allowlisted (a skill's `requires.bins` is enough), `X bash -c ...` runs anything.
+#[test]
+fn cli_execute_refuses_every_command_runner_as_a_launcher() {
+    for bad in [
+        "time",
+        "/usr/bin/time",
+        "setarch",
+        "linux64",
+        "prlimit",
+        "setpriv",
+        "systemd-run",
+        "run-parts",
+        "sg",
+        "capsh",
+        "strace",
+        "ltrace",
+        "fakeroot",
+        "firejail",
+        "bwrap",
+        "proot",
+        "torsocks",
+        "proxychains4",
+        "parallel",
+        "start-stop-daemon",
+        "numactl",
+        "unbuffer",
+        "faketime",
+        "ld-linux-x86-64.so.2",
+        "toybox",
+    ] {
+        let err = CliExecute::new(cfg(&["ls", bad]), None).unwrap_err();
+        assert!(matches!(err, CliSetupError::Shell { .. }), "{bad}: {err}");
+    }
+}
+
 #[tokio::test]
 async fn cli_execute_refuses_unlisted_binaries_at_call_time() {
     let dir = tempfile::tempdir().unwrap();

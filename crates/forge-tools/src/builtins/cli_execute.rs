@@ -46,9 +46,69 @@ pub const SHELLS: &[&str] = &[
 /// Programs whose job is to run another program named in their arguments; allowing one would
 /// allow everything, so they are refused like shells.
 pub const LAUNCHERS: &[&str] = &[
-    "env", "sudo", "su", "doas", "xargs", "nohup", "setsid", "stdbuf", "timeout", "nice", "ionice",
-    "chroot", "unshare", "nsenter", "script", "expect", "watch", "flock", "chrt", "taskset",
-    "runuser", "pkexec",
+    "env",
+    "sudo",
+    "su",
+    "doas",
+    "xargs",
+    "nohup",
+    "setsid",
+    "stdbuf",
+    "timeout",
+    "nice",
+    "ionice",
+    "chroot",
+    "unshare",
+    "nsenter",
+    "script",
+    "expect",
+    "watch",
+    "flock",
+    "chrt",
+    "taskset",
+    "runuser",
+    "pkexec",
+    "time",
+    "setarch",
+    "linux32",
+    "linux64",
+    "i386",
+    "x86_64",
+    "aarch64",
+    "prlimit",
+    "setpriv",
+    "systemd-run",
+    "run-parts",
+    "sg",
+    "newgrp",
+    "capsh",
+    "strace",
+    "ltrace",
+    "valgrind",
+    "fakeroot",
+    "fakechroot",
+    "firejail",
+    "bwrap",
+    "proot",
+    "torsocks",
+    "torify",
+    "proxychains",
+    "proxychains4",
+    "parallel",
+    "start-stop-daemon",
+    "daemonize",
+    "numactl",
+    "cpulimit",
+    "chpst",
+    "unbuffer",
+    "faketime",
+    "cgexec",
+    "catchsegv",
+    "rlwrap",
+    "dbus-launch",
+    "ssh-agent",
+    "toybox",
+    "ld.so",
 ];
 
 /// Default time limit for one call.
@@ -120,7 +180,12 @@ fn refused_kind(name: &str) -> Option<&'static str> {
     // compare the exact file name.
     if SHELLS.contains(&base) {
         Some("a shell")
-    } else if LAUNCHERS.contains(&base) {
+    } else if LAUNCHERS.contains(&base)
+        // The dynamic loader runs the program it is given (`ld-linux-x86-64.so.2 /bin/sh`).
+        || base.starts_with("ld-linux")
+        || base.starts_with("ld64.so")
+        || base.starts_with("ld-musl")
+    {
         Some("a program launcher")
     } else {
         None
