@@ -451,10 +451,13 @@ async fn script_tools_get_json_args_skill_env_and_proxy_env() {
         .execute(&ctx(skill.path()), json!({}))
         .await
         .unwrap_err();
-    assert!(
-        err.to_string().contains("exited with code 3: bad input"),
-        "{err}"
-    );
+    let msg = err.to_string();
+    assert!(msg.contains("exited with code 3:"), "{msg}");
+    // stderr is the program's output like stdout (it can carry fetched content): fenced.
+    let start = msg.find("<<<UNTRUSTED_CONTENT_START id=").expect(&msg);
+    let bad = msg.find("bad input").expect(&msg);
+    let end = msg.find("<<<UNTRUSTED_CONTENT_END id=").expect(&msg);
+    assert!(start < bad && bad < end, "{msg}");
 
     // Missing script and missing interpreter are reported, not guessed.
     assert!(

@@ -137,16 +137,24 @@ impl Tool for ScriptTool {
                     .unwrap_or(0);
                 s[start..].to_string()
             };
+            // stderr is the program's output as much as stdout is (it can carry fetched content):
+            // the model sees it fenced.
+            let shown = if tail.is_empty() {
+                "(no stderr)".to_string()
+            } else {
+                super::cli_execute::fence_nonempty(
+                    &format!(
+                        "source=skill-script skill={} tool={} stream=stderr",
+                        self.skill, self.name
+                    ),
+                    &tail,
+                )
+            };
             return Err(ToolError::Failed(format!(
-                "script {} (skill {}) exited with code {}: {}",
+                "script {} (skill {}) exited with code {}: {shown}",
                 self.script.display(),
                 self.skill,
                 r.exit_code,
-                if tail.is_empty() {
-                    "(no stderr)"
-                } else {
-                    &tail
-                }
             )));
         }
         // The script's output may carry outside content: the model sees it fenced.
