@@ -390,6 +390,70 @@ async fn a_child_that_escapes_the_process_group_does_not_hang_the_call() {
     assert!(start.elapsed() < Duration::from_secs(8));
 }
 
+/// The runner enforces its time limit (and cancellation) by dropping the tool's future; the whole
+/// process group must die then too, not only the direct child.
+#[tokio::test]
+async fn dropping_a_running_call_kills_the_whole_process_group() {
+    let skill = tempfile::tempdir().unwrap();
+    let pidfile = skill.path().join("bg.pid");
+    write_script(
+        skill.path(),
+        "spawner.sh",
+        &format!("sleep 30 &\necho $! > {}\nwait\n", pidfile.display()),
+    );
+    let path_var = std::env::var("PATH").unwrap();
+    let ScriptLookup::Found {
+        script,
+        interpreter,
+    } = find_script(skill.path(), "spawner", &path_var)
+    else {
+        panic!("script not found")
+    };
+    let tool = ScriptTool {
+        name: "spawner".into(),
+        skill: "demo".into(),
+        description: "d".into(),
+        script,
+        interpreter,
+        env_passthrough: vec![],
+        proxy_url: None,
+        timeout: Duration::from_secs(60),
+        workdir: Some(skill.path().to_path_buf()),
+    };
+    let c = ctx(skill.path());
+    // Like the runner's time limit: the call's future is dropped.
+    let r = tokio::time::timeout(Duration::from_secs(1), tool.execute(&c, json!({}))).await;
+    assert!(r.is_err(), "the script waits, so the call is still running");
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                let state = s.rsplit(')').next().unwrap_or("").trim_start();
+                !state.starts_with('Z')
+            })
+            .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while alive(pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let still = alive(pid);
+    if still {
+        // SAFETY: plain kill(2) of the stray test process.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+    }
+    assert!(
+        !still,
+        "the background process {pid} outlived the dropped call"
+    );
+}
+
 fn write_script(dir: &Path, name: &str, body: &str) {
     std::fs::create_dir_all(dir.join("scripts")).unwrap();
     std::fs::write(dir.join("scripts").join(name), body).unwrap();

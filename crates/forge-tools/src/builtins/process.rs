@@ -115,16 +115,15 @@ pub async fn run(spec: &RunSpec, cancel: &CancellationToken) -> Result<RunResult
     let mut child = cmd.spawn().map_err(|e| {
         ToolError::Failed(format!("could not start {}: {e}", spec.program.display()))
     })?;
-    let pgid = child.id().map(|p| p as i32);
-    let kill_group = move || {
-        #[cfg(unix)]
-        if let Some(pg) = pgid {
-            // SAFETY: killpg has no memory-safety preconditions; a stale group id yields ESRCH.
-            unsafe {
-                libc::killpg(pg, libc::SIGKILL);
-            }
-        }
+    let stop_reading = CancellationToken::new();
+    // Kills the group when the call ends in any way, including the caller dropping this future
+    // (the tool runner's time limit and cancellation do that): `kill_on_drop` alone would reach
+    // only the direct child.
+    let group = GroupGuard {
+        pgid: child.id().map(|p| p as i32),
+        stop_reading: stop_reading.clone(),
     };
+    let kill_group = || group.kill();
 
     if let (Some(input), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
         tokio::spawn(async move {
@@ -133,7 +132,6 @@ pub async fn run(spec: &RunSpec, cancel: &CancellationToken) -> Result<RunResult
         });
     }
     let cap = spec.max_output_bytes;
-    let stop_reading = CancellationToken::new();
     let out_task = child
         .stdout
         .take()
@@ -200,6 +198,31 @@ pub async fn run(spec: &RunSpec, cancel: &CancellationToken) -> Result<RunResult
         exit_code: code,
         truncated: out_trunc || err_trunc,
     })
+}
+
+/// The child's process group, killed (and its output readers stopped) when dropped.
+struct GroupGuard {
+    pgid: Option<i32>,
+    stop_reading: CancellationToken,
+}
+
+impl GroupGuard {
+    fn kill(&self) {
+        #[cfg(unix)]
+        if let Some(pg) = self.pgid {
+            // SAFETY: killpg has no memory-safety preconditions; a stale group id yields ESRCH.
+            unsafe {
+                libc::killpg(pg, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+        self.stop_reading.cancel();
+    }
 }
 
 /// Read everything from `r` (until EOF or `stop`), keeping the first `cap` bytes; returns them and
