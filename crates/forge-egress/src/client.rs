@@ -3,8 +3,9 @@
 //! Every hop goes through the same [`Connector`] as the proxy (policy check, one lookup, every answer
 //! validated, only a validated address dialed), so the client obeys exactly the proxy's policy.
 //! Redirects are followed by the client itself (at most [`ClientOptions::max_redirects`], default
-//! 10), each hop re-validated from scratch; `Authorization`, `Proxy-Authorization` and `Cookie` are
-//! dropped on the first hop that leaves the original origin and never restored. HTTPS uses rustls with
+//! 10), each hop re-validated from scratch; `Authorization`, `Proxy-Authorization`, `Cookie` and the
+//! API-key headers (`CREDENTIAL_HEADERS`) are dropped on the first hop that leaves the original
+//! origin and never restored. HTTPS uses rustls with
 //! the webpki root certificates (no OpenSSL, no system trust store). One connection per hop, no
 //! pooling: a connection is always to an address validated for that very request.
 //! Proxy environment variables are ignored: the client enforces the policy itself.
@@ -265,6 +266,17 @@ fn resolve_location(current: &ParsedUrl, location: &str) -> Result<ParsedUrl, Eg
     })
 }
 
+/// Request headers, besides `Authorization`, `Proxy-Authorization` and `Cookie`, that carry
+/// credentials and are dropped on the first hop that leaves the original origin.
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "cookie2",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "x-auth-token",
+    "private-token",
+];
+
 fn is_hop_by_hop(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
@@ -443,7 +455,11 @@ impl EgressClient {
                         for h in [AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE] {
                             headers.remove(h);
                         }
-                        headers.remove("cookie2");
+                        // API-key headers are credentials too (the LLM providers send their key
+                        // in them: Anthropic `x-api-key`, Azure `api-key`, Google `x-goog-api-key`).
+                        for h in CREDENTIAL_HEADERS {
+                            headers.remove(*h);
+                        }
                     }
                     let to_get = status == StatusCode::SEE_OTHER && method != Method::HEAD
                         || (matches!(status.as_u16(), 301 | 302) && method == Method::POST);

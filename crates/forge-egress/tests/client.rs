@@ -136,6 +136,59 @@ async fn redirects_are_followed_revalidated_and_strip_credentials_cross_origin()
     assert_eq!(d.attempts(), 3);
 }
 
+/// LLM provider calls carry their key in an API-key header (Anthropic `x-api-key`, Azure `api-key`,
+/// Google `x-goog-api-key`); a cross-origin redirect (307 keeps method and body) must not carry it to
+/// the next host any more than `Authorization`.
+#[tokio::test]
+async fn cross_origin_redirect_strips_api_key_headers_too() {
+    let b = routed_upstream(
+        |r: &SeenRequest| {
+            let text = format!(
+                "x-api-key={:?} api-key={:?} x-goog-api-key={:?} x-custom={:?}",
+                r.header("x-api-key"),
+                r.header("api-key"),
+                r.header("x-goog-api-key"),
+                r.header("x-custom"),
+            );
+            (200, vec![], text.into_bytes())
+        },
+        false,
+    )
+    .await;
+    let b_url = format!("http://localhost:{}/landed", b.port());
+    let a = routed_upstream(
+        move |_r: &SeenRequest| (307, vec![("location".into(), b_url.clone())], vec![]),
+        false,
+    )
+    .await;
+    let d = LoopbackDialer::default();
+    let c = client(
+        &[
+            format!("127.0.0.1:{}", a.port()),
+            format!("localhost:{}", b.port()),
+        ],
+        StaticResolver::new(),
+        &d,
+    );
+    let mut h = HeaderMap::new();
+    h.insert("x-api-key", HeaderValue::from_static("sk-ant-secret"));
+    h.insert("api-key", HeaderValue::from_static("azure-secret"));
+    h.insert("x-goog-api-key", HeaderValue::from_static("goog-secret"));
+    h.insert("x-custom", HeaderValue::from_static("kept"));
+    let r = c
+        .request(
+            Method::POST,
+            &format!("http://127.0.0.1:{}/v1/messages", a.port()),
+            h,
+            Bytes::from_static(b"{}"),
+        )
+        .await
+        .unwrap();
+    let t = r.text();
+    assert!(!t.contains("secret"), "API keys stripped cross-origin: {t}");
+    assert!(t.contains("x-custom=Some(\"kept\")"), "{t}");
+}
+
 #[tokio::test]
 async fn same_origin_redirect_keeps_credentials() {
     let a = routed_upstream(
