@@ -431,8 +431,18 @@ impl Tool for WebFetch {
         } else if is_textual(&content_type) {
             (None, raw.into_owned())
         } else {
+            // The header is the server's text and this error is not fenced: name the media type only.
+            let media_type: String = content_type
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || "!#$&^_.+-/".contains(*c))
+                .take(100)
+                .collect();
             return Err(ToolError::Failed(format!(
-                "{} returned {content_type}, which is not text; use http_request to see its headers",
+                "{} returned {media_type:?}, which is not text; use http_request to see its headers",
                 reply.final_url
             )));
         };
