@@ -166,7 +166,19 @@
     const ac = (el.getAttribute('autocomplete') || '').toLowerCase().trim().split(/\s+/);
     const hit = ac.find((t) => SENSITIVE_AC.test(t));
     if (hit) return 'autocomplete=' + hit;
-    const hints = [el.name || '', el.id || '', labelText(el), el.getAttribute('placeholder') || ''];
+    // Every label source counts, not only the one that names the field: an aria-label must not
+    // hide a <label>Card number</label>.
+    const labels = [el.getAttribute('aria-label') || ''];
+    const ids = (el.getAttribute('aria-labelledby') || '').trim();
+    if (ids) {
+      const root = el.getRootNode();
+      for (const id of ids.split(/\s+/)) {
+        const t = root.getElementById ? root.getElementById(id) : el.ownerDocument.getElementById(id);
+        if (t) labels.push(clip(t.textContent, 80));
+      }
+    }
+    if (el.labels) for (const l of Array.from(el.labels)) labels.push(clip(ownText(l), 80));
+    const hints = [el.name || '', el.id || '', ...labels, el.getAttribute('placeholder') || ''];
     for (const h of hints) {
       if (!h) continue;
       if (CARD_NUMBER.test(h)) return 'looks like a card number field (' + clip(h, 40) + ')';
@@ -255,7 +267,9 @@
     const st = {};
     const tag = el.tagName;
     if (tag === 'INPUT' || tag === 'TEXTAREA') {
-      const type = (el.getAttribute('type') || (tag === 'TEXTAREA' ? 'textarea' : 'text')).toLowerCase();
+      // The IDL type (always one of HTML's own tokens), never the raw attribute: a page must not
+      // put newlines or made-up element lines into the observation through `type`.
+      const type = String(el.type || (tag === 'TEXTAREA' ? 'textarea' : 'text')).toLowerCase();
       if (!['text', 'textarea', 'checkbox', 'radio'].includes(type)) st.type = type;
       if (type === 'checkbox' || type === 'radio') st.checked = el.checked;
       else if (!['button', 'submit', 'reset', 'image', 'file'].includes(type)) {
@@ -529,6 +543,23 @@
     return { ref: t.ref };
   }
 
+  // Why typing into the focused element (through open shadow roots and same-origin frames) needs
+  // the fill opt-in, or ''. Focus inside a cross-origin frame cannot be inspected: it counts.
+  function focusSensitivity() {
+    let a = document.activeElement;
+    for (let i = 0; a && i < 64; i++) {
+      if (a.shadowRoot && a.shadowRoot.activeElement) { a = a.shadowRoot.activeElement; continue; }
+      if (a.tagName === 'IFRAME' || a.tagName === 'FRAME') {
+        let d = null;
+        try { d = a.contentDocument; } catch (_) { d = null; }
+        if (!d) return { sensitive: 'focus is inside a cross-origin frame forge cannot inspect' };
+        if (d.activeElement && d.activeElement !== d.body) { a = d.activeElement; continue; }
+      }
+      break;
+    }
+    return { sensitive: a ? sensitivity(a) : '' };
+  }
+
   function scrollBy(args) {
     const se = document.scrollingElement || document.documentElement;
     se.scrollTop += args.pages * (document.documentElement.clientHeight || innerHeight) * 0.9;
@@ -649,7 +680,7 @@
   }
 
   return {
-    observe, point, prepareFill, valueOf, selectOption, focusRef, scrollBy, scrollTo, rect, extract,
+    observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     ready: () => ({ state: document.readyState, url: location.href }),
   };

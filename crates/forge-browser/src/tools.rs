@@ -892,6 +892,10 @@ impl BrowserTool {
                 other => self.stale(st, other, &target).await,
             });
         }
+        if !v.get("focused").and_then(Value::as_bool).unwrap_or(false) {
+            // The keys would go to whatever has focus instead (possibly a protected field).
+            return Err(failed(format!("could not focus {r} (hidden, inert or not focusable), so nothing was typed; browser_state shows what is visible")));
+        }
         if v.get("hadValue").and_then(Value::as_bool).unwrap_or(false) {
             key(&page, &KeyPress::named("Backspace", 0)?).await?;
         }
@@ -1002,6 +1006,19 @@ impl BrowserTool {
             let v = observe::call(&page, "focusRef", &t).await?;
             if let Some(e) = v.get("error").and_then(Value::as_str) {
                 return Err(self.stale(st, e, &t).await);
+            }
+        }
+        if !self.options.allow_sensitive_fill && !press.edits_nothing() {
+            // Pressing keys one by one must not do what browser_fill refuses.
+            let v = observe::call(&page, "focusSensitivity", &Value::Null).await?;
+            if let Some(why) = v
+                .get("sensitive")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                return Err(failed(format!(
+                    "refused to press {k}: the focused field is a sensitive field ({why}). forge does not type into password, payment-card or one-time-code fields by default. To allow it, the agent's browser skill must opt in with `allow_sensitive_fill: true` under `metadata.forge.guardrails.browser` in its SKILL.md (see docs/browser.md, \"Fill safety\"); otherwise ask the user to complete this field."
+                )));
             }
         }
         let mut watch = NavWatch::new(&page).await?;
@@ -1387,6 +1404,27 @@ impl KeyPress {
             modifiers,
             commands: Vec::new(),
         })
+    }
+
+    /// Whether this key only moves focus, the caret or the page, submits or deletes, and so can
+    /// put no text into a field (typing, paste and every other key can).
+    fn edits_nothing(&self) -> bool {
+        matches!(
+            self.key.as_str(),
+            "Tab"
+                | "Enter"
+                | "Escape"
+                | "ArrowUp"
+                | "ArrowDown"
+                | "ArrowLeft"
+                | "ArrowRight"
+                | "Home"
+                | "End"
+                | "PageUp"
+                | "PageDown"
+                | "Backspace"
+                | "Delete"
+        ) && self.commands.iter().all(|c| c != "paste")
     }
 
     /// Parse `Enter`, `a`, `Control+A`, `Shift+Tab`, `Control+Shift+ArrowLeft`.
