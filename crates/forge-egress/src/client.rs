@@ -201,6 +201,18 @@ pub fn parse_url(input: &str) -> Result<ParsedUrl, EgressError> {
     })
 }
 
+/// A redirect location (the server's text) as shown in an error: percent-encoded (no spaces, no
+/// control characters) and at most 200 bytes.
+fn shown_location(loc: &str) -> String {
+    let mut s = percent_encode_path(loc);
+    if s.len() > 200 {
+        // Invariant: the encoded text is ASCII, so any index is a char boundary.
+        s.truncate(200);
+        s.push_str("...");
+    }
+    s
+}
+
 fn percent_encode_path(p: &str) -> String {
     let mut out = String::with_capacity(p.len());
     for b in p.bytes() {
@@ -447,10 +459,20 @@ impl EgressClient {
                     if redirects.len() >= self.options.max_redirects {
                         return Err(EgressError::TooManyRedirects {
                             limit: self.options.max_redirects,
-                            location: loc,
+                            location: shown_location(&loc),
                         });
                     }
-                    let next = resolve_location(&current, &loc)?;
+                    let next = resolve_location(&current, &loc).map_err(|e| match e {
+                        EgressError::Blocked(Refusal::Malformed(mut m)) => {
+                            m.input = shown_location(&m.input);
+                            EgressError::Blocked(Refusal::Malformed(m))
+                        }
+                        EgressError::InvalidRequest(_) => EgressError::InvalidRequest(format!(
+                            "the server redirected to a location forge cannot follow: {}",
+                            shown_location(&loc)
+                        )),
+                        other => other,
+                    })?;
                     if next.origin() != first_origin {
                         for h in [AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE] {
                             headers.remove(h);
