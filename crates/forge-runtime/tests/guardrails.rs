@@ -204,3 +204,79 @@ async fn prompts_and_responses() {
     assert!(g.check_response("shelf 42").is_ok());
     tools.shutdown().await;
 }
+
+/// Page content in a tool *error* (a browser error quoting a fresh observation) goes through the
+/// same deny_output guardrails as a result: real Chromium through the real proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_output_also_applies_to_tool_errors_that_quote_page_content() {
+    if forge_browser::find_browser_binary().is_err() {
+        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("FORGE_REQUIRE_BROWSER=1 but no Chromium is installed");
+        }
+        eprintln!("SKIPPED deny_output_also_applies_to_tool_errors_that_quote_page_content: no Chromium installed");
+        return;
+    }
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let body = "<!doctype html><title>Shelf</title><p>code LIBRARY-SECRET-4242 here</p><p>BEGIN-BLOCKED-MARK</p>";
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        format!("agent_id: g\nversion: 0.1.0\negress:\n  mode: allowlist\n  allowed_domains: [\"127.0.0.1:{port}\"]\n"),
+    )
+    .unwrap();
+    let sd = dir.path().join("skills/browse");
+    std::fs::create_dir_all(&sd).unwrap();
+    std::fs::write(
+        sd.join("SKILL.md"),
+        "---\nname: browse\ndescription: browse with guardrails\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n    guardrails:\n      deny_output:\n        - pattern: 'LIBRARY-SECRET-[0-9]+'\n          action: redact\n---\nbody\n",
+    )
+    .unwrap();
+    let agent = Agent::load(dir.path().join("forge.yaml")).unwrap();
+    let tools = assemble(&agent, AssembleOptions::default()).await.unwrap();
+    let ctx = tools.context("err-guard");
+    let out = tools
+        .execute(
+            "browser_navigate",
+            json!({"url": format!("http://127.0.0.1:{port}/")}),
+            &ctx,
+        )
+        .await
+        .unwrap();
+    assert!(
+        !out.text.contains("LIBRARY-SECRET-4242") && out.text.contains(REDACTED),
+        "{}",
+        out.text
+    );
+    // A selector that matches nothing fails with a fresh observation of the page.
+    let err = tools
+        .execute("browser_click", json!({"selector": "#nothing-here"}), &ctx)
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("no element matches"), "{msg}");
+    assert!(
+        !msg.contains("LIBRARY-SECRET-4242"),
+        "page content in an error skipped the output guardrails: {msg}"
+    );
+    tools.close_session("err-guard").await;
+    tools.shutdown().await;
+}

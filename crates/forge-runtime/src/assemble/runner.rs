@@ -109,10 +109,54 @@ impl ToolRunner {
                     Some(t) => tokio::time::timeout(t, run).await.unwrap_or(Err(ToolError::Timeout(t))),
                     None => run.await,
                 }
-            } => r?,
+            } => r,
             _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
         };
-        self.filter_output(name, ctx, out)
+        match out {
+            Ok(out) => self.filter_output(name, ctx, out),
+            Err(e) => Err(self.filter_error(name, ctx, e)),
+        }
+    }
+
+    /// A tool error can quote outside content (a browser error carries a fresh observation of
+    /// the page): its message gets the same output guardrails as a result (block, then redact).
+    fn filter_error(&self, name: &str, ctx: &ToolContext, e: ToolError) -> ToolError {
+        let rebuild: fn(String) -> ToolError = match &e {
+            ToolError::InvalidInput(_) => ToolError::InvalidInput,
+            ToolError::Blocked(_) => ToolError::Blocked,
+            ToolError::Failed(_) => ToolError::Failed,
+            _ => return e,
+        };
+        let msg = match &e {
+            ToolError::InvalidInput(m) | ToolError::Blocked(m) | ToolError::Failed(m) => m,
+            _ => return e,
+        };
+        match self.guardrails.check_output(name, msg) {
+            Err(hit) => {
+                let why = hit.to_string();
+                self.report(GuardrailEvent {
+                    session_key: ctx.session_key.clone(),
+                    tool: name.to_string(),
+                    stage: GuardrailStage::ToolOutput,
+                    action: "blocked",
+                    hit: Some(hit),
+                    redactions: 0,
+                });
+                ToolError::Guardrail(why)
+            }
+            Ok(r) if r.redactions > 0 => {
+                self.report(GuardrailEvent {
+                    session_key: ctx.session_key.clone(),
+                    tool: name.to_string(),
+                    stage: GuardrailStage::ToolOutput,
+                    action: "redacted",
+                    hit: None,
+                    redactions: r.redactions,
+                });
+                rebuild(r.value)
+            }
+            Ok(_) => e,
+        }
     }
 
     fn filter_output(
