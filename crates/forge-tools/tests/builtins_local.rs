@@ -454,6 +454,34 @@ async fn dropping_a_running_call_kills_the_whole_process_group() {
     );
 }
 
+/// A `## Tool:` section name is text from a SKILL.md: it names a file in the skill's `scripts`
+/// dir and can never reach a script outside it (`../`), which discovery's symlink check would
+/// never have seen.
+#[test]
+fn script_lookup_never_leaves_the_scripts_dir() {
+    let root = tempfile::tempdir().unwrap();
+    let skill = root.path().join("skills/demo");
+    std::fs::create_dir_all(skill.join("scripts")).unwrap();
+    std::fs::write(root.path().join("outside.sh"), "echo pwned\n").unwrap();
+    std::fs::create_dir_all(root.path().join("skills/demo/scripts/sub")).unwrap();
+    std::fs::write(skill.join("scripts/sub/inner.sh"), "echo inner\n").unwrap();
+    let path_var = std::env::var("PATH").unwrap();
+    for name in [
+        "../../../outside",
+        "../../../../outside",
+        "sub/inner",
+        "/etc/passwd",
+        "..",
+        "a\\..\\b",
+    ] {
+        let found = find_script(&skill, name, &path_var);
+        assert!(
+            matches!(found, ScriptLookup::NoScript { .. }),
+            "{name:?}: {found:?}"
+        );
+    }
+}
+
 fn write_script(dir: &Path, name: &str, body: &str) {
     std::fs::create_dir_all(dir.join("scripts")).unwrap();
     std::fs::write(dir.join("scripts").join(name), body).unwrap();

@@ -42,6 +42,14 @@ pub enum ScriptLookup {
 
 /// Find the script for tool `tool_name` in `skill_dir/scripts` and resolve its interpreter on `path_var`.
 pub fn find_script(skill_dir: &Path, tool_name: &str, path_var: &str) -> ScriptLookup {
+    // The name comes from a SKILL.md heading: it must name a file directly in `scripts`, never a
+    // path (`../x` would run a script outside the skill, past discovery's symlink check).
+    let plain = !tool_name.is_empty()
+        && !tool_name.starts_with('.')
+        && !tool_name.contains(['/', '\\', '\0']);
+    if !plain {
+        return ScriptLookup::NoScript { tried: Vec::new() };
+    }
     let scripts = skill_dir.join("scripts");
     let mut stems = vec![tool_name.to_string()];
     let dashed = tool_name.replace('_', "-");
