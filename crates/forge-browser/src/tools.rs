@@ -842,15 +842,40 @@ impl BrowserTool {
         }
         let new_tabs = session.sync_tabs(st).await;
         if let Some(last) = new_tabs.last() {
-            if let Some(i) = st.tabs.iter().position(|t| &t.id == last) {
-                st.active = i;
-                observe::wait_ready(&st.tabs[i].page, (limit / 5).min(Duration::from_secs(10)))
+            let i = st.tabs.iter().position(|t| &t.id == last);
+            // A tab that showed a dialog before forge attached to it (the dialog event was
+            // never seen, so never answered) cannot run anything: switching to it would make
+            // this call and every later one wait out their time limit.
+            let answers = match i {
+                Some(i) => matches!(
+                    tokio::time::timeout(
+                        Duration::from_secs(3),
+                        observe::call(&st.tabs[i].page, "ready", &Value::Null),
+                    )
+                    .await,
+                    Ok(Ok(_))
+                ),
+                None => false,
+            };
+            match i {
+                Some(i) if answers => {
+                    st.active = i;
+                    observe::wait_ready(
+                        &st.tabs[i].page,
+                        (limit / 5).min(Duration::from_secs(10)),
+                    )
                     .await?;
+                    parts.push(format!(
+                        "opened new tab {} (now active; browser_tabs to switch back)",
+                        new_tabs.join(", ")
+                    ));
+                }
+                _ => parts.push(format!(
+                    "opened new tab {}, but it does not respond (it may be blocked on a dialog it showed while opening), so the active tab is still {}; close it with browser_tabs action=close tab={last}",
+                    new_tabs.join(", "),
+                    st.active_tab().map(|t| t.id.as_str()).unwrap_or("?")
+                )),
             }
-            parts.push(format!(
-                "opened new tab {} (now active; browser_tabs to switch back)",
-                new_tabs.join(", ")
-            ));
         }
         let dialogs = page_dialog_count(st, page);
         if dialogs > 0 {
@@ -1139,8 +1164,18 @@ impl BrowserTool {
         };
         let mut listing = String::new();
         for (i, t) in st.tabs.iter().enumerate() {
-            let title = t.page.get_title().await.ok().flatten().unwrap_or_default();
-            let url = t.page.url().await.ok().flatten().unwrap_or_default();
+            // Bounded: a tab blocked on a dialog answers nothing.
+            let quick = Duration::from_secs(2);
+            let title = tokio::time::timeout(quick, t.page.get_title())
+                .await
+                .ok()
+                .and_then(|r| r.ok().flatten())
+                .unwrap_or_else(|| "(not responding)".into());
+            let url = tokio::time::timeout(quick, t.page.url())
+                .await
+                .ok()
+                .and_then(|r| r.ok().flatten())
+                .unwrap_or_default();
             listing.push_str(&format!(
                 "{}{} {:?} {}\n",
                 t.id,

@@ -920,3 +920,40 @@ fn a_type_attribute_cannot_add_lines_to_the_observation() {
         "a page attribute forged an element line: {obs}"
     );
 }
+
+#[test]
+fn a_tab_that_alerts_while_opening_does_not_hang_the_click() {
+    let Some(f) = fixture() else { return };
+    let obs = f.ok(
+        "popup-alert",
+        "browser_navigate",
+        json!({"url": f.server.url("/popup-alert.html")}),
+    );
+    let t0 = Instant::now();
+    let out = f.call(
+        "popup-alert",
+        "browser_click",
+        json!({"ref": ref_of(&obs, "Open alerting tab")}),
+    );
+    let took = t0.elapsed();
+    let out = out.unwrap_or_else(|e| panic!("click failed after {took:?}: {e}"));
+    assert!(out.contains("opened new tab t2"), "{out}");
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+    // The session stays usable: listing and closing the tab answer promptly.
+    let t0 = Instant::now();
+    let list = f.ok("popup-alert", "browser_tabs", json!({}));
+    assert!(list.contains("t2"), "{list}");
+    let closed = f.ok(
+        "popup-alert",
+        "browser_tabs",
+        json!({"action": "close", "tab": "t2"}),
+    );
+    assert!(closed.starts_with("closed t2"), "{closed}");
+    let state = f.ok("popup-alert", "browser_state", json!({}));
+    assert!(state.contains("Popup alert opener"), "{state}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(20),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
