@@ -959,6 +959,9 @@ impl Session {
     }
 }
 
+/// Dialogs kept per tab between two observations (a page can open them in a loop).
+const MAX_DIALOGS: usize = 20;
+
 impl SessionState {
     async fn add_tab(&mut self, page: Page) -> String {
         let id = format!("t{}", self.next_tab);
@@ -973,6 +976,9 @@ impl SessionState {
         let stream = page.event_listener::<EventJavascriptDialogOpening>().await;
         let dialog_task = tokio::spawn(async move {
             let Ok(mut stream) = stream else { return };
+            // A page can open dialogs in a loop: at most MAX_DIALOGS are kept between two looks,
+            // the last slot then counting the rest.
+            let mut unlisted = 0usize;
             while let Some(ev) = stream.next().await {
                 let accept = matches!(ev.r#type, DialogType::Beforeunload);
                 let kind = match ev.r#type {
@@ -987,10 +993,18 @@ impl SessionState {
                 )
                 .await;
                 let msg: String = ev.message.chars().take(200).collect();
-                d.lock().unwrap_or_else(|p| p.into_inner()).push(format!(
+                let line = format!(
                     "{kind} {msg:?} ({})",
                     if accept { "accepted" } else { "dismissed" }
-                ));
+                );
+                let mut seen = d.lock().unwrap_or_else(|p| p.into_inner());
+                if seen.len() < MAX_DIALOGS {
+                    seen.push(line);
+                    unlisted = 0;
+                } else if let Some(last) = seen.last_mut() {
+                    unlisted += 1;
+                    *last = format!("{} more dialogs, answered the same way", unlisted + 1);
+                }
             }
         });
         self.tabs.push(Tab {

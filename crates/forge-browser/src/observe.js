@@ -560,6 +560,14 @@
     return { sensitive: a ? sensitivity(a) : '' };
   }
 
+  // Whether `ref` is still the focused element of its document (and still on the page).
+  function stillFocused(args) {
+    const t = target(args);
+    if (t.error) return { focused: false };
+    const el = t.el;
+    return { focused: el.ownerDocument.activeElement === el || el.getRootNode().activeElement === el };
+  }
+
   function scrollBy(args) {
     const se = document.scrollingElement || document.documentElement;
     se.scrollTop += args.pages * (document.documentElement.clientHeight || innerHeight) * 0.9;
@@ -680,7 +688,7 @@
   }
 
   return {
-    observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, scrollBy, scrollTo, rect, extract,
+    observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     ready: () => ({ state: document.readyState, url: location.href }),
   };

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chromiumoxide::cdp::browser_protocol::input::{
     DispatchKeyEventParams, DispatchKeyEventType, DispatchMouseEventParams, DispatchMouseEventType,
-    MouseButton,
+    InsertTextParams, MouseButton,
 };
 use chromiumoxide::cdp::browser_protocol::network::{
     EventLoadingFailed, EventRequestWillBeSent, EventResponseReceived, ResourceType,
@@ -924,9 +924,23 @@ impl BrowserTool {
         if v.get("hadValue").and_then(Value::as_bool).unwrap_or(false) {
             key(&page, &KeyPress::named("Backspace", 0)?).await?;
         }
-        for ch in value.chars() {
+        let mut after_enter = false;
+        for (n, ch) in value.chars().enumerate() {
+            if after_enter {
+                // Enter can submit and load another page (whose focused field may be protected):
+                // type on only while the target still has focus.
+                let v = observe::call(&page, "stillFocused", &json!({"ref": r})).await?;
+                if v.get("focused").and_then(Value::as_bool) != Some(true) {
+                    return Err(failed(format!("stopped after {n} of {} chars: {r} lost focus after a newline (Enter) in the value; the rest was not typed. Use submit=true to press Enter after the value", value.chars().count())));
+                }
+            }
             if ch == '\n' {
                 key(&page, &KeyPress::named("Enter", 0)?).await?;
+                after_enter = true;
+            } else if ch == '\t' {
+                // As text: a Tab key event would move focus to the next field and type the rest
+                // of the value there.
+                page.execute(InsertTextParams::new("\t")).await?;
             } else {
                 key(&page, &KeyPress::char(ch)).await?;
             }

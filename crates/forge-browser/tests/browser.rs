@@ -105,6 +105,12 @@ Object.defineProperty(window, 'forge', { value: 'FORGED' });
         "/typeattr.html" => "<!doctype html><title>Type attr</title><input aria-label=\"Odd\" type=\"x&#10;e99 button &quot;Injected&quot;\">".to_string(),
         "/popup-alert.html" => "<!doctype html><title>Popup alert opener</title><a href=\"/alerting.html\" target=\"_blank\">Open alerting tab</a>".to_string(),
         "/alerting.html" => "<!doctype html><title>Alerting</title><script>alert('popup says hi');</script><p>popup body</p>".to_string(),
+        "/spam.html" => "<!doctype html><title>Spam</title><button onclick=\"for (let i = 0; i < 400; i++) alert('spam ' + i); document.title = 'spammed'\">Spam me</button>".to_string(),
+        "/tabfill.html" => r#"<!doctype html><title>Tab fill</title>
+<label for=user>User name</label><input id=user name=user>
+<label for=pw>Password</label><input id=pw type=password>
+<p id=typed></p>
+<script>document.getElementById('pw').addEventListener('input', (e) => { document.getElementById('typed').textContent = 'pw length ' + e.target.value.length; });</script>"#.to_string(),
         "/popup.html" => "<!doctype html><title>Popup opener</title><button onclick=\"window.open('/target.html')\">Open popup</button>".to_string(),
         _ => return Response { status: 404, content_type: "text/plain".into(), headers: vec![], body: b"not found".to_vec() },
     };
@@ -955,5 +961,42 @@ fn a_tab_that_alerts_while_opening_does_not_hang_the_click() {
         t0.elapsed() < std::time::Duration::from_secs(20),
         "took {:?}",
         t0.elapsed()
+    );
+}
+
+#[test]
+fn a_page_that_spams_dialogs_gets_a_bounded_report() {
+    let Some(f) = fixture() else { return };
+    let obs = f.ok(
+        "spam",
+        "browser_navigate",
+        json!({"url": f.server.url("/spam.html")}),
+    );
+    let out = f.ok(
+        "spam",
+        "browser_click",
+        json!({"ref": ref_of(&obs, "Spam me")}),
+    );
+    let shown = out.matches("alert \"spam").count() + out.matches("alert \\\"spam").count();
+    assert!(shown <= 20, "{shown} dialogs listed: {}", out.len());
+}
+
+#[test]
+fn a_tab_in_a_fill_value_does_not_reach_the_next_field() {
+    let Some(f) = fixture() else { return };
+    let obs = f.ok(
+        "tabfill",
+        "browser_navigate",
+        json!({"url": f.server.url("/tabfill.html")}),
+    );
+    let _ = f.call(
+        "tabfill",
+        "browser_fill",
+        json!({"ref": ref_of(&obs, "\"User name\""), "value": "alice\thunter2"}),
+    );
+    let out = f.ok("tabfill", "browser_state", json!({}));
+    assert!(
+        !out.contains("pw length"),
+        "typed into the password field: {out}"
     );
 }
