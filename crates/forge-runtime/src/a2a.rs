@@ -101,6 +101,13 @@ pub fn load_or_create_token(path: &Path) -> std::io::Result<(String, bool)> {
     }
     use std::io::Write;
     let mut f = opts.open(path)?;
+    // `mode` applies only when the file is created: an existing (unusable) file keeps its mode,
+    // so make it private before the token goes in.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
     f.write_all(token.as_bytes())?;
     f.write_all(b"\n")?;
     Ok((token, true))

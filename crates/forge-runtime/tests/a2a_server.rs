@@ -433,6 +433,24 @@ fn the_token_file_is_created_once_with_private_permissions() {
     }
 }
 
+/// A token file that exists but holds no usable token (an empty placeholder, say, created 0644)
+/// is rewritten with a fresh token: the file must end up private, not keep its old mode.
+#[cfg(unix)]
+#[test]
+fn a_regenerated_token_never_lands_in_a_world_readable_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runtime.token");
+    std::fs::write(&path, "").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (_t, new) = a2a::load_or_create_token(&path).unwrap();
+    assert!(new);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
 #[tokio::test]
 async fn tasks_resubscribe_streams_a_running_task_to_its_end() {
     let f = start(WAIT_SCRIPT, None).await;
