@@ -497,7 +497,10 @@
       try { el.setSelectionRange(0, el.value.length); } catch (_) { /* type without selection (email, number) */ }
       hadValue = el.value.length > 0;
     }
-    const focused = el.ownerDocument.activeElement === el || (el.getRootNode().activeElement === el);
+    const active = el.getRootNode().activeElement || el.ownerDocument.activeElement;
+    // Inside a contenteditable region the focus sits on its editing host, an ancestor of `el`.
+    const focused = el.ownerDocument.activeElement === el || active === el
+      || !!(el.isContentEditable && active && active.isContentEditable && active.contains(el));
     return { ref: t.ref, hadValue, focused, sensitive: !!sens };
   }
 
@@ -565,7 +568,9 @@
     const t = target(args);
     if (t.error) return { focused: false };
     const el = t.el;
-    return { focused: el.ownerDocument.activeElement === el || el.getRootNode().activeElement === el };
+    const active = el.getRootNode().activeElement || el.ownerDocument.activeElement;
+    return { focused: el.ownerDocument.activeElement === el || active === el
+      || !!(el.isContentEditable && active && active.isContentEditable && active.contains(el)) };
   }
 
   function scrollBy(args) {

@@ -111,6 +111,7 @@ Object.defineProperty(window, 'forge', { value: 'FORGED' });
 <label for=pw>Password</label><input id=pw type=password>
 <p id=typed></p>
 <script>document.getElementById('pw').addEventListener('input', (e) => { document.getElementById('typed').textContent = 'pw length ' + e.target.value.length; });</script>"#.to_string(),
+        "/editable.html" => "<!doctype html><title>Editable</title><div id=host contenteditable=true><p id=para>old text</p></div>".to_string(),
         "/popup.html" => "<!doctype html><title>Popup opener</title><button onclick=\"window.open('/target.html')\">Open popup</button>".to_string(),
         _ => return Response { status: 404, content_type: "text/plain".into(), headers: vec![], body: b"not found".to_vec() },
     };
@@ -999,4 +1000,20 @@ fn a_tab_in_a_fill_value_does_not_reach_the_next_field() {
         !out.contains("pw length"),
         "typed into the password field: {out}"
     );
+}
+
+#[test]
+fn fill_still_types_into_an_element_inside_a_contenteditable_region() {
+    let Some(f) = fixture() else { return };
+    f.ok(
+        "editable",
+        "browser_navigate",
+        json!({"url": f.server.url("/editable.html")}),
+    );
+    let out = f.ok(
+        "editable",
+        "browser_fill",
+        json!({"selector": "#para", "value": "new words"}),
+    );
+    assert!(out.contains("new words"), "{out}");
 }
