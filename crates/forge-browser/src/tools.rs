@@ -405,7 +405,7 @@ impl NavWatch {
                     if r.r#type == ResourceType::Document && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str()) {
                         out.status = Some(r.response.status);
                         if let Some(code) = egress_reason(&r.response.headers) {
-                            out.blocked = Some(blocked_from_code(mgr, &r.response.url, &code));
+                            out.blocked = blocked_from_code(mgr, &r.response.url, r.response.status, &code);
                         }
                     }
                 }
@@ -430,7 +430,7 @@ impl NavWatch {
             {
                 out.status = Some(r.response.status);
                 if let Some(code) = egress_reason(&r.response.headers) {
-                    out.blocked = Some(blocked_from_code(mgr, &r.response.url, &code));
+                    out.blocked = blocked_from_code(mgr, &r.response.url, r.response.status, &code);
                 }
             }
         }
@@ -460,21 +460,28 @@ fn egress_reason(
         .map(|s| s.trim().to_string())
 }
 
-/// The message for a plain-HTTP refusal (403 with the reason header carrying a short code).
-fn blocked_from_code(mgr: &BrowserManager, url: &str, code: &str) -> String {
-    let bare = url::Url::parse(url)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_string))
-        .unwrap_or_else(|| url.to_string());
-    if let Some(reason) = mgr
-        .refusals()
-        .and_then(|l| l.recent(&bare, Duration::from_secs(30)))
-    {
-        return strip_prefix(&reason);
+/// The message for a plain-HTTP refusal (403 with the reason header carrying a short code), or
+/// None when the header cannot be the proxy's. Any server can send that header itself (and over
+/// HTTPS only the server can), so its text is never echoed: with a refusal log, only a refusal
+/// the proxy recorded counts; without one, only the proxy's own codes.
+fn blocked_from_code(mgr: &BrowserManager, url: &str, status: i64, code: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    if status != 403 || parsed.scheme() != "http" {
+        return None;
+    }
+    let bare = parsed.host_str()?.to_string();
+    if let Some(log) = mgr.refusals() {
+        return log
+            .recent(&bare, Duration::from_secs(30))
+            .map(|reason| strip_prefix(&reason));
     }
     match code {
-        "blocked-host" => format!("{bare} is not in this agent's allowlist"),
-        other => format!("{} was refused by the egress proxy ({other})", host_of(url)),
+        "blocked-host" => Some(format!("{bare} is not in this agent's allowlist")),
+        "blocked-port" | "blocked-ip" => Some(format!(
+            "{} was refused by the egress proxy ({code})",
+            host_of(url)
+        )),
+        _ => None,
     }
 }
 
