@@ -98,13 +98,16 @@
   // A label's text without the text of the controls inside it (a select's options, say).
   function ownText(root) {
     let out = '';
-    const rec = (n) => {
+    // Depth-capped like `walk`: a page nesting thousands of elements in a label must not
+    // overflow the stack and break every observation.
+    const rec = (n, depth) => {
+      if (depth > 64) return;
       for (const c of Array.from(n.childNodes)) {
         if (c.nodeType === 3) out += c.data;
-        else if (c.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON', 'SCRIPT', 'STYLE', 'OPTION'].includes(c.tagName)) rec(c);
+        else if (c.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON', 'SCRIPT', 'STYLE', 'OPTION'].includes(c.tagName)) rec(c, depth + 1);
       }
     };
-    rec(root);
+    rec(root, 0);
     return out;
   }
 

@@ -112,6 +112,7 @@ Object.defineProperty(window, 'forge', { value: 'FORGED' });
 <p id=typed></p>
 <script>document.getElementById('pw').addEventListener('input', (e) => { document.getElementById('typed').textContent = 'pw length ' + e.target.value.length; });</script>"#.to_string(),
         "/editable.html" => "<!doctype html><title>Editable</title><div id=host contenteditable=true><p id=para>old text</p></div>".to_string(),
+        "/deeplabel.html" => "<!doctype html><title>Deep label</title><label id=l for=x></label><input id=x><script>let n = document.getElementById('l'); for (let i = 0; i < 6000; i++) { const c = document.createElement('span'); n.appendChild(c); n = c; } n.textContent = 'Deep name';</script>".to_string(),
         "/popup.html" => "<!doctype html><title>Popup opener</title><button onclick=\"window.open('/target.html')\">Open popup</button>".to_string(),
         _ => return Response { status: 404, content_type: "text/plain".into(), headers: vec![], body: b"not found".to_vec() },
     };
@@ -1050,4 +1051,15 @@ fn a_server_cannot_fake_an_egress_refusal_or_put_text_outside_the_fence() {
         let before_fence = out.split("<<<UNTRUSTED_CONTENT_START").next().unwrap_or("");
         assert!(!before_fence.contains("IGNORE"), "{path}: {out}");
     }
+}
+
+#[test]
+fn a_deeply_nested_label_cannot_break_the_observation() {
+    let Some(f) = fixture() else { return };
+    let out = f.ok(
+        "deeplabel",
+        "browser_navigate",
+        json!({"url": f.server.url("/deeplabel.html")}),
+    );
+    assert!(out.contains("textbox"), "{out}");
 }
