@@ -798,7 +798,6 @@ pub fn launch_args(
         "--webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
         "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,OptimizationHints,Translate,AutofillServerCommunication,InterestFeedContentSuggestions".into(),
         "--disable-dev-shm-usage".into(),
-        "--disable-popup-blocking".into(),
         "--disable-hang-monitor".into(),
         "--disable-prompt-on-repost".into(),
         "--password-store=basic".into(),

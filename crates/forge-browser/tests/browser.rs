@@ -113,6 +113,7 @@ Object.defineProperty(window, 'forge', { value: 'FORGED' });
 <script>document.getElementById('pw').addEventListener('input', (e) => { document.getElementById('typed').textContent = 'pw length ' + e.target.value.length; });</script>"#.to_string(),
         "/editable.html" => "<!doctype html><title>Editable</title><div id=host contenteditable=true><p id=para>old text</p></div>".to_string(),
         "/deeplabel.html" => "<!doctype html><title>Deep label</title><label id=l for=x></label><input id=x><script>let n = document.getElementById('l'); for (let i = 0; i < 6000; i++) { const c = document.createElement('span'); n.appendChild(c); n = c; } n.textContent = 'Deep name';</script>".to_string(),
+        "/popup-flood.html" => "<!doctype html><title>Flood</title><p>flood</p><script>for (let i = 0; i < 25; i++) window.open('/target.html?flood=' + i);</script>".to_string(),
         "/popup.html" => "<!doctype html><title>Popup opener</title><button onclick=\"window.open('/target.html')\">Open popup</button>".to_string(),
         _ => return Response { status: 404, content_type: "text/plain".into(), headers: vec![], body: b"not found".to_vec() },
     };
@@ -1062,4 +1063,21 @@ fn a_deeply_nested_label_cannot_break_the_observation() {
         json!({"url": f.server.url("/deeplabel.html")}),
     );
     assert!(out.contains("textbox"), "{out}");
+}
+
+#[test]
+fn a_page_cannot_open_tabs_without_a_click() {
+    let Some(f) = fixture() else { return };
+    f.ok(
+        "flood",
+        "browser_navigate",
+        json!({"url": f.server.url("/popup-flood.html")}),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let list = f.ok("flood", "browser_tabs", json!({}));
+    let tabs = list.lines().next().unwrap_or("").matches('t').count();
+    assert!(
+        !list.contains("t3"),
+        "a script opened tabs on its own ({tabs}): {list}"
+    );
 }
