@@ -256,7 +256,7 @@ async fn message_stream_sends_tool_progress_then_a_final_event() {
     let f = start(CALC_SCRIPT, None).await;
     let mut s = TcpStream::connect(f.addr).await.unwrap();
     let body = json!({"jsonrpc": "2.0", "id": "s1", "method": "message/stream", "params": {"message": user_message("add")}}).to_string();
-    let req = format!("POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    let req = format!("POST / HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
     s.write_all(req.as_bytes()).await.unwrap();
     let mut reader = BufReader::new(s);
     let mut head = String::new();
@@ -451,6 +451,54 @@ fn a_regenerated_token_never_lands_in_a_world_readable_file() {
     );
 }
 
+/// Without a token (loopback), a web page in the user's browser must not be able to start
+/// tasks: a cross-site "simple" POST (text/plain, no preflight) and a DNS-rebinding name (a
+/// foreign Host) are refused, and no task starts.
+#[tokio::test]
+async fn browsers_cannot_drive_a_loopback_server_cross_site() {
+    let f = start(CALC_SCRIPT, None).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": user_message("add")}}).to_string();
+    for (host, ctype, want) in [
+        (f.addr.to_string(), "text/plain", 415),
+        (f.addr.to_string(), "application/x-www-form-urlencoded", 415),
+        (
+            format!("rebind.attacker.example:{}", f.addr.port()),
+            "application/json",
+            403,
+        ),
+    ] {
+        let mut s = TcpStream::connect(f.addr).await.unwrap();
+        let req = format!("POST / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.unwrap();
+        let text = String::from_utf8_lossy(&buf);
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {want}")),
+            "{host} {ctype}: {text}"
+        );
+    }
+    // A local client (loopback Host, JSON) still works.
+    let r = rpc(
+        f.addr,
+        "message/send",
+        json!({"message": user_message("add")}),
+    )
+    .await;
+    assert_eq!(r["result"]["status"]["state"], "completed", "{r}");
+    let (status, _, _) = http_host(
+        f.addr,
+        &format!("localhost:{}", f.addr.port()),
+        "POST",
+        "/",
+        None,
+        Some(&json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": "none"}})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    f.handle.shutdown().await;
+}
+
 #[tokio::test]
 async fn tasks_resubscribe_streams_a_running_task_to_its_end() {
     let f = start(WAIT_SCRIPT, None).await;
@@ -465,7 +513,7 @@ async fn tasks_resubscribe_streams_a_running_task_to_its_end() {
     let body =
         json!({"jsonrpc": "2.0", "id": "r1", "method": "tasks/resubscribe", "params": {"id": id}})
             .to_string();
-    let req = format!("POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    let req = format!("POST / HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
     s.write_all(req.as_bytes()).await.unwrap();
     let mut reader = BufReader::new(s);
     let mut events: Vec<Value> = Vec::new();

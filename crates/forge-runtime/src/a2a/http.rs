@@ -178,6 +178,37 @@ fn card_for(card: &Value, headers: &http::HeaderMap) -> Value {
     }
 }
 
+/// Whether the request's `Host` names a loopback address or `localhost` (any port).
+fn host_is_loopback(headers: &http::HeaderMap) -> bool {
+    let Some(host) = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+    else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((inner, after)) if after.is_empty() || after.starts_with(':') => inner,
+            _ => return false,
+        },
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether the body is declared as JSON (`application/json`, parameters allowed).
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+}
+
 /// Constant-time comparison of the presented and expected tokens.
 fn token_matches(presented: &str, expected: &str) -> bool {
     let (a, b) = (presented.as_bytes(), expected.as_bytes());
@@ -195,6 +226,22 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         }
         (&Method::GET, "/healthz") => json_response(StatusCode::OK, &json!({"status": "ok"})),
         (&Method::POST, "/") => {
+            // Without a token the server trusts loopback. A web page in the user's browser is
+            // on loopback too: it can send a cross-site "simple" POST (text/plain or a form
+            // type, no CORS preflight) or reach the port under a DNS-rebinding name. So without
+            // a token the Host must name loopback, and every POST must be JSON.
+            if shared.token.is_none() && !host_is_loopback(req.headers()) {
+                return json_response(
+                    StatusCode::FORBIDDEN,
+                    &json!({"error": "this agent serves loopback clients without a token: the Host header must be 127.0.0.1, [::1] or localhost"}),
+                );
+            }
+            if !is_json(req.headers()) {
+                return json_response(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    &json!({"error": "send JSON-RPC with Content-Type: application/json"}),
+                );
+            }
             if let Some(expected) = &shared.token {
                 let presented = req
                     .headers()
