@@ -11,11 +11,9 @@ use std::process::{Command, Output};
 
 use assert_cmd::cargo::CommandCargoExt;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/agents")
-        .join(name)
-}
+#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
+mod fixture_agents;
+use fixture_agents::{copy_dir, fixture};
 
 /// Copies a fixture agent into a fresh temp dir (tests never write into the repository).
 fn agent(name: &str) -> (tempfile::TempDir, PathBuf) {
@@ -23,19 +21,6 @@ fn agent(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tmp.path().join(name);
     copy_dir(&fixture(name), &dir);
     (tmp, dir)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            fs::copy(e.path(), &target).unwrap();
-        }
-    }
 }
 
 fn forge() -> Command {

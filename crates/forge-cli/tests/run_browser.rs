@@ -17,6 +17,10 @@ use fake_llm::{Reply, Responder};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
+mod fixture_agents;
+use fixture_agents::copy_dir;
+
 fn browser_available() -> bool {
     match forge_browser::find_browser_binary() {
         Ok(_) => true,
@@ -54,23 +58,6 @@ async fn run(mut cmd: Command) -> Output {
     tokio::task::spawn_blocking(move || cmd.output().expect("run forge"))
         .await
         .unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name();
-        if name.to_string_lossy().starts_with('.') {
-            continue;
-        }
-        let (src, dst) = (e.path(), to.join(&name));
-        if src.is_dir() {
-            copy_dir(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
 }
 
 fn audit_events(path: &Path) -> Vec<Value> {

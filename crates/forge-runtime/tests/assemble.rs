@@ -3,37 +3,19 @@
 //! the real egress proxy in its environment, skill script tools, denied_tools, and the startup
 //! errors (shell in allowed_binaries, invalid guardrail regex).
 
-use std::path::{Path, PathBuf};
-
 use forge_runtime::assemble::{
     assemble, AssembleError, AssembleOptions, AssembledTools, ToolSource,
 };
 use forge_skills::Agent;
 use serde_json::json;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/agents")
-        .join(name)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
+#[path = "support/fixture_agents.rs"]
+mod fixture_agents;
+use fixture_agents::fixture_copy;
 
 /// A private copy of a fixture agent (so `.forge/files` lands in a temp dir).
 fn agent_copy(name: &str) -> (tempfile::TempDir, Agent) {
-    let dir = tempfile::tempdir().unwrap();
-    copy_dir(&fixture(name), dir.path());
+    let dir = fixture_copy(name);
     let agent = Agent::load(dir.path().join("forge.yaml")).unwrap();
     (dir, agent)
 }

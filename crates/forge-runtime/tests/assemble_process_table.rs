@@ -4,7 +4,6 @@
 //! check can pass by construction. This file holds one test so no other test shares the process.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use forge_runtime::assemble::{assemble, AssembleOptions};
@@ -12,28 +11,12 @@ use forge_skills::Agent;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/agents")
-        .join(name)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
+#[path = "support/fixture_agents.rs"]
+mod fixture_agents;
+use fixture_agents::fixture_copy;
 
 fn load(name: &str) -> (tempfile::TempDir, Agent) {
-    let dir = tempfile::tempdir().unwrap();
-    copy_dir(&fixture(name), dir.path());
+    let dir = fixture_copy(name);
     let agent = Agent::load(dir.path().join("forge.yaml")).unwrap();
     (dir, agent)
 }
