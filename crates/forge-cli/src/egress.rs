@@ -1,6 +1,7 @@
 //! `forge egress check` and `forge egress serve`: build the agent's egress policy (forge.yaml
-//! `egress`, the active skills' `egress_domains`, `--allow`), then decide one URL or run the loopback
-//! proxy standalone. The policy, resolution and the proxy live in forge-egress.
+//! `egress`, the active skills' `egress_domains`, `--allow`) with the same function the Runner
+//! uses (`forge_runtime::assemble::egress_policy`), then decide one URL or run the loopback proxy
+//! standalone. The policy, resolution and the proxy live in forge-egress.
 //!
 //! Exit codes: `check` 0 allowed, 3 blocked, 2 malformed, 1 error (unreadable config, DNS failure);
 //! `serve` 0 after a clean stop on Ctrl-C/SIGTERM, 1 on error.
@@ -14,10 +15,10 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use forge_egress::client::parse_url;
 use forge_egress::connect::{ConnectLimits, Connector, TcpDialer};
-use forge_egress::policy::PolicyError;
 use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, Outcome, ProxyOptions};
 use forge_egress::resolve::{Resolver, StaticResolver, SystemResolver};
-use forge_egress::{EgressError, EgressMode, EgressPolicy, EgressSettings};
+use forge_egress::{EgressError, EgressPolicy};
+use forge_runtime::assemble::{egress_policy, EgressPolicyError};
 use forge_skills::miette::{
     GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic, NamedSource, Report,
 };
@@ -92,16 +93,13 @@ fn build(args: &PolicyArgs) -> Result<Built, ExitCode> {
         Some(p) => Some(p.clone()),
         None => Some(PathBuf::from("forge.yaml")).filter(|p| p.is_file()),
     };
-    let mut settings = EgressSettings::default();
-    let mut files: Vec<(String, PathBuf)> = Vec::new();
-    if let Some(path) = &config {
-        let (s, f) = settings_from_agent(path)?;
-        settings = s;
-        files = f;
-    }
-    settings.cli_entries = args.allow.clone();
-    let policy = EgressPolicy::new(settings).map_err(|e| {
-        report_policy_error(&e, &files);
+    let agent = match &config {
+        Some(path) => Some(load_agent(path)?),
+        None => None,
+    };
+    // The same function `forge run` and `forge tool` build their policy with (through the Runner).
+    let policy = egress_policy(agent.as_ref(), &[], &args.allow).map_err(|e| {
+        report_policy_error(&e);
         ExitCode::from(1)
     })?;
     let mut resolver = StaticResolver::new().with_fallback(Arc::new(SystemResolver));
@@ -120,12 +118,9 @@ fn build(args: &PolicyArgs) -> Result<Built, ExitCode> {
 
 /// Render a policy error pointing at the file and line that holds the offending value (forge.yaml
 /// for `egress.*` fields, the skill's SKILL.md for its `egress_domains`); `--allow` has no file.
-fn report_policy_error(e: &PolicyError, files: &[(String, PathBuf)]) {
-    let file = files
-        .iter()
-        .find(|(field, _)| *field == e.field)
-        .map(|(_, p)| p.clone());
-    let located = file.as_ref().and_then(|p| {
+fn report_policy_error(err: &EgressPolicyError) {
+    let e = &err.error;
+    let located = err.file.as_ref().and_then(|p| {
         let text = std::fs::read_to_string(p).ok()?;
         let at = text
             .find(e.value.as_str())
@@ -158,11 +153,9 @@ fn report_policy_error(e: &PolicyError, files: &[(String, PathBuf)]) {
     eprint!("{out}");
 }
 
-/// forge.yaml `egress` plus every active skill's `egress_domains` (`$VAR` entries expanded from the
-/// environment).
-/// Also returns, per policy-error field name, the file that holds that field's values.
-fn settings_from_agent(path: &Path) -> Result<(EgressSettings, Vec<(String, PathBuf)>), ExitCode> {
-    let agent = forge_skills::Agent::load(path).map_err(|e| {
+/// Load the agent at `path`, or render why not.
+fn load_agent(path: &Path) -> Result<forge_skills::Agent, ExitCode> {
+    forge_skills::Agent::load(path).map_err(|e| {
         let mut out = String::new();
         let handler =
             GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor()).with_width(100);
@@ -171,39 +164,7 @@ fn settings_from_agent(path: &Path) -> Result<(EgressSettings, Vec<(String, Path
         }
         eprint!("{out}");
         ExitCode::from(1)
-    })?;
-    let eg = &agent.config.egress;
-    let mode = match eg.mode {
-        forge_skills::EgressMode::DenyAll => EgressMode::DenyAll,
-        forge_skills::EgressMode::Allowlist => EgressMode::Allowlist,
-        forge_skills::EgressMode::DevOpen => EgressMode::DevOpen,
-    };
-    let mut files: Vec<(String, PathBuf)> =
-        ["egress.allowed_domains", "egress.allowed_private_cidrs"]
-            .iter()
-            .map(|f| (f.to_string(), path.to_path_buf()))
-            .collect();
-    let mut skill_domains = Vec::new();
-    for skill in &agent.skills {
-        files.push((
-            format!("egress_domains of skill {}", skill.name),
-            skill.path.clone(),
-        ));
-        if let Some(meta) = &skill.forge {
-            for d in forge_skills::expand_domains(&meta.egress_domains, |k| std::env::var(k).ok()) {
-                skill_domains.push((skill.name.clone(), d));
-            }
-        }
-    }
-    let settings = EgressSettings {
-        mode: Some(mode),
-        allowed_domains: eg.allowed_domains.clone(),
-        allow_private_ips: eg.allow_private_ips,
-        allowed_private_cidrs: eg.allowed_private_cidrs.clone(),
-        skill_domains,
-        ..Default::default()
-    };
-    Ok((settings, files))
+    })
 }
 
 async fn check(args: CheckArgs) -> ExitCode {

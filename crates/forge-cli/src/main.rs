@@ -5,6 +5,9 @@
 //! `skills` (forge skills ...), `egress` (forge egress ...), `tool` (forge tool ...),
 //! `run` (forge run, forge audit ...), `build` (forge build, forge package).
 
+// The one crate that renders output (the workspace denies printing everywhere else).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

@@ -1,35 +1,23 @@
 //! `forge run` (one task with `--once`, or serve A2A) and `forge audit verify`.
 //!
-//! `forge run` loads the agent, resolves the model, assembles the tools (with the model host
-//! added to the egress allowlist), then either runs one task and prints the answer and the
-//! artifacts' paths, or serves A2A until Ctrl-C/SIGTERM. `--demo-site DIR` also serves DIR on an
-//! ephemeral 127.0.0.1 port and exports its `127.0.0.1:PORT` as `FORGE_DEMO_SITE` before the agent
-//! is loaded (the bundled example's skill allowlists `$FORGE_DEMO_SITE`).
+//! `forge run` loads the agent and starts it through [`Runner::start`] (model, tools, egress,
+//! proxy, audit log: all in forge-runtime), then either runs one task and prints the answer and
+//! the artifacts' paths, or serves A2A until Ctrl-C/SIGTERM. `--demo-site DIR` also serves DIR on
+//! an ephemeral 127.0.0.1 port and exports its `127.0.0.1:PORT` as `FORGE_DEMO_SITE` before the
+//! agent is loaded (the bundled example's skill allowlists `$FORGE_DEMO_SITE`).
 
-use std::net::{IpAddr, SocketAddr};
-use std::path::{Component, Path, PathBuf};
+use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use forge_egress::client::{ClientOptions, EgressClient};
-use forge_runtime::a2a::{self, CardInfo, TaskStore};
-use forge_runtime::agent_loop::assembled::{
-    AssembledLoopTools, AssembledSessions, AuditEgressObserver, AuditToolEvents,
+use forge_runtime::agent_loop::LoopEvent;
+use forge_runtime::audit;
+use forge_runtime::demo_site::DemoSite;
+use forge_runtime::runner::{
+    AuditTarget, ModelChoice, Runner, RunnerOptions, ServeError, ServeOptions, StartError,
+    TokenOrigin,
 };
-use forge_runtime::agent_loop::{
-    system_prompt, AgentLoop, LoopConfig, LoopEvent, PromptSkill, SessionCloser,
-};
-use forge_runtime::assemble::{assemble, AssembleOptions, AssembledTools};
-use forge_runtime::audit::{self, AuditLog};
-use forge_runtime::providers::fallback::Fallback;
-use forge_runtime::providers::transport::EgressTransport;
-use forge_runtime::providers::{
-    build_provider, resolve_fallback, resolve_model, ModelHttp, ModelSettings, Provider,
-    RetryPolicy,
-};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 /// Run an agent: one task with --once, or serve it over A2A.
@@ -122,8 +110,12 @@ pub fn run(args: RunArgs) -> ExitCode {
     // The demo site is bound before anything else so its address can be exported while the
     // process is still single-threaded (the skills expand $FORGE_DEMO_SITE when they load).
     let demo = match &args.demo_site {
-        Some(dir) => match bind_demo_site(dir) {
-            Ok(d) => Some(d),
+        Some(dir) => match DemoSite::bind(dir) {
+            Ok(d) => {
+                // Still single-threaded here: no other thread reads the environment concurrently.
+                std::env::set_var("FORGE_DEMO_SITE", d.addr().to_string());
+                Some(d)
+            }
             Err(e) => {
                 eprintln!("forge run: --demo-site {}: {e}", dir.display());
                 return ExitCode::from(2);
@@ -144,29 +136,6 @@ pub fn run(args: RunArgs) -> ExitCode {
     rt.block_on(run_async(args, demo))
 }
 
-struct DemoSite {
-    listener: std::net::TcpListener,
-    dir: PathBuf,
-}
-
-fn bind_demo_site(dir: &Path) -> Result<DemoSite, String> {
-    if !dir.join("index.html").is_file() {
-        return Err("not a directory with an index.html".into());
-    }
-    let dir = dir.canonicalize().map_err(|e| e.to_string())?;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| format!("cannot bind 127.0.0.1: {e}"))?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    // Still single-threaded here: no other thread reads the environment concurrently.
-    std::env::set_var("FORGE_DEMO_SITE", addr.to_string());
-    Ok(DemoSite { listener, dir })
-}
-
-fn env_get(k: &str) -> Option<String> {
-    std::env::var(k).ok()
-}
-
 async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
     let agent = match forge_skills::Agent::load(&args.config) {
         Ok(a) => a,
@@ -175,239 +144,63 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let audit = match &args.audit_file {
-        Some(p) => match AuditLog::open_file(p) {
-            Ok(a) => a,
-            Err(e) => {
-                eprintln!("forge run: {e}");
-                return ExitCode::from(2);
-            }
+    let options = RunnerOptions {
+        model: Some(ModelChoice {
+            provider: args.provider.clone(),
+            model: args.model.clone(),
+        }),
+        allow: args.allow.clone(),
+        audit: match &args.audit_file {
+            Some(p) => AuditTarget::File(p.clone()),
+            None => AuditTarget::Stderr,
         },
-        None => AuditLog::stderr(),
+        max_iterations: args.max_iterations,
+        ..Default::default()
     };
-    let settings = agent
-        .config
-        .model
-        .as_ref()
-        .map(|m| ModelSettings {
-            provider: Some(m.provider.clone()),
-            name: Some(m.name.clone()),
-            base_url: m.base_url.clone(),
-        })
-        .unwrap_or_default();
-    let model = match resolve_model(
-        &settings,
-        args.provider.as_deref(),
-        args.model.as_deref(),
-        &env_get,
-    ) {
-        Ok(m) => m,
+    let runner = match Runner::start(&agent, options).await {
+        Ok(r) => r,
         Err(e) => {
             eprintln!("forge run: {e}");
-            return ExitCode::from(2);
+            // A broken agent setup (tools, browser, proxy) is 1; a bad command line, model
+            // configuration or audit file is 2.
+            return ExitCode::from(match e {
+                StartError::Assemble(_) => 1,
+                _ => 2,
+            });
         }
     };
-    let mut fallbacks = Vec::new();
-    for (i, f) in agent
-        .config
-        .model
-        .iter()
-        .flat_map(|m| m.fallbacks.iter())
-        .enumerate()
-    {
-        let entry = ModelSettings {
-            provider: Some(f.provider.clone()),
-            name: Some(f.name.clone()),
-            base_url: f.base_url.clone(),
-        };
-        match resolve_fallback(&entry, &env_get) {
-            Ok(m) => fallbacks.push(m),
-            Err(e) => {
-                eprintln!(
-                    "forge run: {}: model.fallbacks[{i}]: {e}",
-                    args.config.display()
-                );
-                return ExitCode::from(2);
-            }
-        }
+    let browser = runner.assembled().browser().is_some();
+    if let Some(model) = runner.model() {
+        eprintln!(
+            "forge: agent {} | model {}/{} | {} tools{}",
+            runner.agent_id(),
+            model.provider,
+            model.name,
+            runner.tools().specs().len(),
+            if browser { " (browser enabled)" } else { "" }
+        );
     }
-    let mut opts = AssembleOptions::default();
-    for m in std::iter::once(&model).chain(fallbacks.iter()) {
-        if let Some(entry) = m.egress_entry() {
-            opts.forge_egress_entries
-                .push((format!("model provider {}", m.provider), entry));
-        }
-    }
-    opts.cli_egress_entries = args.allow.clone();
-    opts.events = Some(Arc::new(AuditToolEvents(audit.clone())));
-    opts.deps.proxy.observer = Some(Arc::new(AuditEgressObserver::proxy(audit.clone())));
-    opts.deps.client.observer = Some(Arc::new(AuditEgressObserver::client(audit.clone())));
-    let tools = match assemble(&agent, opts).await {
-        Ok(t) => Arc::new(t),
-        Err(e) => {
-            eprintln!("forge run: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let Some(client) = tools.egress().client() else {
-        eprintln!("forge run: the egress client is not available");
-        return ExitCode::from(1);
-    };
-    // Model calls get their own client on the same policy value: a longer time limit than tool
-    // requests (generations can be slow) and a larger body cap; decisions are audited alike.
-    let retry = RetryPolicy::from_env(&env_get);
-    let model_client = Arc::new(EgressClient::new(
-        tools.egress().policy().clone(),
-        ClientOptions {
-            timeout: retry.request_timeout + Duration::from_secs(5),
-            max_body_bytes: 32 * 1024 * 1024,
-            observer: Some(Arc::new(AuditEgressObserver::client(audit.clone()))),
-            ..ClientOptions::default()
-        },
-    ));
-    let transport: Arc<dyn ModelHttp> = Arc::new(EgressTransport::new(model_client));
-    let primary = match build_provider(
-        &model,
-        &agent.dir,
-        transport.clone(),
-        retry.clone(),
-        &env_get,
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("forge run: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let mut backups = Vec::new();
-    for (i, m) in fallbacks.iter().enumerate() {
-        match build_provider(m, &agent.dir, transport.clone(), retry.clone(), &env_get) {
-            Ok(p) => backups.push(p),
-            Err(e) => {
-                eprintln!("forge run: model.fallbacks[{i}]: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let provider: Arc<dyn Provider> = if backups.is_empty() {
-        primary
-    } else {
-        Arc::new(Fallback::new(primary, backups))
-    };
-    let loop_tools = Arc::new(AssembledLoopTools::new(&tools));
-    let specs = forge_runtime::agent_loop::LoopTools::specs(&*loop_tools);
-    let skills: Vec<PromptSkill> = agent
-        .skills
-        .iter()
-        .map(|s| PromptSkill {
-            name: s.name.clone(),
-            description: s.description.clone(),
-            body: s.body.clone(),
-        })
-        .collect();
-    let description = agent_description(&agent);
-    let prompt = system_prompt(
-        &agent.config.agent_id,
-        description.as_deref(),
-        &skills,
-        &specs,
-    );
-    let sessions: Option<Arc<dyn SessionCloser>> = if tools.browser().is_some() {
-        Some(Arc::new(AssembledSessions::new(
-            tools.clone(),
-            audit.clone(),
-        )))
-    } else {
-        None
-    };
-    let agent_loop = Arc::new(AgentLoop {
-        provider,
-        tools: loop_tools,
-        system_prompt: prompt,
-        audit: audit.clone(),
-        config: LoopConfig {
-            max_iterations: args.max_iterations.max(1),
-            tool_timeout: tools.timeout(),
-            ..Default::default()
-        },
-        files_dir: tools.files_dir().to_path_buf(),
-        egress: Some(client),
-        sessions,
-    });
-    eprintln!(
-        "forge: agent {} | model {}/{} | {} tools{}",
-        agent.config.agent_id,
-        model.provider,
-        model.name,
-        specs.len(),
-        if tools.browser().is_some() {
-            " (browser enabled)"
-        } else {
-            ""
-        }
-    );
     let demo_stop = CancellationToken::new();
     if let Some(d) = demo {
-        match tokio::net::TcpListener::from_std(d.listener) {
-            Ok(l) => {
-                eprintln!(
-                    "forge: demo site {} on http://{}/",
-                    d.dir.display(),
-                    std::env::var("FORGE_DEMO_SITE").unwrap_or_default()
-                );
-                tokio::spawn(serve_demo_site(l, d.dir, demo_stop.clone()));
-            }
+        let (addr, dir) = (d.addr(), d.dir().to_path_buf());
+        match d.serve(demo_stop.clone()) {
+            Ok(_) => eprintln!("forge: demo site {} on http://{addr}/", dir.display()),
             Err(e) => {
                 eprintln!("forge run: demo site: {e}");
+                runner.shutdown().await;
                 return ExitCode::from(1);
             }
         }
     }
 
     let code = match &args.once {
-        Some(p) => run_once(&agent_loop, p).await,
-        None => serve(&args, &agent, agent_loop.clone(), &audit).await,
+        Some(p) => run_once(&runner, p).await,
+        None => serve(&args, &runner).await,
     };
     demo_stop.cancel();
-    drop(agent_loop);
-    // Stop the browser (removing its profile) and the proxy; tasks release their references
-    // as they finish, so wait briefly for the last one.
-    let mut tools = tools;
-    for _ in 0..50 {
-        match Arc::try_unwrap(tools) {
-            Ok(t) => {
-                shutdown_tools(t).await;
-                break;
-            }
-            Err(t) => {
-                tools = t;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
+    // Stops the browser (removing its profile) and the proxy.
+    runner.shutdown().await;
     code
-}
-
-/// The agent's description: the description of its root skill file (forge.yaml `skills.path`,
-/// default `SKILL.md` next to forge.yaml), as in initializ/forge, when there is one.
-fn agent_description(agent: &forge_skills::Agent) -> Option<String> {
-    let rel = agent
-        .config
-        .skills
-        .path
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("SKILL.md"));
-    let root = agent.dir.join(rel).canonicalize().ok()?;
-    agent
-        .skills
-        .iter()
-        .find(|s| s.path.canonicalize().ok().as_ref() == Some(&root))
-        .map(|s| s.description.trim().to_string())
-        .filter(|d| !d.is_empty())
-}
-
-async fn shutdown_tools(t: AssembledTools) {
-    t.shutdown().await;
 }
 
 fn progress_line(ev: &LoopEvent) -> Option<String> {
@@ -436,7 +229,7 @@ fn progress_line(ev: &LoopEvent) -> Option<String> {
     }
 }
 
-async fn run_once(agent_loop: &Arc<AgentLoop>, prompt: &str) -> ExitCode {
+async fn run_once(runner: &Runner, prompt: &str) -> ExitCode {
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
     tokio::spawn(async move {
@@ -453,10 +246,7 @@ async fn run_once(agent_loop: &Arc<AgentLoop>, prompt: &str) -> ExitCode {
             }
         }
     });
-    let task_id = a2a::tasks::new_id();
-    let result = agent_loop
-        .run_task(&task_id, prompt, vec![], cancel, Some(tx))
-        .await;
+    let result = runner.run_once(prompt, cancel, Some(tx)).await;
     let _ = printer.await;
     match result {
         Ok(o) => {
@@ -477,101 +267,41 @@ async fn run_once(agent_loop: &Arc<AgentLoop>, prompt: &str) -> ExitCode {
     }
 }
 
-async fn serve(
-    args: &RunArgs,
-    agent: &forge_skills::Agent,
-    agent_loop: Arc<AgentLoop>,
-    audit: &AuditLog,
-) -> ExitCode {
-    let addr = SocketAddr::new(args.host, args.port);
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("forge run: cannot listen on {addr}: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let local = match listener.local_addr() {
-        Ok(a) => a,
+async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
+    let server = match runner
+        .serve_a2a(ServeOptions {
+            host: args.host,
+            port: args.port,
+        })
+        .await
+    {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("forge run: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(match e {
+                ServeError::BadEnvToken => 2,
+                _ => 1,
+            });
         }
     };
-    let token_path = agent.dir.join(".forge").join("runtime.token");
-    let from_env = std::env::var("FORGE_RUNTIME_TOKEN")
-        .ok()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty());
-    let token_from_env = from_env.is_some();
-    let token = if args.host.is_loopback() {
-        None
-    } else if let Some(t) = from_env {
-        // Provided by the operator (e.g. from a Kubernetes Secret): used as is, not written anywhere.
-        if t.len() < 16 || !t.chars().all(|c| c.is_ascii_graphic()) {
-            eprintln!("forge run: FORGE_RUNTIME_TOKEN must be at least 16 printable ASCII characters without spaces");
-            return ExitCode::from(2);
-        }
-        audit.add_secret(&t);
-        Some(t)
-    } else {
-        match a2a::load_or_create_token(&token_path) {
-            Ok((t, _)) => {
-                audit.add_secret(&t);
-                Some(t)
-            }
-            Err(e) => {
-                eprintln!(
-                    "forge run: cannot write the bearer token to {}: {e}",
-                    token_path.display()
-                );
-                return ExitCode::from(1);
-            }
-        }
-    };
-    let info = CardInfo {
-        name: agent.config.agent_id.clone(),
-        description: agent_description(agent).unwrap_or_else(|| {
-            format!(
-                "forge agent {} ({} skills)",
-                agent.config.agent_id,
-                agent.skills.len()
-            )
-        }),
-        version: agent.config.version.clone(),
-        skills: agent
-            .skills
-            .iter()
-            .map(|s| (s.name.clone(), s.description.clone(), s.tags.clone()))
-            .collect(),
-    };
-    let url = format!("http://{local}/");
-    let card = a2a::agent_card(&info, &url, token.is_some());
-    let store = TaskStore::new(agent_loop);
-    let handle = match a2a::serve(listener, store, card, token.clone()) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("forge run: {e}");
-            return ExitCode::from(1);
-        }
-    };
+    let url = &server.url;
     println!(
         "forge: serving agent {} over A2A on {url} (card: {url}.well-known/agent-card.json)",
-        agent.config.agent_id
+        runner.agent_id()
     );
-    if let Some(t) = &token {
-        if token_from_env {
-            println!("forge: bearer token required (the one in FORGE_RUNTIME_TOKEN)");
-        } else {
-            println!(
-                "forge: bearer token required (from {}): {t}",
-                token_path.display()
-            );
+    match (&server.token, &server.token_origin) {
+        (Some(_), Some(TokenOrigin::Env)) => {
+            println!("forge: bearer token required (the one in FORGE_RUNTIME_TOKEN)")
         }
+        (Some(t), Some(TokenOrigin::File(path))) => println!(
+            "forge: bearer token required (from {}): {t}",
+            path.display()
+        ),
+        _ => {}
     }
     wait_for_shutdown().await;
     eprintln!("forge: shutting down");
-    handle.shutdown().await;
+    server.shutdown().await;
     ExitCode::SUCCESS
 }
 
@@ -594,67 +324,5 @@ async fn wait_for_shutdown() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// A minimal static file server for the demo site: GET only, files under `dir` only.
-async fn serve_demo_site(listener: tokio::net::TcpListener, dir: PathBuf, stop: CancellationToken) {
-    loop {
-        let (mut sock, _) = tokio::select! {
-            _ = stop.cancelled() => return,
-            a = listener.accept() => match a { Ok(s) => s, Err(_) => continue },
-        };
-        let dir = dir.clone();
-        tokio::spawn(async move {
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16_384 {
-                match tokio::time::timeout(Duration::from_secs(10), sock.read(&mut chunk)).await {
-                    Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-                    _ => return,
-                }
-            }
-            let head = String::from_utf8_lossy(&buf).to_string();
-            let mut first = head.lines().next().unwrap_or("").split(' ');
-            let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or("/"));
-            let path = target.split(['?', '#']).next().unwrap_or("/");
-            let rel = path.trim_start_matches('/');
-            let rel = if rel.is_empty() { "index.html" } else { rel };
-            let rel_path = Path::new(rel);
-            let safe = rel_path
-                .components()
-                .all(|c| matches!(c, Component::Normal(_)));
-            let file = dir.join(rel_path);
-            let (status, ctype, body) = match (method, safe) {
-                ("GET" | "HEAD", true) => match tokio::fs::read(&file).await {
-                    Ok(b) => ("200 OK", content_type(&file), b),
-                    Err(_) => ("404 Not Found", "text/plain", b"not found\n".to_vec()),
-                },
-                ("GET" | "HEAD", false) => ("404 Not Found", "text/plain", b"not found\n".to_vec()),
-                _ => (
-                    "405 Method Not Allowed",
-                    "text/plain",
-                    b"method not allowed\n".to_vec(),
-                ),
-            };
-            let head = format!("HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
-            let _ = sock.write_all(head.as_bytes()).await;
-            if method != "HEAD" {
-                let _ = sock.write_all(&body).await;
-            }
-            let _ = sock.shutdown().await;
-        });
-    }
-}
-
-fn content_type(p: &Path) -> &'static str {
-    match p.extension().and_then(|e| e.to_str()) {
-        Some("html") => "text/html; charset=utf-8",
-        Some("css") => "text/css",
-        Some("js") => "text/javascript",
-        Some("png") => "image/png",
-        Some("svg") => "image/svg+xml",
-        Some("json") => "application/json",
-        _ => "application/octet-stream",
     }
 }

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use forge_runtime::assemble::{
-    assemble, AssembleOptions, AssembledTools, ToolSource, BROWSER_ABSENT_REASON,
-};
+use forge_runtime::assemble::{AssembledTools, ToolRunner, ToolSource, BROWSER_ABSENT_REASON};
+use forge_runtime::runner::{Runner, RunnerOptions};
 use forge_tools::ToolError;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 /// `println!` that ignores a closed stdout (`forge tool list | head -1` must not panic).
 macro_rules! out {
@@ -96,8 +96,8 @@ pub fn run(cmd: ToolCommand) -> ExitCode {
     rt.block_on(run_async(cmd))
 }
 
-/// Load and assemble the agent, or print why not.
-async fn load(agent: &AgentArgs) -> Result<(forge_skills::Agent, AssembledTools), ExitCode> {
+/// Load the agent and start it for its tools (no model), or print why not.
+async fn load(agent: &AgentArgs) -> Result<(forge_skills::Agent, Runner), ExitCode> {
     let loaded = match forge_skills::Agent::load(&agent.config) {
         Ok(a) => a,
         Err(e) => {
@@ -105,11 +105,11 @@ async fn load(agent: &AgentArgs) -> Result<(forge_skills::Agent, AssembledTools)
             return Err(ExitCode::from(2));
         }
     };
-    let opts = AssembleOptions {
-        cli_egress_entries: agent.allow.clone(),
+    let opts = RunnerOptions {
+        allow: agent.allow.clone(),
         ..Default::default()
     };
-    match assemble(&loaded, opts).await {
+    match Runner::start(&loaded, opts).await {
         Ok(t) => Ok((loaded, t)),
         Err(e) => {
             eprintln!("error: {e}");
@@ -121,12 +121,12 @@ async fn load(agent: &AgentArgs) -> Result<(forge_skills::Agent, AssembledTools)
 async fn run_async(cmd: ToolCommand) -> ExitCode {
     match cmd {
         ToolCommand::List { agent, format } => {
-            let (loaded, tools) = match load(&agent).await {
+            let (loaded, runner) = match load(&agent).await {
                 Ok(x) => x,
                 Err(code) => return code,
             };
-            print_list(&loaded, &tools, format);
-            tools.shutdown().await;
+            print_list(&loaded, runner.assembled(), format);
+            runner.shutdown().await;
             ExitCode::SUCCESS
         }
         ToolCommand::Describe {
@@ -134,12 +134,12 @@ async fn run_async(cmd: ToolCommand) -> ExitCode {
             agent,
             format,
         } => {
-            let (_, tools) = match load(&agent).await {
+            let (_, runner) = match load(&agent).await {
                 Ok(x) => x,
                 Err(code) => return code,
             };
-            let code = describe(&tools, &name, format);
-            tools.shutdown().await;
+            let code = describe(runner.assembled(), &name, format);
+            runner.shutdown().await;
             code
         }
         ToolCommand::Call {
@@ -177,13 +177,14 @@ async fn run_async(cmd: ToolCommand) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let (_, tools) = match load(&agent).await {
+            let (_, runner) = match load(&agent).await {
                 Ok(x) => x,
                 Err(code) => return code,
             };
+            let tools = runner.tools();
             let code = call_all(&tools, &session, calls).await;
             tools.close_session(&session).await;
-            tools.shutdown().await;
+            runner.shutdown().await;
             code
         }
     }
@@ -370,16 +371,17 @@ fn error_kind(e: &ToolError) -> &'static str {
 }
 
 async fn call_all(
-    tools: &AssembledTools,
+    tools: &ToolRunner,
     session: &str,
     calls: Vec<(usize, String, Value)>,
 ) -> ExitCode {
-    let ctx = tools.context(session);
     let mut failed = false;
     let stdout = std::io::stdout();
     for (line, name, args) in calls {
         let started = std::time::Instant::now();
-        let result = tools.execute(&name, args, &ctx).await;
+        let result = tools
+            .call(session, &name, args, CancellationToken::new(), None)
+            .await;
         let ms = started.elapsed().as_millis() as u64;
         let out = match result {
             Ok(o) => {

@@ -5,6 +5,9 @@
 //! Skips with a message when python3 or the SDK is missing; fails instead when
 //! `FORGE_REQUIRE_BROWSER=1` (CI, which installs everything).
 
+// Test: prints skip notes and diagnostics (the workspace denies printing in library code).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};

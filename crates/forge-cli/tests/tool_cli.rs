@@ -2,6 +2,9 @@
 //! Chromium (skipped with a message when none is installed, failing under FORGE_REQUIRE_BROWSER=1)
 //! and loopback test servers that the test allowlists with `--allow 127.0.0.1:PORT`.
 
+// Test: prints skip notes and diagnostics (the workspace denies printing in library code).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,9 @@
 //! iterations, and prints the median (and mean) per iteration. Figures go to docs/benchmarks.md
 //! ("Tools"). Agents are the `fixtures/agents/tools-*` fixtures, copied to a temp dir.
 
+// Bench: prints its measurements (the workspace denies printing in library code).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};

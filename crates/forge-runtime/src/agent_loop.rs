@@ -250,7 +250,8 @@ fn artifact_paths(out: &ToolOutput) -> Vec<PathBuf> {
     v
 }
 
-fn error_kind(e: &ToolError) -> &'static str {
+/// The `error_kind` of a tool error in audit events.
+pub(crate) fn error_kind(e: &ToolError) -> &'static str {
     match e {
         ToolError::InvalidInput(_) => "invalid_input",
         ToolError::Blocked(_) => "egress_blocked",

@@ -24,6 +24,7 @@ mod runner;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,8 +36,13 @@ use serde_json::Value;
 
 use crate::guardrails::{GuardrailError, Guardrails};
 
-pub use deps::{egress_settings, BrowserParts, DepOptions, EgressParts};
-pub use runner::{GuardrailEvent, GuardrailStage, ToolEvents, ToolRunner};
+pub use deps::{
+    egress_policy, egress_settings, BrowserParts, DepOptions, EgressParts, EgressPolicyError,
+};
+pub use runner::{
+    CallEvent, CallProgress, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner,
+    ToolSession, PROGRESS_INTERVAL,
+};
 
 /// Why browser tools are absent when no skill asks for them.
 pub const BROWSER_ABSENT_REASON: &str = "no active skill declares requires.capabilities: [browser]";
@@ -92,7 +98,7 @@ pub enum AssembleError {
     CliConfig { file: PathBuf, message: String },
     /// The egress policy could not be built.
     #[error("egress policy: {0}")]
-    Egress(String),
+    Egress(#[from] EgressPolicyError),
     /// The egress proxy could not start.
     #[error("could not start the egress proxy on 127.0.0.1: {0}")]
     Proxy(String),
@@ -119,6 +125,7 @@ pub struct AssembledTools {
     egress: EgressParts,
     browser: Option<BrowserParts>,
     events: Option<Arc<dyn ToolEvents>>,
+    stopped: Arc<AtomicBool>,
 }
 
 impl AssembledTools {
@@ -164,19 +171,24 @@ impl AssembledTools {
 
     /// A context for one task or conversation.
     pub fn context(&self, session_key: impl Into<String>) -> ToolContext {
-        let mut ctx = ToolContext::new(session_key, self.files_dir.clone());
-        ctx.egress = self.egress.client();
-        ctx.timeout = self.timeout;
-        ctx
+        self.runner().context(session_key)
     }
 
-    /// The call path shared by the agent loop and `forge tool call` (cheap to clone).
+    /// The call path shared by the agent loop, `forge tool call` and the MCP server (cheap to
+    /// clone), with what calls need: files dir, egress client, time limit, browser sessions.
     pub fn runner(&self) -> ToolRunner {
         ToolRunner::new(
             self.registry.clone(),
             self.guardrails.clone(),
             self.events.clone(),
         )
+        .with_env(runner::CallEnv {
+            files_dir: self.files_dir.clone(),
+            egress: self.egress.client(),
+            timeout: self.timeout,
+            browser: self.browser.as_ref().map(|b| b.manager().clone()),
+            stopped: self.stopped.clone(),
+        })
     }
 
     /// Run one tool call through guardrails, time limit and fence: see [`ToolRunner::execute`].
@@ -196,9 +208,11 @@ impl AssembledTools {
         }
     }
 
-    /// Stop the browser (removing its profile) and the proxy.
-    pub async fn shutdown(self) {
-        if let Some(b) = self.browser {
+    /// Stop the browser (removing its profile) and the proxy. Works through a shared reference,
+    /// so a task still holding the tools cannot keep them running; later calls do nothing.
+    pub async fn shutdown(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        if let Some(b) = &self.browser {
             b.shutdown().await;
         }
         self.egress.shutdown().await;
@@ -449,6 +463,7 @@ pub async fn assemble(
         egress,
         browser,
         events: opts.events.clone(),
+        stopped: Arc::new(AtomicBool::new(false)),
     })
 }
 

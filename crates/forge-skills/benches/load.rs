@@ -3,6 +3,9 @@
 //! A plain timing loop (no bench framework dependency): each case runs a fixed number of
 //! iterations after a warm-up and prints the mean per iteration. Figures go to docs/benchmarks.md.
 
+// Bench: prints its measurements (the workspace denies printing in library code).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -13,7 +13,7 @@ use forge_tools::{ToolContext, ToolError, ToolOutput};
 use serde_json::{json, Value};
 
 use super::{LoopTools, SessionCloser};
-use crate::assemble::{AssembledTools, GuardrailEvent, ToolEvents, ToolRunner};
+use crate::assemble::{AssembledTools, CallEvent, GuardrailEvent, ToolEvents, ToolRunner};
 use crate::audit::{events, AuditLog};
 use crate::guardrails::Guardrails;
 use crate::providers::ToolSpec;
@@ -37,16 +37,7 @@ impl AssembledLoopTools {
 #[async_trait]
 impl LoopTools for AssembledLoopTools {
     fn specs(&self) -> Vec<ToolSpec> {
-        self.runner
-            .registry()
-            .list()
-            .iter()
-            .map(|t| ToolSpec {
-                name: t.name().to_string(),
-                description: t.description().to_string(),
-                input_schema: t.input_schema(),
-            })
-            .collect()
+        self.runner.specs()
     }
 
     async fn run(
@@ -91,6 +82,25 @@ impl ToolEvents for AuditToolEvents {
         }
         self.0
             .emit(Some(&ev.session_key), events::GUARDRAIL_CHECK, fields);
+    }
+
+    fn on_call(&self, ev: &CallEvent) {
+        // Sizes only, never the arguments or the output (as the loop's tool_exec).
+        let mut fields = json!({
+            "tool": ev.tool,
+            "duration_ms": ev.duration_ms,
+            "input_bytes": ev.input_bytes,
+            "ok": ev.result.is_ok(),
+        });
+        match &ev.result {
+            Ok(chars) => fields["output_chars"] = json!(chars),
+            Err((kind, msg)) => {
+                fields["error_kind"] = json!(kind);
+                fields["error"] = json!(msg.chars().take(300).collect::<String>());
+            }
+        }
+        self.0
+            .emit(Some(&ev.session_key), events::TOOL_EXEC, fields);
     }
 }
 

@@ -4,13 +4,14 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use forge_browser::{
     browser_tools, find_browser_binary, BrowserConfig, BrowserManager, BrowserToolOptions,
     RefusalLog,
 };
 use forge_egress::client::{ClientOptions, EgressClient};
+use forge_egress::policy::PolicyError;
 use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, ProxyHandle, ProxyOptions};
 use forge_egress::{EgressMode, EgressPolicy, EgressSettings};
 use forge_skills::{expand_domains, Agent, BrowserView};
@@ -27,37 +28,74 @@ pub struct DepOptions {
     pub proxy: ProxyOptions,
 }
 
-/// The egress settings for `agent`: forge.yaml `egress`, every active skill's `egress_domains`
-/// (with `$VAR` entries expanded from the environment), plus forge's own and command-line entries.
+/// The egress settings for `agent` (none: deny-all): forge.yaml `egress`, every active skill's
+/// `egress_domains` (with `$VAR` entries expanded from the environment), plus forge's own and
+/// command-line entries.
 pub fn egress_settings(
-    agent: &Agent,
+    agent: Option<&Agent>,
     forge_entries: &[(String, String)],
     cli_entries: &[String],
 ) -> EgressSettings {
-    let e = &agent.config.egress;
-    let mode = match e.mode {
-        forge_skills::EgressMode::DenyAll => EgressMode::DenyAll,
-        forge_skills::EgressMode::Allowlist => EgressMode::Allowlist,
-        forge_skills::EgressMode::DevOpen => EgressMode::DevOpen,
-    };
-    let mut skill_domains = Vec::new();
-    for skill in &agent.skills {
-        if let Some(f) = &skill.forge {
-            for d in expand_domains(&f.egress_domains, |k| std::env::var(k).ok()) {
-                skill_domains.push((skill.name.clone(), d));
-            }
-        }
-    }
-    EgressSettings {
-        mode: Some(mode),
-        allowed_domains: e.allowed_domains.clone(),
-        allow_private_ips: e.allow_private_ips,
-        allowed_private_cidrs: e.allowed_private_cidrs.clone(),
-        skill_domains,
+    let mut settings = EgressSettings {
         cli_entries: cli_entries.to_vec(),
         forge_entries: forge_entries.to_vec(),
         ..Default::default()
+    };
+    let Some(agent) = agent else {
+        return settings;
+    };
+    let e = &agent.config.egress;
+    settings.mode = Some(match e.mode {
+        forge_skills::EgressMode::DenyAll => EgressMode::DenyAll,
+        forge_skills::EgressMode::Allowlist => EgressMode::Allowlist,
+        forge_skills::EgressMode::DevOpen => EgressMode::DevOpen,
+    });
+    settings.allowed_domains = e.allowed_domains.clone();
+    settings.allow_private_ips = e.allow_private_ips;
+    settings.allowed_private_cidrs = e.allowed_private_cidrs.clone();
+    for skill in &agent.skills {
+        if let Some(f) = &skill.forge {
+            for d in expand_domains(&f.egress_domains, |k| std::env::var(k).ok()) {
+                settings.skill_domains.push((skill.name.clone(), d));
+            }
+        }
     }
+    settings
+}
+
+/// The agent's egress policy could not be built: the policy error, and the file that holds the
+/// offending value (forge.yaml for `egress.*`, the skill's SKILL.md for its `egress_domains`;
+/// `None` for `--allow` and forge's own entries).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}{error}", file.as_ref().map(|f| format!("{}: ", f.display())).unwrap_or_default())]
+pub struct EgressPolicyError {
+    /// What is wrong, with the field, the value and the fix.
+    pub error: PolicyError,
+    /// The file holding the value, when it came from one.
+    pub file: Option<PathBuf>,
+}
+
+/// THE egress policy of `agent` (none: deny-all plus `cli_entries`). The one place a policy is
+/// built from an agent: `forge run`, `forge tool`, `forge egress check|serve` and the
+/// [`crate::runner::Runner`] all come through here, and the proxy, the tools' egress client and
+/// the model client all share the value it returns.
+pub fn egress_policy(
+    agent: Option<&Agent>,
+    forge_entries: &[(String, String)],
+    cli_entries: &[String],
+) -> Result<EgressPolicy, EgressPolicyError> {
+    EgressPolicy::new(egress_settings(agent, forge_entries, cli_entries)).map_err(|error| {
+        let file = agent.and_then(|a| {
+            if error.field.starts_with("egress.") {
+                return Some(a.config.path.clone());
+            }
+            a.skills
+                .iter()
+                .find(|s| error.field == format!("egress_domains of skill {}", s.name))
+                .map(|s| s.path.clone())
+        });
+        EgressPolicyError { error, file }
+    })
 }
 
 /// The agent's egress policy, the client on it, and the proxy when one runs. The same policy value
@@ -65,21 +103,23 @@ pub fn egress_settings(
 pub struct EgressParts {
     policy: Arc<EgressPolicy>,
     client: Arc<EgressClient>,
-    proxy: Option<ProxyHandle>,
+    /// Behind a lock so that [`EgressParts::shutdown`] can stop it through a shared reference
+    /// (a task still finishing must not keep the proxy listening after shutdown).
+    proxy: Mutex<Option<ProxyHandle>>,
 }
 
 impl EgressParts {
     pub(super) fn build(agent: &Agent, opts: &AssembleOptions) -> Result<Self, AssembleError> {
-        let settings = egress_settings(agent, &opts.forge_egress_entries, &opts.cli_egress_entries);
-        let policy =
-            Arc::new(EgressPolicy::new(settings).map_err(|e| {
-                AssembleError::Egress(format!("{}: {e}", agent.config.path.display()))
-            })?);
+        let policy = Arc::new(egress_policy(
+            Some(agent),
+            &opts.forge_egress_entries,
+            &opts.cli_egress_entries,
+        )?);
         let client = Arc::new(EgressClient::new(policy.clone(), opts.deps.client.clone()));
         Ok(Self {
             policy,
             client,
-            proxy: None,
+            proxy: Mutex::new(None),
         })
     }
 
@@ -90,7 +130,7 @@ impl EgressParts {
         opts: &AssembleOptions,
         extra: Option<Arc<dyn EgressObserver>>,
     ) -> Result<(), AssembleError> {
-        if self.proxy.is_some() {
+        if self.proxy_addr().is_some() {
             return Ok(());
         }
         let mut options = opts.deps.proxy.clone();
@@ -104,7 +144,7 @@ impl EgressParts {
         let (_addr, handle) = EgressProxy::serve(self.policy.clone(), options)
             .await
             .map_err(|e| AssembleError::Proxy(e.to_string()))?;
-        self.proxy = Some(handle);
+        *self.proxy.get_mut().unwrap_or_else(|p| p.into_inner()) = Some(handle);
         Ok(())
     }
 
@@ -118,18 +158,31 @@ impl EgressParts {
         Some(self.client.clone())
     }
 
-    /// The proxy address, when a proxy was started.
+    /// The egress client (the one policy), by reference.
+    pub fn client_ref(&self) -> &Arc<EgressClient> {
+        &self.client
+    }
+
+    fn with_proxy<T>(&self, f: impl FnOnce(&ProxyHandle) -> T) -> Option<T> {
+        // A poisoned lock still holds a valid Option (nothing panics while holding it).
+        let guard = self.proxy.lock().unwrap_or_else(|p| p.into_inner());
+        guard.as_ref().map(f)
+    }
+
+    /// The proxy address, while a proxy is running.
     pub fn proxy_addr(&self) -> Option<SocketAddr> {
-        self.proxy.as_ref().map(|p| p.addr())
+        self.with_proxy(|p| p.addr())
     }
 
-    /// `http://127.0.0.1:PORT` of the proxy, when one was started.
+    /// `http://127.0.0.1:PORT` of the proxy, while one is running.
     pub fn proxy_url(&self) -> Option<String> {
-        self.proxy.as_ref().map(|p| p.url())
+        self.with_proxy(|p| p.url())
     }
 
-    pub(super) async fn shutdown(self) {
-        if let Some(p) = self.proxy {
+    /// Stop the proxy (if one runs); later calls do nothing.
+    pub(super) async fn shutdown(&self) {
+        let handle = self.proxy.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(p) = handle {
             p.shutdown().await;
         }
     }
@@ -209,7 +262,7 @@ impl BrowserParts {
         self.manager.close_session(session_key).await;
     }
 
-    pub(super) async fn shutdown(self) {
+    pub(super) async fn shutdown(&self) {
         self.manager.shutdown().await;
     }
 }

@@ -3,14 +3,55 @@
 //! fences outside content), then `deny_output` (block, then redact) on the text and the data.
 //! A guardrail hit is returned as [`ToolError::Guardrail`] (the model sees it; the task goes on)
 //! and reported to [`ToolEvents`].
+//!
+//! A runner made by [`crate::assemble::AssembledTools::runner`] also carries what a call needs
+//! outside the loop (files dir, egress client, time limit, the browser's sessions), so a caller
+//! such as `forge tool call` or an MCP server can [`ToolRunner::call`] a tool in a session and
+//! [`ToolRunner::close_session`] it (closing its browser context) without anything else.
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use forge_browser::BrowserManager;
+use forge_egress::client::EgressClient;
 use forge_tools::{Registry, ToolContext, ToolError, ToolOutput};
 use serde::Serialize;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::guardrails::{GuardrailHit, Guardrails};
+use crate::providers::ToolSpec;
+
+/// How often [`ToolRunner::call`] reports progress while a call runs.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A call in progress, reported every [`PROGRESS_INTERVAL`] (first after one interval, so calls
+/// shorter than that report nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallProgress {
+    /// The tool being called.
+    pub tool: String,
+    /// The session the call belongs to.
+    pub session_key: String,
+    /// Time since the call started.
+    pub elapsed: Duration,
+}
+
+/// Receives [`CallProgress`] reports.
+pub type ProgressFn = Arc<dyn Fn(CallProgress) + Send + Sync>;
+
+/// A finished call made through [`ToolRunner::call`] (the agent loop audits its own calls).
+#[derive(Debug, Clone)]
+pub struct CallEvent {
+    pub session_key: String,
+    pub tool: String,
+    pub duration_ms: u64,
+    pub input_bytes: usize,
+    /// `Ok(output characters)` or `Err((error kind, message))`.
+    pub result: Result<usize, (&'static str, String)>,
+}
 
 /// Where in a call a guardrail acted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -37,14 +78,30 @@ pub struct GuardrailEvent {
 /// Receives guardrail events (the runtime turns them into `guardrail_check` audit events).
 pub trait ToolEvents: Send + Sync {
     fn on_guardrail(&self, event: &GuardrailEvent);
+    /// A call made through [`ToolRunner::call`] ended (the runtime writes a `tool_exec` event).
+    fn on_call(&self, _event: &CallEvent) {}
 }
 
-/// The tool call path. Cheap to clone; share it across tasks.
+/// What a call needs besides the tool: where files go, the egress client, the time limit, and
+/// the browser whose per-session contexts [`ToolRunner::close_session`] closes.
+#[derive(Clone, Default)]
+pub(crate) struct CallEnv {
+    pub files_dir: PathBuf,
+    pub egress: Option<Arc<EgressClient>>,
+    pub timeout: Option<Duration>,
+    pub browser: Option<Arc<BrowserManager>>,
+    /// Set when the assembled tools were shut down: calls are refused from then on (a call
+    /// would otherwise relaunch Chromium on a proxy that no longer listens).
+    pub stopped: Arc<AtomicBool>,
+}
+
+/// The tool call path. Cheap to clone; share it across tasks and sessions.
 #[derive(Clone)]
 pub struct ToolRunner {
     registry: Arc<Registry>,
     guardrails: Arc<Guardrails>,
     events: Option<Arc<dyn ToolEvents>>,
+    env: CallEnv,
 }
 
 impl ToolRunner {
@@ -58,12 +115,109 @@ impl ToolRunner {
             registry,
             guardrails,
             events,
+            env: CallEnv::default(),
         }
+    }
+
+    pub(crate) fn with_env(mut self, env: CallEnv) -> Self {
+        self.env = env;
+        self
     }
 
     /// The tools this runner can call.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The tools as described to a model or an MCP client: name, description, input schema, in
+    /// registration order.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.registry
+            .list()
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                input_schema: t.input_schema(),
+            })
+            .collect()
+    }
+
+    /// A context for calls in session `session_key` (one browser context per session key).
+    pub fn context(&self, session_key: impl Into<String>) -> ToolContext {
+        let mut ctx = ToolContext::new(session_key, self.env.files_dir.clone());
+        ctx.egress = self.env.egress.clone();
+        ctx.timeout = self.env.timeout;
+        ctx
+    }
+
+    /// A handle for one session's calls; [`ToolSession::close`] ends it.
+    pub fn open_session(&self, session_key: impl Into<String>) -> ToolSession {
+        ToolSession {
+            runner: self.clone(),
+            key: session_key.into(),
+        }
+    }
+
+    /// Call tool `name` with `args` in session `session_key`: the same path as the agent loop's
+    /// calls ([`ToolRunner::execute`]), stopped by `cancel`, reporting to `progress` every
+    /// [`PROGRESS_INTERVAL`] while it runs, and reported to [`ToolEvents::on_call`] when done.
+    /// The output's text is what a model sees (outside content fenced), its data the structured
+    /// result.
+    pub async fn call(
+        &self,
+        session_key: &str,
+        name: &str,
+        args: Value,
+        cancel: CancellationToken,
+        progress: Option<ProgressFn>,
+    ) -> Result<ToolOutput, ToolError> {
+        let mut ctx = self.context(session_key);
+        ctx.cancel = cancel;
+        let input_bytes = args.to_string().len();
+        let started = Instant::now();
+        let run = self.execute(name, args, &ctx);
+        tokio::pin!(run);
+        let result = match &progress {
+            None => run.await,
+            Some(report) => {
+                let mut tick = tokio::time::interval_at(
+                    tokio::time::Instant::now() + PROGRESS_INTERVAL,
+                    PROGRESS_INTERVAL,
+                );
+                loop {
+                    tokio::select! {
+                        r = &mut run => break r,
+                        _ = tick.tick() => report(CallProgress {
+                            tool: name.to_string(),
+                            session_key: session_key.to_string(),
+                            elapsed: started.elapsed(),
+                        }),
+                    }
+                }
+            }
+        };
+        if let Some(e) = &self.events {
+            e.on_call(&CallEvent {
+                session_key: session_key.to_string(),
+                tool: name.to_string(),
+                duration_ms: started.elapsed().as_millis() as u64,
+                input_bytes,
+                result: match &result {
+                    Ok(o) => Ok(o.text.chars().count()),
+                    Err(e) => Err((crate::agent_loop::error_kind(e), e.to_string())),
+                },
+            });
+        }
+        result
+    }
+
+    /// End session `session_key`: its browser context (cookies, pages) is closed. A no-op for a
+    /// session that never used the browser, or an agent without one.
+    pub async fn close_session(&self, session_key: &str) {
+        if let Some(b) = &self.env.browser {
+            b.close_session(session_key).await;
+        }
     }
 
     fn report(&self, ev: GuardrailEvent) {
@@ -87,6 +241,11 @@ impl ToolRunner {
                 names.join(", ")
             )));
         };
+        if self.env.stopped.load(Ordering::SeqCst) {
+            return Err(ToolError::Failed(format!(
+                "{name}: the agent's tools have been shut down (the runner stopped); start the agent again to call tools"
+            )));
+        }
         if let Err(hit) = self.guardrails.check_input(name, &input) {
             let msg = hit.to_string();
             self.report(GuardrailEvent {
@@ -217,5 +376,37 @@ impl ToolRunner {
             text: text.value,
             data,
         })
+    }
+}
+
+/// One session's calls (e.g. one MCP session): [`ToolRunner::call`] with the key filled in.
+#[derive(Clone)]
+pub struct ToolSession {
+    runner: ToolRunner,
+    key: String,
+}
+
+impl ToolSession {
+    /// The session key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Call a tool in this session: see [`ToolRunner::call`].
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        cancel: CancellationToken,
+        progress: Option<ProgressFn>,
+    ) -> Result<ToolOutput, ToolError> {
+        self.runner
+            .call(&self.key, name, args, cancel, progress)
+            .await
+    }
+
+    /// End the session, closing its browser context.
+    pub async fn close(self) {
+        self.runner.close_session(&self.key).await;
     }
 }

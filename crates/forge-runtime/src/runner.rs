@@ -1,0 +1,626 @@
+//! [`Runner`]: the one way in. `forge run`, `forge tool`, `forge mcp serve` and tests start an
+//! agent with [`Runner::start`], which puts together, in this order:
+//!
+//! 1. the audit log ([`AuditTarget`]);
+//! 2. the model (only when [`RunnerOptions::model`] asks for one): provider, name and base URL
+//!    resolved, fallbacks too, and each endpoint's host added to the egress allowlist;
+//! 3. the tools ([`crate::assemble::assemble`]): guardrails, THE egress policy (built once, by
+//!    [`crate::assemble::egress_policy`]) and the egress client on it, the proxy only when
+//!    cli_execute, a script tool or the browser needs it, the browser only when a skill asks,
+//!    `denied_tools` last; guardrail hits, tool calls and egress decisions go to the audit log;
+//! 4. the model providers, over a second egress client on the SAME policy value (longer time
+//!    limit and body cap for generations), and the agent loop.
+//!
+//! Callers then use [`Runner::tools`] (the [`ToolRunner`]: list, call in a session, close a
+//! session), [`Runner::run_once`], [`Runner::serve_a2a`], and finally [`Runner::shutdown`], which
+//! stops Chromium (removing its profile) and the proxy. Nothing here prints; the CLI renders.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use forge_egress::client::EgressClient;
+use forge_egress::EgressPolicy;
+use forge_skills::Agent;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::a2a::{self, CardInfo, ServerHandle, TaskStore};
+use crate::agent_loop::assembled::{
+    AssembledLoopTools, AssembledSessions, AuditEgressObserver, AuditToolEvents,
+};
+use crate::agent_loop::{
+    system_prompt, AgentLoop, LoopConfig, LoopError, LoopEvent, LoopTools, PromptSkill,
+    SessionCloser, TaskOutcome,
+};
+use crate::assemble::{
+    assemble, AssembleError, AssembleOptions, AssembledTools, DepOptions, ToolReason, ToolRunner,
+};
+use crate::audit::{AuditError, AuditLog};
+use crate::providers::fallback::Fallback;
+use crate::providers::transport::EgressTransport;
+use crate::providers::{
+    build_provider, resolve_fallback, resolve_model, ModelHttp, ModelSettings, Provider,
+    ProviderError, ResolvedModel, RetryPolicy,
+};
+
+/// Reads an environment variable (tests pass their own).
+pub type EnvFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Where the audit log goes.
+#[derive(Clone, Default)]
+pub enum AuditTarget {
+    /// No audit log (`forge tool list|describe|call`).
+    #[default]
+    Off,
+    /// Standard error.
+    Stderr,
+    /// Appended to this file (an existing log's hash chain is continued).
+    File(PathBuf),
+    /// A log the caller made (tests: [`AuditLog::to_writer`]).
+    Log(AuditLog),
+}
+
+/// The command line's say on the model (`--provider`, `--model`); forge.yaml and the environment
+/// fill in the rest.
+#[derive(Clone, Debug, Default)]
+pub struct ModelChoice {
+    /// `--provider`.
+    pub provider: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+}
+
+/// How to start an agent.
+#[derive(Clone)]
+pub struct RunnerOptions {
+    /// `Some`: resolve and build the model (and add its hosts to the egress allowlist), for
+    /// [`Runner::run_once`] and [`Runner::serve_a2a`]. `None`: tools only (`forge tool`,
+    /// `forge mcp serve`): no model, no model host in the policy.
+    pub model: Option<ModelChoice>,
+    /// Extra egress allowlist entries (`--allow`).
+    pub allow: Vec<String>,
+    /// Where the audit log goes.
+    pub audit: AuditTarget,
+    /// Model turns per task (at least 1).
+    pub max_iterations: usize,
+    /// Where tools write artifacts; default `<agent dir>/.forge/files`.
+    pub files_dir: Option<PathBuf>,
+    /// Egress knobs (tests: a resolver, test roots); the runner adds the audit observers.
+    pub deps: DepOptions,
+    /// The environment (API keys, `FORGE_MODEL_PROVIDER`, `FORGE_RUNTIME_TOKEN`, ...).
+    pub env: EnvFn,
+}
+
+impl Default for RunnerOptions {
+    fn default() -> Self {
+        Self {
+            model: None,
+            allow: Vec::new(),
+            audit: AuditTarget::Off,
+            max_iterations: 50,
+            files_dir: None,
+            deps: DepOptions::default(),
+            env: Arc::new(|k| std::env::var(k).ok()),
+        }
+    }
+}
+
+/// Why an agent could not be started. Each message names the thing, the rule and the fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The audit file could not be opened.
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+    /// The model could not be resolved or its provider built (no provider, unknown provider,
+    /// bad base URL, no API key).
+    #[error(transparent)]
+    Model(Box<ProviderError>),
+    /// A forge.yaml `model.fallbacks` entry is wrong.
+    #[error("{config}: model.fallbacks[{index}]: {source}")]
+    Fallback {
+        /// forge.yaml.
+        config: PathBuf,
+        /// The entry's index.
+        index: usize,
+        /// What is wrong.
+        source: Box<ProviderError>,
+    },
+    /// The tools could not be assembled (bad cli_execute config, guardrail regex, egress policy,
+    /// missing Chromium, proxy start).
+    #[error(transparent)]
+    Assemble(#[from] AssembleError),
+}
+
+/// Why a task could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The runner was started without a model.
+    #[error("this agent was started for its tools only (no model); start it with RunnerOptions::model to run tasks")]
+    NoModel,
+    /// The task failed.
+    #[error(transparent)]
+    Task(#[from] LoopError),
+}
+
+/// Where and how to serve A2A.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// The address to bind. Anything but loopback requires a bearer token.
+    pub host: IpAddr,
+    /// The port (0 picks a free one).
+    pub port: u16,
+}
+
+/// Where the A2A bearer token came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenOrigin {
+    /// `FORGE_RUNTIME_TOKEN` (used as is, written nowhere).
+    Env,
+    /// `.forge/runtime.token` under the agent dir (generated when missing).
+    File(PathBuf),
+}
+
+/// Why A2A could not be served.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The runner was started without a model.
+    #[error("this agent was started for its tools only (no model); start it with RunnerOptions::model to serve A2A")]
+    NoModel,
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// `FORGE_RUNTIME_TOKEN` is set but unusable.
+    #[error("FORGE_RUNTIME_TOKEN must be at least 16 printable ASCII characters without spaces")]
+    BadEnvToken,
+    /// The generated token could not be written.
+    #[error("cannot write the bearer token to {}: {source}", path.display())]
+    TokenFile {
+        /// `.forge/runtime.token`.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The server could not start.
+    #[error("{0}")]
+    Server(std::io::Error),
+}
+
+/// A running A2A server.
+pub struct A2aServer {
+    /// `http://HOST:PORT/`.
+    pub url: String,
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The bearer token required on `POST /` (none on loopback).
+    pub token: Option<String>,
+    /// Where the token came from.
+    pub token_origin: Option<TokenOrigin>,
+    handle: ServerHandle,
+}
+
+impl A2aServer {
+    /// Stop accepting, cancel running tasks and wait for the server to end.
+    pub async fn shutdown(self) {
+        self.handle.shutdown().await;
+    }
+}
+
+/// What the runner keeps of the agent.
+struct AgentInfo {
+    id: String,
+    version: String,
+    dir: PathBuf,
+    description: Option<String>,
+    skills: Vec<(String, String, Vec<String>)>,
+}
+
+/// The model side: the resolved model, its client and the loop.
+struct ModelParts {
+    model: ResolvedModel,
+    client: Arc<EgressClient>,
+    agent_loop: Arc<AgentLoop>,
+}
+
+/// A started agent. See the module docs.
+pub struct Runner {
+    agent: AgentInfo,
+    tools: Arc<AssembledTools>,
+    audit: Option<AuditLog>,
+    model: Option<ModelParts>,
+    env: EnvFn,
+}
+
+impl Runner {
+    /// Start `agent`: audit log, model (when asked), tools, egress, proxy, providers, loop.
+    /// On error nothing is left running.
+    pub async fn start(agent: &Agent, options: RunnerOptions) -> Result<Runner, StartError> {
+        let env = options.env.clone();
+        let env_fn = |k: &str| env(k);
+        // 1. The audit log.
+        let audit = match &options.audit {
+            AuditTarget::Off => None,
+            AuditTarget::Stderr => Some(AuditLog::stderr()),
+            AuditTarget::File(p) => Some(AuditLog::open_file(p)?),
+            AuditTarget::Log(l) => Some(l.clone()),
+        };
+        // 2. The model, resolved before the tools so its hosts join the one egress policy.
+        let models = match &options.model {
+            Some(choice) => Some(resolve_models(agent, choice, &env_fn)?),
+            None => None,
+        };
+        // 3. The tools, the egress policy and client, the proxy and the browser.
+        let mut opts = AssembleOptions {
+            files_dir: options.files_dir.clone(),
+            cli_egress_entries: options.allow.clone(),
+            deps: options.deps.clone(),
+            ..Default::default()
+        };
+        if let Some((primary, fallbacks)) = &models {
+            for m in std::iter::once(primary).chain(fallbacks.iter()) {
+                if let Some(entry) = m.egress_entry() {
+                    opts.forge_egress_entries
+                        .push((format!("model provider {}", m.provider), entry));
+                }
+            }
+        }
+        if let Some(a) = &audit {
+            opts.events = Some(Arc::new(AuditToolEvents(a.clone())));
+            opts.deps.proxy.observer = Some(Arc::new(AuditEgressObserver::proxy(a.clone())));
+            opts.deps.client.observer = Some(Arc::new(AuditEgressObserver::client(a.clone())));
+        }
+        let tools = Arc::new(assemble(agent, opts.clone()).await?);
+        let info = agent_info(agent);
+        // 4. Providers and the loop.
+        let model = match models {
+            None => None,
+            Some((primary, fallbacks)) => {
+                match build_model(
+                    agent,
+                    &info,
+                    &tools,
+                    &opts,
+                    audit.clone(),
+                    options.max_iterations,
+                    primary,
+                    fallbacks,
+                    &env_fn,
+                ) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        tools.shutdown().await;
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        Ok(Runner {
+            agent: info,
+            tools,
+            audit,
+            model,
+            env: options.env,
+        })
+    }
+
+    /// The agent's `agent_id`.
+    pub fn agent_id(&self) -> &str {
+        &self.agent.id
+    }
+
+    /// The agent's description (its root SKILL.md's), when it has one.
+    pub fn description(&self) -> Option<&str> {
+        self.agent.description.as_deref()
+    }
+
+    /// The tool call path: list tools, call one in a session, close a session. Cheap to clone.
+    pub fn tools(&self) -> ToolRunner {
+        self.tools.runner()
+    }
+
+    /// Every tool considered, present or absent, and why (`forge tool list`).
+    pub fn tool_reasons(&self) -> &[ToolReason] {
+        self.tools.reasons()
+    }
+
+    /// The assembled tools (registry, guardrails, browser, proxy).
+    pub fn assembled(&self) -> &AssembledTools {
+        &self.tools
+    }
+
+    /// THE egress policy: the proxy, the tools' client and the model client all consult it.
+    pub fn egress_policy(&self) -> &Arc<EgressPolicy> {
+        self.tools.egress().policy()
+    }
+
+    /// The egress client of `http_request`/`web_fetch` (on [`Runner::egress_policy`]).
+    pub fn egress_client(&self) -> Arc<EgressClient> {
+        self.tools.egress().client_ref().clone()
+    }
+
+    /// The model providers' egress client (on the same policy value), when a model was started.
+    pub fn model_client(&self) -> Option<&Arc<EgressClient>> {
+        self.model.as_ref().map(|m| &m.client)
+    }
+
+    /// The proxy's address, while one runs (only when cli_execute, a script tool or the browser
+    /// needs it).
+    pub fn proxy_addr(&self) -> Option<SocketAddr> {
+        self.tools.proxy_addr()
+    }
+
+    /// The resolved model, when one was started.
+    pub fn model(&self) -> Option<&ResolvedModel> {
+        self.model.as_ref().map(|m| &m.model)
+    }
+
+    /// The agent loop, when a model was started.
+    pub fn agent_loop(&self) -> Option<&Arc<AgentLoop>> {
+        self.model.as_ref().map(|m| &m.agent_loop)
+    }
+
+    /// The audit log, unless it is off.
+    pub fn audit(&self) -> Option<&AuditLog> {
+        self.audit.as_ref()
+    }
+
+    /// Run one task (`forge run --once`): `prompt`, progress to `events`, stopped by `cancel`.
+    pub async fn run_once(
+        &self,
+        prompt: &str,
+        cancel: CancellationToken,
+        events: Option<UnboundedSender<LoopEvent>>,
+    ) -> Result<TaskOutcome, RunError> {
+        let m = self.model.as_ref().ok_or(RunError::NoModel)?;
+        let task_id = a2a::tasks::new_id();
+        Ok(m.agent_loop
+            .run_task(&task_id, prompt, vec![], cancel, events)
+            .await?)
+    }
+
+    /// Serve the agent over A2A. On anything but loopback a bearer token is required: the one in
+    /// `FORGE_RUNTIME_TOKEN`, else `.forge/runtime.token` (generated when missing); it is kept
+    /// out of the audit log.
+    pub async fn serve_a2a(&self, opts: ServeOptions) -> Result<A2aServer, ServeError> {
+        let m = self.model.as_ref().ok_or(ServeError::NoModel)?;
+        let addr = SocketAddr::new(opts.host, opts.port);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let local = listener.local_addr().map_err(ServeError::Server)?;
+        let token_path = self.agent.dir.join(".forge").join("runtime.token");
+        let from_env = (self.env)("FORGE_RUNTIME_TOKEN")
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty());
+        let (token, token_origin) = if opts.host.is_loopback() {
+            (None, None)
+        } else if let Some(t) = from_env {
+            if t.len() < 16 || !t.chars().all(|c| c.is_ascii_graphic()) {
+                return Err(ServeError::BadEnvToken);
+            }
+            (Some(t), Some(TokenOrigin::Env))
+        } else {
+            let (t, _) =
+                a2a::load_or_create_token(&token_path).map_err(|source| ServeError::TokenFile {
+                    path: token_path.clone(),
+                    source,
+                })?;
+            (Some(t), Some(TokenOrigin::File(token_path)))
+        };
+        if let (Some(t), Some(a)) = (&token, &self.audit) {
+            a.add_secret(t);
+        }
+        let info = CardInfo {
+            name: self.agent.id.clone(),
+            description: self.agent.description.clone().unwrap_or_else(|| {
+                format!(
+                    "forge agent {} ({} skills)",
+                    self.agent.id,
+                    self.agent.skills.len()
+                )
+            }),
+            version: self.agent.version.clone(),
+            skills: self.agent.skills.clone(),
+        };
+        let url = format!("http://{local}/");
+        let card = a2a::agent_card(&info, &url, token.is_some());
+        let store = TaskStore::new(m.agent_loop.clone());
+        let handle =
+            a2a::serve(listener, store, card, token.clone()).map_err(ServeError::Server)?;
+        Ok(A2aServer {
+            url,
+            addr: local,
+            token,
+            token_origin,
+            handle,
+        })
+    }
+
+    /// Stop the agent: Chromium (its profile removed) and the proxy. Tasks still finishing get
+    /// up to 5 s to release the tools; after that the tools stop anyway, and calls made through
+    /// a [`ToolRunner`] kept from [`Runner::tools`] are refused.
+    pub async fn shutdown(self) {
+        let Runner { tools, model, .. } = self;
+        drop(model);
+        for _ in 0..50 {
+            if Arc::strong_count(&tools) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tools.shutdown().await;
+    }
+}
+
+fn agent_info(agent: &Agent) -> AgentInfo {
+    AgentInfo {
+        id: agent.config.agent_id.clone(),
+        version: agent.config.version.clone(),
+        dir: agent.dir.clone(),
+        description: agent_description(agent),
+        skills: agent
+            .skills
+            .iter()
+            .map(|s| (s.name.clone(), s.description.clone(), s.tags.clone()))
+            .collect(),
+    }
+}
+
+/// The agent's description: the description of its root skill file (forge.yaml `skills.path`,
+/// default `SKILL.md` next to forge.yaml), as in initializ/forge, when there is one.
+fn agent_description(agent: &Agent) -> Option<String> {
+    let rel = agent
+        .config
+        .skills
+        .path
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("SKILL.md"));
+    let root = agent.dir.join(rel).canonicalize().ok()?;
+    agent
+        .skills
+        .iter()
+        .find(|s| s.path.canonicalize().ok().as_ref() == Some(&root))
+        .map(|s| s.description.trim().to_string())
+        .filter(|d| !d.is_empty())
+}
+
+/// The primary model (forge.yaml, environment, command line) and the fallbacks.
+fn resolve_models(
+    agent: &Agent,
+    choice: &ModelChoice,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(ResolvedModel, Vec<ResolvedModel>), StartError> {
+    let settings = agent
+        .config
+        .model
+        .as_ref()
+        .map(|m| ModelSettings {
+            provider: Some(m.provider.clone()),
+            name: Some(m.name.clone()),
+            base_url: m.base_url.clone(),
+        })
+        .unwrap_or_default();
+    let primary = resolve_model(
+        &settings,
+        choice.provider.as_deref(),
+        choice.model.as_deref(),
+        env,
+    )
+    .map_err(|e| StartError::Model(Box::new(e)))?;
+    let mut fallbacks = Vec::new();
+    for (index, f) in agent
+        .config
+        .model
+        .iter()
+        .flat_map(|m| m.fallbacks.iter())
+        .enumerate()
+    {
+        let entry = ModelSettings {
+            provider: Some(f.provider.clone()),
+            name: Some(f.name.clone()),
+            base_url: f.base_url.clone(),
+        };
+        let m = resolve_fallback(&entry, env).map_err(|source| StartError::Fallback {
+            config: agent.config.path.clone(),
+            index,
+            source: Box::new(source),
+        })?;
+        fallbacks.push(m);
+    }
+    Ok((primary, fallbacks))
+}
+
+/// The providers (over a model client on the tools' policy value) and the agent loop.
+#[allow(clippy::too_many_arguments)]
+fn build_model(
+    agent: &Agent,
+    info: &AgentInfo,
+    tools: &Arc<AssembledTools>,
+    opts: &AssembleOptions,
+    audit: Option<AuditLog>,
+    max_iterations: usize,
+    primary: ResolvedModel,
+    fallbacks: Vec<ResolvedModel>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelParts, StartError> {
+    // Model calls get their own client on the same policy value, with the same resolver and
+    // roots: a longer time limit than tool requests (generations can be slow) and a larger body
+    // cap; decisions are audited alike.
+    let retry = RetryPolicy::from_env(env);
+    let mut client_opts = opts.deps.client.clone();
+    client_opts.timeout = retry.request_timeout + Duration::from_secs(5);
+    client_opts.max_body_bytes = 32 * 1024 * 1024;
+    let client = Arc::new(EgressClient::new(
+        tools.egress().policy().clone(),
+        client_opts,
+    ));
+    let transport: Arc<dyn ModelHttp> = Arc::new(EgressTransport::new(client.clone()));
+    let first = build_provider(&primary, &agent.dir, transport.clone(), retry.clone(), env)
+        .map_err(|e| StartError::Model(Box::new(e)))?;
+    let mut backups = Vec::new();
+    for (index, m) in fallbacks.iter().enumerate() {
+        let p = build_provider(m, &agent.dir, transport.clone(), retry.clone(), env).map_err(
+            |source| StartError::Fallback {
+                config: agent.config.path.clone(),
+                index,
+                source: Box::new(source),
+            },
+        )?;
+        backups.push(p);
+    }
+    let provider: Arc<dyn Provider> = if backups.is_empty() {
+        first
+    } else {
+        Arc::new(Fallback::new(first, backups))
+    };
+    let loop_tools = Arc::new(AssembledLoopTools::new(tools));
+    let specs = loop_tools.specs();
+    let skills: Vec<PromptSkill> = agent
+        .skills
+        .iter()
+        .map(|s| PromptSkill {
+            name: s.name.clone(),
+            description: s.description.clone(),
+            body: s.body.clone(),
+        })
+        .collect();
+    let prompt = system_prompt(&info.id, info.description.as_deref(), &skills, &specs);
+    // Without an audit log the loop still needs a writer: it goes nowhere.
+    let audit = audit.unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink())));
+    let sessions: Option<Arc<dyn SessionCloser>> = if tools.browser().is_some() {
+        Some(Arc::new(AssembledSessions::new(
+            tools.clone(),
+            audit.clone(),
+        )))
+    } else {
+        None
+    };
+    let agent_loop = Arc::new(AgentLoop {
+        provider,
+        tools: loop_tools,
+        system_prompt: prompt,
+        audit,
+        config: LoopConfig {
+            max_iterations: max_iterations.max(1),
+            tool_timeout: tools.timeout(),
+            ..Default::default()
+        },
+        files_dir: tools.files_dir().to_path_buf(),
+        egress: Some(tools.egress().client_ref().clone()),
+        sessions,
+    });
+    Ok(ModelParts {
+        model: primary,
+        client,
+        agent_loop,
+    })
+}
