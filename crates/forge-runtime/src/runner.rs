@@ -87,7 +87,8 @@ pub struct RunnerOptions {
     pub max_iterations: usize,
     /// Where tools write artifacts; default `<agent dir>/.forge/files`.
     pub files_dir: Option<PathBuf>,
-    /// Egress knobs (tests: a resolver, test roots); the runner adds the audit observers.
+    /// Egress knobs (tests: a resolver, test roots). With an audit log on, the proxy and client
+    /// observers are the audit log's (any set here are replaced).
     pub deps: DepOptions,
     /// The environment (API keys, `FORGE_MODEL_PROVIDER`, `FORGE_RUNTIME_TOKEN`, ...).
     pub env: EnvFn,
