@@ -14,6 +14,8 @@
 //! - With a progress token, a call longer than [`ServeOptions::progress_interval`] sends a
 //!   progress notification every interval until it ends.
 //! - HTTP: see [`serve_http`] for the bind, token, Host and Origin rules.
+//! - Protocol versions up to 2025-11-25 are offered (not 2026-07-28, which drops sessions), so a
+//!   client's calls share one host session.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -30,8 +32,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, RequestParamsMeta,
-    ServerCapabilities, ServerConfig,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    RequestParamsMeta, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -241,6 +243,19 @@ fn schema_object(v: Value) -> serde_json::Map<String, Value> {
 }
 
 impl ServerHandler for Handler {
+    /// Every known version except 2026-07-28 and later, which have no sessions (SEP-2567): forge
+    /// keeps one host session (browser context) per MCP session, so clients negotiate a version
+    /// that has them.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Owned(
+            ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .filter(|v| **v < ProtocolVersion::V_2026_07_28)
+                .cloned()
+                .collect(),
+        )
+    }
+
     fn get_info(&self) -> ServerConfig {
         let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_instructions(self.host.instructions());

@@ -90,7 +90,8 @@ async fn http_tools_are_listed_filtered_called_and_the_session_closes() {
             "srv__browser_screenshot",
             "srv__echo",
             "srv__fail",
-            "srv__slow"
+            "srv__slow",
+            "srv__stats"
         ]
     );
     assert_eq!(conn.skipped().len(), 1);
@@ -297,7 +298,7 @@ async fn bearer_token_required_and_checked() {
     let conn = connect(spec(&s.url, Some("s3cret")), Some(&d))
         .await
         .unwrap();
-    assert_eq!(conn.tools().len(), 4);
+    assert_eq!(conn.tools().len(), 5);
     conn.shutdown().await;
     s.handle.shutdown().await;
 }
@@ -445,7 +446,7 @@ async fn over_a_pipe_results_images_progress_and_errors() {
         .unwrap()
         .contains("Allowed hosts"));
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 5);
+    assert_eq!(tools.len(), 6);
 
     // structuredContent from the tool's data object.
     let r = client

@@ -1,5 +1,5 @@
 //! A small ToolHost for the tests, built from real forge_tools::Tool values: `echo`, `slow`
-//! (sleeps, honours cancellation), `fail` (an egress-style refusal), `browser_screenshot` (writes a
+//! (sleeps, honours cancellation), `stats` (cancellations seen), `fail` (an egress-style refusal), `browser_screenshot` (writes a
 //! tiny PNG) and `env_names` (the process's environment variable names).
 
 #![allow(dead_code)]
@@ -148,6 +148,28 @@ impl Tool for EnvNames {
     }
 }
 
+/// How many `slow` calls saw their cancellation.
+struct Stats {
+    cancelled: Arc<AtomicUsize>,
+}
+#[async_trait]
+impl Tool for Stats {
+    fn name(&self) -> &str {
+        "stats"
+    }
+    fn description(&self) -> &str {
+        "Counters of this test host."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::json(
+            json!({"cancelled": self.cancelled.load(Ordering::SeqCst)}),
+        ))
+    }
+}
+
 /// The test host: a registry of the tools above, session bookkeeping.
 pub struct TestHost {
     pub registry: Registry,
@@ -168,6 +190,9 @@ impl TestHost {
         registry.register(Arc::new(Fail));
         registry.register(Arc::new(Screenshot { dir: files.clone() }));
         registry.register(Arc::new(EnvNames));
+        registry.register(Arc::new(Stats {
+            cancelled: cancelled.clone(),
+        }));
         Arc::new(TestHost {
             registry,
             files,
