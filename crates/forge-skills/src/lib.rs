@@ -3,6 +3,7 @@
 //! What it offers and where it lives:
 //! - [`Skill`], [`ForgeMeta`] and the rest of the SKILL.md format, [`parse_skill`]: `skill.rs`
 //! - [`ForgeConfig`] (forge.yaml) with [`ForgeConfig::load`]: `config.rs`
+//! - [`McpConfig`], [`McpServer`] (forge.yaml `mcp.servers`), [`parse_duration`]: `mcp.rs`
 //! - [`discover`] (`skills/*/SKILL.md`, `skills/*.md`, symlink rules): `discovery.rs`
 //! - [`embedded_skills`] (the repo's `skills/` folder compiled in): `embedded.rs`, listed by `build.rs`
 //! - [`Aggregate`], [`BrowserView`], [`CliView`]: `aggregate.rs`
@@ -16,6 +17,7 @@ mod config;
 mod discovery;
 mod embedded;
 mod error;
+mod mcp;
 mod skill;
 mod yaml;
 
@@ -30,6 +32,10 @@ pub use config::{
 pub use discovery::{discover, load_skill_file, read_limited, Discovery, MAX_SKILL_BYTES};
 pub use embedded::{embedded_names, embedded_skill, embedded_skills, EMBEDDED};
 pub use error::{Error, SourceDiagnostic};
+pub use mcp::{
+    format_duration, is_valid_server_name, parse_duration, McpAuth, McpAuthKind, McpConfig,
+    McpServer, McpToolFilter, McpTransport, MCP_DEFAULT_TIMEOUT, MCP_MAX_TIMEOUT, MCP_MIN_TIMEOUT,
+};
 pub use miette;
 pub use skill::{
     parse_skill, parse_tool_sections, BinRequirement, BrowserGuardrails, Capability,

@@ -41,4 +41,6 @@ fn forge_yaml_example_parses_without_warnings() {
     assert_eq!(c.agent_id, "my-agent");
     assert_eq!(c.skills.embedded, ["web-browse"]);
     assert_eq!(c.model.unwrap().fallbacks.len(), 1);
+    assert_eq!(c.mcp.servers.len(), 2);
+    assert_eq!(c.mcp.servers[1].env, ["SOME_VAR"]);
 }

@@ -1,0 +1,598 @@
+//! The server adapter: an rmcp `ServerHandler` over a [`ToolHost`] (forge-runtime implements it
+//! with the agent's `ToolRunner`), served over stdio ([`serve_io`], [`serve_stdio`]) or
+//! streamable HTTP ([`serve_http`]).
+//!
+//! Rules it keeps:
+//! - One host session per MCP session: opened on the first tool call, closed when the MCP session
+//!   ends (the stdio connection closes; an HTTP `Mcp-Session-Id` is deleted or expires).
+//! - Tool failures are results with `isError: true` carrying the tool's message, never protocol
+//!   errors; an unknown tool name is such a result too.
+//! - Results carry the text as the model would see it (already fenced by the tool) and
+//!   `structuredContent` when the tool's data is a JSON object. `browser_screenshot` also returns
+//!   the PNG it wrote as image content when it is at most [`ServeOptions::image_cap_bytes`].
+//! - `notifications/cancelled` cancels the token the host's call runs with.
+//! - With a progress token, a call longer than [`ServeOptions::progress_interval`] sends a
+//!   progress notification every interval until it ends.
+//! - HTTP: see [`serve_http`] for the bind, token, Host and Origin rules.
+//! - Protocol versions up to 2025-11-25 are offered (not 2026-07-28, which drops sessions), so a
+//!   client's calls share one host session.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use base64::Engine;
+use bytes::Bytes;
+use http::{header, Request, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    RequestParamsMeta, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::{OnceCell, Semaphore};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use forge_tools::{ToolError, ToolOutput};
+
+use crate::error::McpError;
+
+/// A host session (one per MCP session): a forge session key.
+pub type SessionKey = String;
+
+/// A tool as MCP clients see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the input object.
+    pub input_schema: Value,
+}
+
+/// What the MCP server exposes: forge-runtime implements this over the agent's `ToolRunner`.
+#[async_trait]
+pub trait ToolHost: Send + Sync + 'static {
+    /// The tools, with the names, descriptions and schemas `forge tool describe` shows.
+    fn tools(&self) -> Vec<ToolInfo>;
+    /// The `initialize` instructions (which hosts the policy allows, ...).
+    fn instructions(&self) -> String;
+    /// Start a session (a browser context, ...); called on an MCP session's first tool call.
+    async fn open_session(&self) -> SessionKey;
+    /// End a session; called once when its MCP session ends.
+    async fn close_session(&self, key: SessionKey);
+    /// Run one call. `cancel` is cancelled by `notifications/cancelled` (or the session ending).
+    async fn call(
+        &self,
+        session: &SessionKey,
+        name: &str,
+        args: Value,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutput, ToolError>;
+}
+
+/// How results are shaped and progress is reported.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Largest PNG returned as image content by `browser_screenshot` (default 1 MiB); a larger
+    /// one is left out, with a note in the text saying where the file is.
+    pub image_cap_bytes: u64,
+    /// Progress notifications: the first after this long, then every interval (default 1 s).
+    pub progress_interval: Duration,
+    /// `serverInfo.name` / `version` (default `forge` and this crate's version).
+    pub server_name: String,
+    pub server_version: String,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            image_cap_bytes: 1024 * 1024,
+            progress_interval: Duration::from_secs(1),
+            server_name: "forge".into(),
+            server_version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// The tool whose result carries a PNG as image content.
+pub const SCREENSHOT_TOOL: &str = "browser_screenshot";
+
+/// One MCP session's host session: opened lazily, closed once.
+struct SessionSlot {
+    host: Arc<dyn ToolHost>,
+    key: OnceCell<SessionKey>,
+    closed: std::sync::atomic::AtomicBool,
+    /// Cancelled when the session ends: stops calls still running.
+    ended: CancellationToken,
+}
+
+impl SessionSlot {
+    async fn key(&self) -> &SessionKey {
+        self.key.get_or_init(|| self.host.open_session()).await
+    }
+
+    async fn close(&self) {
+        self.ended.cancel();
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        if let Some(k) = self.key.get() {
+            self.host.close_session(k.clone()).await;
+        }
+    }
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.ended.cancel();
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        if let Some(k) = self.key.take() {
+            let host = self.host.clone();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move { host.close_session(k).await });
+            }
+        }
+    }
+}
+
+/// The rmcp handler for one MCP session.
+struct Handler {
+    host: Arc<dyn ToolHost>,
+    opts: Arc<ServeOptions>,
+    slot: Arc<SessionSlot>,
+}
+
+impl Handler {
+    fn new(host: Arc<dyn ToolHost>, opts: Arc<ServeOptions>) -> Self {
+        Self {
+            slot: Arc::new(SessionSlot {
+                host: host.clone(),
+                key: OnceCell::new(),
+                closed: Default::default(),
+                ended: CancellationToken::new(),
+            }),
+            host,
+            opts,
+        }
+    }
+}
+
+fn error_result(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// The MCP result for a host result (see the module rules).
+pub fn to_call_result(
+    name: &str,
+    result: Result<ToolOutput, ToolError>,
+    opts: &ServeOptions,
+) -> CallToolResult {
+    let out = match result {
+        Ok(o) => o,
+        Err(e) => return error_result(e.to_string()),
+    };
+    let mut content = vec![ContentBlock::text(out.text.clone())];
+    if name == SCREENSHOT_TOOL {
+        match screenshot_image(out.data.as_ref(), opts.image_cap_bytes) {
+            Ok(Some(img)) => content.push(img),
+            Ok(None) => {}
+            Err(note) => content.push(ContentBlock::text(note)),
+        }
+    }
+    let mut r = CallToolResult::success(content);
+    if let Some(Value::Object(m)) = out.data {
+        r.structured_content = Some(Value::Object(m));
+    }
+    r
+}
+
+/// The PNG a screenshot result points at, as image content; `Err` with a note when it is too big
+/// or unreadable.
+fn screenshot_image(data: Option<&Value>, cap: u64) -> Result<Option<ContentBlock>, String> {
+    let Some(d) = data else { return Ok(None) };
+    let (Some(path), Some("image/png")) = (
+        d.get("path").and_then(Value::as_str),
+        d.get("mime_type").and_then(Value::as_str),
+    ) else {
+        return Ok(None);
+    };
+    let meta = std::fs::metadata(path)
+        .map_err(|e| format!("[the screenshot {path} could not be read for image content: {e}]"))?;
+    if meta.len() > cap {
+        return Err(format!(
+            "[the screenshot is {} bytes, above the image content limit of {cap} bytes; it is saved at {path}]",
+            meta.len()
+        ));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("[the screenshot {path} could not be read for image content: {e}]"))?;
+    if bytes.len() as u64 > cap || !bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        return Err(format!(
+            "[the file {path} is not a PNG within the limit; no image content]"
+        ));
+    }
+    Ok(Some(ContentBlock::image(
+        base64::engine::general_purpose::STANDARD.encode(&bytes),
+        "image/png",
+    )))
+}
+
+fn schema_object(v: Value) -> serde_json::Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => match json!({"type": "object"}) {
+            Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        },
+    }
+}
+
+impl ServerHandler for Handler {
+    /// Every known version except 2026-07-28 and later, which have no sessions (SEP-2567): forge
+    /// keeps one host session (browser context) per MCP session, so clients negotiate a version
+    /// that has them.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Owned(
+            ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .filter(|v| **v < ProtocolVersion::V_2026_07_28)
+                .cloned()
+                .collect(),
+        )
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_instructions(self.host.instructions());
+        info.server_info = Implementation::new(
+            self.opts.server_name.clone(),
+            self.opts.server_version.clone(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .host
+            .tools()
+            .into_iter()
+            .map(|t| rmcp::model::Tool::new(t.name, t.description, schema_object(t.input_schema)))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let known = self.host.tools();
+        if !known.iter().any(|t| t.name == name) {
+            let names: Vec<_> = known.iter().map(|t| t.name.as_str()).collect();
+            return Ok(error_result(format!(
+                "unknown tool \"{name}\"; this agent's tools are: {}",
+                names.join(", ")
+            ))
+            .into());
+        }
+        let progress = context
+            .meta
+            .get_progress_token()
+            .or_else(|| request.progress_token());
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let cancel = context.ct.child_token();
+        let ended = self.slot.ended.clone();
+        let session = self.slot.key().await.clone();
+        let call = self.host.call(&session, &name, args, cancel.clone());
+        tokio::pin!(call);
+        let start = Instant::now();
+        let interval = self.opts.progress_interval;
+        let mut next = tokio::time::Instant::now() + interval;
+        let result = loop {
+            tokio::select! {
+                r = &mut call => break r,
+                _ = ended.cancelled(), if !cancel.is_cancelled() => {
+                    // The session ended: cancel the call and let it finish promptly.
+                    cancel.cancel();
+                }
+                _ = tokio::time::sleep_until(next), if progress.is_some() => {
+                    next += interval;
+                    if let Some(token) = &progress {
+                        let secs = start.elapsed().as_secs_f64();
+                        let p = ProgressNotificationParam::new(token.clone(), secs.floor())
+                            .with_message(format!("{name} running for {secs:.0}s"));
+                        if let Err(e) = context.peer.notify_progress(p).await {
+                            tracing::debug!("mcp: progress notification not sent: {e}");
+                        }
+                    }
+                }
+            }
+        };
+        Ok(to_call_result(&name, result, &self.opts).into())
+    }
+}
+
+/// Serve MCP on a byte stream pair (stdio, a pipe, a socket) until the client disconnects, then
+/// close the host session.
+pub async fn serve_io<R, W>(
+    host: Arc<dyn ToolHost>,
+    opts: ServeOptions,
+    read: R,
+    write: W,
+) -> Result<(), McpError>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let handler = Handler::new(host, Arc::new(opts));
+    let slot = handler.slot.clone();
+    let running = handler
+        .serve((read, write))
+        .await
+        .map_err(|e| McpError::Io {
+            addr: "stdio".into(),
+            message: format!("MCP handshake failed: {e}"),
+        })?;
+    let _ = running.waiting().await;
+    slot.close().await;
+    Ok(())
+}
+
+/// Serve MCP on this process's stdin/stdout (nothing else may write to stdout).
+pub async fn serve_stdio(host: Arc<dyn ToolHost>, opts: ServeOptions) -> Result<(), McpError> {
+    serve_io(host, opts, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// HTTP serving options.
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    /// Required as `Authorization: Bearer <token>` on every request when set; required to be set
+    /// for a non-loopback bind.
+    pub token: Option<String>,
+    /// Browser origins allowed to call (exact `scheme://host[:port]`); a request carrying any
+    /// other `Origin` is refused with 403. Default none: non-browser clients send no Origin.
+    pub allowed_origins: Vec<String>,
+}
+
+/// The MCP endpoint path.
+pub const MCP_PATH: &str = "/mcp";
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// A running HTTP server.
+pub struct HttpServerHandle {
+    /// The address it listens on (the MCP endpoint is `http://<addr>/mcp`).
+    pub addr: SocketAddr,
+    shutdown: CancellationToken,
+    join: JoinHandle<()>,
+}
+
+impl HttpServerHandle {
+    /// Stop accepting, end every MCP session (closing their host sessions) and wait.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = self.join.await;
+    }
+
+    /// A token that stops the server when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Wait until the server stops.
+    pub async fn wait(self) {
+        let _ = self.join.await;
+    }
+}
+
+/// Whether the request's `Host` names a loopback address or `localhost` (any port): the A2A
+/// server's rule (crates/forge-runtime/src/a2a/http.rs `host_is_loopback`).
+fn host_is_loopback(headers: &http::HeaderMap) -> bool {
+    let Some(host) = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+    else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((inner, after)) if after.is_empty() || after.starts_with(':') => inner,
+            _ => return false,
+        },
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Constant-time comparison of the presented and expected tokens.
+fn token_matches(presented: &str, expected: &str) -> bool {
+    let (a, b) = (presented.as_bytes(), expected.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn refuse(status: StatusCode, message: &str) -> Response<Body> {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// The checks every request passes before rmcp sees it; `Some` is the refusal.
+fn refusal(http: &HttpOptions, req: &Request<Incoming>) -> Option<Response<Body>> {
+    if req.uri().path() != MCP_PATH {
+        return Some(refuse(
+            StatusCode::NOT_FOUND,
+            "not found: forge serves MCP at /mcp",
+        ));
+    }
+    // DNS rebinding: a page in the user's browser can reach a loopback port under a name it
+    // controls, and may send cross-site requests. Any Origin not explicitly allowed is refused,
+    // and without a token the Host must name loopback (the A2A rule).
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let o = origin.to_str().unwrap_or("");
+        if !http.allowed_origins.iter().any(|a| a == o) {
+            return Some(refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden: this MCP server does not accept requests from web pages (Origin not allowed); add the origin to the allowed origins if a browser client needs it",
+            ));
+        }
+    }
+    match &http.token {
+        None => {
+            if !host_is_loopback(req.headers()) {
+                return Some(refuse(
+                    StatusCode::FORBIDDEN,
+                    "forbidden: this MCP server serves loopback clients without a token: the Host header must be 127.0.0.1, [::1] or localhost",
+                ));
+            }
+        }
+        Some(expected) => {
+            let presented = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| {
+                    v.strip_prefix("Bearer ")
+                        .or_else(|| v.strip_prefix("bearer "))
+                })
+                .map(str::trim);
+            if !presented.is_some_and(|p| token_matches(p, expected)) {
+                let mut r = refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "a bearer token is required: send Authorization: Bearer <token> with the token from .forge/runtime.token or FORGE_RUNTIME_TOKEN",
+                );
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer"),
+                );
+                return Some(r);
+            }
+        }
+    }
+    None
+}
+
+/// Serve MCP over streamable HTTP on `listener` at [`MCP_PATH`].
+///
+/// - A listener on a non-loopback address requires `http.token` ([`McpError::TokenRequired`]).
+/// - With a token, every request must carry it (401 otherwise). Without one, the `Host` header must
+///   name loopback (403 otherwise), as for the A2A server.
+/// - A request with an `Origin` not in `http.allowed_origins` is refused (403).
+/// - Each MCP session (`Mcp-Session-Id`) gets its own host session, closed when the MCP session is
+///   deleted, expires, or the server shuts down.
+pub fn serve_http(
+    listener: TcpListener,
+    host: Arc<dyn ToolHost>,
+    opts: ServeOptions,
+    http: HttpOptions,
+) -> Result<HttpServerHandle, McpError> {
+    let addr = listener.local_addr().map_err(|e| McpError::Io {
+        addr: "listener".into(),
+        message: e.to_string(),
+    })?;
+    if !addr.ip().is_loopback() && http.token.as_deref().is_none_or(str::is_empty) {
+        return Err(McpError::TokenRequired { addr });
+    }
+    let shutdown = CancellationToken::new();
+    let opts = Arc::new(opts);
+    let config = StreamableHttpServerConfig::default()
+        // forge applies its own Host/Origin rule in `refusal` (token-aware).
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_cancellation_token(shutdown.child_token());
+    let factory_host = host.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(Handler::new(factory_host.clone(), opts.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let http = Arc::new(http);
+    let stop = shutdown.clone();
+    let join = tokio::spawn(async move {
+        let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let accepted = tokio::select! {
+                _ = stop.cancelled() => break,
+                a = listener.accept() => a,
+            };
+            let (stream, _) = match accepted {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("mcp: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = conns.clone().try_acquire_owned() else {
+                drop(stream);
+                continue;
+            };
+            let service = service.clone();
+            let http = http.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let service = service.clone();
+                    let http = http.clone();
+                    async move {
+                        if let Some(refused) = refusal(&http, &req) {
+                            return Ok::<_, Infallible>(refused);
+                        }
+                        Ok(service.handle(req).await)
+                    }
+                });
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(10))
+                    .serve_connection(TokioIo::new(stream), svc);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = stop.cancelled() => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+                    }
+                }
+                drop(permit);
+            });
+        }
+    });
+    Ok(HttpServerHandle {
+        addr,
+        shutdown,
+        join,
+    })
+}
