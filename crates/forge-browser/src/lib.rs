@@ -11,6 +11,8 @@
 //! - `keys.rs`: key and chord parsing ([`keys::KeyPress`]) and real key events.
 //! - `navwatch.rs`: watching what an action led to (navigation, HTTP status) and mapping the egress
 //!   proxy's refusals to clear blocked messages.
+//! - `pointer.rs`: the realistic pointer (moves along intermediate points from where it last was;
+//!   the position is kept per tab) and CDP mouse events.
 //! - `observe.rs` + `observe.js`: the page library run in an isolated world, and the compact
 //!   observation text (refs like `e12`, `f1e3`).
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
@@ -22,6 +24,7 @@ pub mod keys;
 pub mod manager;
 mod navwatch;
 pub mod observe;
+mod pointer;
 pub mod refusals;
 pub mod tools;
 

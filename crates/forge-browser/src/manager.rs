@@ -45,6 +45,9 @@ pub struct Tab {
     /// Dialogs seen since the last look (already handled), as one-line descriptions.
     pub(crate) dialogs: Arc<StdMutex<Vec<String>>>,
     dialog_task: tokio::task::JoinHandle<()>,
+    /// Where forge's pointer last was in this tab (viewport CSS px); the next pointer action
+    /// moves from here. A new tab starts at the viewport's top-left corner.
+    pub(crate) pointer: (f64, f64),
 }
 
 impl Drop for Tab {
@@ -983,6 +986,7 @@ impl SessionState {
             page,
             dialogs,
             dialog_task,
+            pointer: (0.0, 0.0),
         });
         id
     }

@@ -8,9 +8,10 @@ use chromiumoxide::cdp::browser_protocol::input::{DispatchMouseEventType, MouseB
 use forge_tools::{fence, ToolOutput};
 use serde_json::{json, Value};
 
-use super::{mouse, schema, str_arg, target_args, target_props, BrowserAction, Cx, DEFAULT_BUDGET};
+use super::{schema, str_arg, target_args, target_props, BrowserAction, Cx, DEFAULT_BUDGET};
 use crate::error::{failed, invalid, R};
 use crate::navwatch::NavWatch;
+use crate::pointer::mouse;
 
 pub(crate) struct Click;
 
@@ -92,7 +93,29 @@ impl BrowserAction for Click {
             Duration::from_millis(25)
         };
         let mut watch = NavWatch::new(&page).await?;
-        mouse(&page, DispatchMouseEventType::MouseMoved, x, y, None, 0).await?;
+        cx.move_pointer(&page, (x, y), None).await?;
+        // Moving there can change the page (a hover effect opens something over the target or
+        // shifts it): look again, refuse a cover that appeared, follow a target that moved.
+        let (x, y) = {
+            let (nx, ny, again) = cx.point(&page, &target).await?;
+            if let Some(cover) = again
+                .get("cover")
+                .and_then(Value::as_str)
+                .filter(|c| !c.is_empty())
+            {
+                if !force {
+                    let msg = format!(
+                        "did not click {r}: once the pointer moved onto it, another element covered its centre (a hover effect); the click would hit that instead. Hover elsewhere or close it first, or pass force=true. The cover: {}",
+                        fence::wrap("source=browser", cover)
+                    );
+                    return Err(failed(msg));
+                }
+            }
+            if (nx - x).abs() > 0.5 || (ny - y).abs() > 0.5 {
+                cx.move_pointer(&page, (nx, ny), None).await?;
+            }
+            (nx, ny)
+        };
         for c in 1..=count {
             mouse(
                 &page,

@@ -1,13 +1,10 @@
 //! `browser_hover`: move the mouse over an element (menus, tooltips) and observe.
 
 use async_trait::async_trait;
-use chromiumoxide::cdp::browser_protocol::input::DispatchMouseEventType;
 use forge_tools::ToolOutput;
 use serde_json::Value;
 
-use super::{
-    mouse, schema, settle_frames, target_args, target_props, BrowserAction, Cx, DEFAULT_BUDGET,
-};
+use super::{schema, settle_frames, target_args, target_props, BrowserAction, Cx, DEFAULT_BUDGET};
 use crate::error::R;
 
 pub(crate) struct Hover;
@@ -35,7 +32,7 @@ impl BrowserAction for Hover {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        mouse(&page, DispatchMouseEventType::MouseMoved, x, y, None, 0).await?;
+        cx.move_pointer(&page, (x, y), None).await?;
         settle_frames(&page).await;
         cx.observed(format!("hovering over {r}"), DEFAULT_BUDGET)
             .await

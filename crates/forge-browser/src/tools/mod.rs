@@ -17,9 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chromiumoxide::cdp::browser_protocol::input::{
-    DispatchMouseEventParams, DispatchMouseEventType, MouseButton,
-};
+use chromiumoxide::cdp::browser_protocol::input::MouseButton;
 use chromiumoxide::Page;
 use forge_tools::fence;
 use forge_tools::{Tool, ToolContext, ToolError, ToolOutput};
@@ -30,6 +28,7 @@ use crate::error::{failed, invalid, R};
 use crate::manager::{BrowserManager, Session, SessionState};
 use crate::navwatch::{strip_prefix, NavOutcome};
 use crate::observe;
+use crate::pointer;
 
 mod back;
 mod click;
@@ -264,6 +263,57 @@ impl Cx<'_> {
         Ok((x, y, v))
     }
 
+    /// Move forge's pointer in `page`'s tab from where it last was to (`x`, `y`) along
+    /// intermediate points ([`pointer::approach`]), with `held` pressed when given.
+    pub(crate) async fn move_pointer(
+        &mut self,
+        page: &Page,
+        to: (f64, f64),
+        held: Option<MouseButton>,
+    ) -> R<()> {
+        let from = self.pointer_at(page);
+        let points = pointer::approach(from, to);
+        self.move_along(page, &points, held).await
+    }
+
+    /// Move forge's pointer along `points` (the last one is where it rests).
+    pub(crate) async fn move_along(
+        &mut self,
+        page: &Page,
+        points: &[(f64, f64)],
+        held: Option<MouseButton>,
+    ) -> R<()> {
+        let r = pointer::move_along(page, points, held).await;
+        // Even after a failure part way, the pointer is somewhere on the path; the end is the
+        // best guess for the next move's start.
+        if let Some(&last) = points.last() {
+            self.set_pointer(page, last);
+        }
+        r
+    }
+
+    /// Where forge's pointer last was in `page`'s tab.
+    pub(crate) fn pointer_at(&self, page: &Page) -> (f64, f64) {
+        self.st
+            .tabs
+            .iter()
+            .find(|t| t.page.target_id() == page.target_id())
+            .map(|t| t.pointer)
+            .unwrap_or((0.0, 0.0))
+    }
+
+    /// Record that forge's pointer in `page`'s tab is now at `at`.
+    pub(crate) fn set_pointer(&mut self, page: &Page, at: (f64, f64)) {
+        if let Some(t) = self
+            .st
+            .tabs
+            .iter_mut()
+            .find(|t| t.page.target_id() == page.target_id())
+        {
+            t.pointer = at;
+        }
+    }
+
     /// Describe what an action led to, and switch to a tab it opened.
     pub(crate) async fn outcome(&mut self, out: &NavOutcome, page: &Page) -> R<String> {
         let limit = self.limit;
@@ -368,30 +418,6 @@ pub(crate) fn target_args(input: &Value) -> R<Value> {
             "give `ref` (from the latest observation, e.g. \"e12\") or `selector` (CSS)",
         )),
     }
-}
-
-/// One CDP mouse event at viewport point (`x`, `y`); with `button`, pressed/released state and
-/// `count` (the click count).
-pub(crate) async fn mouse(
-    page: &Page,
-    kind: DispatchMouseEventType,
-    x: f64,
-    y: f64,
-    button: Option<MouseButton>,
-    count: i64,
-) -> R<()> {
-    let mut b = DispatchMouseEventParams::builder().r#type(kind).x(x).y(y);
-    if let Some(btn) = button {
-        let buttons = match btn {
-            MouseButton::Left => 1,
-            MouseButton::Right => 2,
-            MouseButton::Middle => 4,
-            _ => 0,
-        };
-        b = b.button(btn).buttons(buttons).click_count(count);
-    }
-    page.execute(b.build().map_err(failed)?).await?;
-    Ok(())
 }
 
 /// Wait two animation frames (bounded), so hover/click effects are painted before observing.
