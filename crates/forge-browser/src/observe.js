@@ -695,9 +695,51 @@
     return true;
   }
 
+  // ---- action helpers (tools) ----
+  // Commands only the interaction tools use (wait_for, drag, upload). They keep to this section
+  // and use the shared lookup helpers (target, lookup) read-only, so the observation code above
+  // can change on its own. Exported through ACTIONS below.
+
+  // Whether `el` is hidden (not rendered, invisible or without area).
+  function actHidden(el) {
+    if (!el.isConnected) return true;
+    if (!el.checkVisibility({ visibilityProperty: true })) return true;
+    const r = el.getBoundingClientRect();
+    return r.width <= 0 || r.height <= 0;
+  }
+
+  // The rendered text of `doc` and of its same-origin frames (bounded depth).
+  function actText(doc, depth) {
+    let t = doc.body ? doc.body.innerText : '';
+    if (depth < 4) {
+      for (const f of doc.querySelectorAll('iframe, frame')) {
+        let child = null;
+        try { child = f.contentDocument; } catch (_) { child = null; }
+        if (child) t += '\n' + actText(child, depth + 1);
+      }
+    }
+    return t;
+  }
+
+  // wait_for conditions: {text} appears in the rendered text; {gone: ref} is detached or hidden.
+  function waitState(args) {
+    if (typeof args.text === 'string') return { met: actText(document, 0).includes(args.text) };
+    if (typeof args.gone === 'string') {
+      const r = lookup(args.gone);
+      if (r.error === 'stale') return { met: true };
+      if (r.error) return r;
+      return { met: actHidden(r.el) };
+    }
+    return { error: 'no-condition' };
+  }
+
+  const ACTIONS = { waitState };
+  // ---- end of action helpers (tools) ----
+
   return {
     observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     ready: () => ({ state: document.readyState, url: location.href }),
+    ...ACTIONS,
   };
 })()

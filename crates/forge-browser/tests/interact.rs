@@ -72,10 +72,20 @@ menu.addEventListener('click', () => {
 });
 </script></body></html>"#;
 
+/// Widgets that react 300 ms after the action.
+const DELAYED: &str = r#"<!doctype html><html><head><title>Delayed</title></head><body>
+<button id=open onclick="setTimeout(() => { document.getElementById('menu').hidden = false; }, 300)">Open menu</button>
+<ul id=menu hidden><li>Delayed menu item</li></ul>
+<button id=undo onclick="const b = this; setTimeout(() => b.remove(), 300)">Undo toast</button>
+<p style="margin-top:200px"><button id=tip onmouseenter="const b = this; setTimeout(() => { b.style.display = 'none'; }, 300)">Fading tip</button></p>
+<input id=field aria-label="Field">
+</body></html>"#;
+
 fn page(path: &str) -> Response {
     let path = path.split('?').next().unwrap_or(path);
     let html = match path {
         "/autocomplete.html" => AUTOCOMPLETE.to_string(),
+        "/delayed.html" => DELAYED.to_string(),
         _ => {
             return Response {
                 status: 404,
@@ -262,5 +272,123 @@ fn autocomplete_third_suggestion_is_picked_twenty_times_in_a_row() {
         assert!(obs.starts_with("clicked "), "{obs}");
         assert_eq!(out_text(f, s), "picked: Austin", "round {i}: {obs}");
         assert!(obs.contains("picked: Austin"), "observed after: {obs}");
+    }
+}
+
+/// The ref on the observation line that contains `needle`.
+fn ref_of(obs: &str, needle: &str) -> String {
+    let line = obs
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{obs}"));
+    line.split_whitespace().next().expect("ref").to_string()
+}
+
+/// The status line (forge's own words, before the fenced observation).
+fn status(obs: &str) -> &str {
+    obs.lines().next().unwrap_or("")
+}
+
+#[test]
+fn wait_for_text_on_click_waits_for_a_menu_shown_300_ms_later() {
+    let Some(f) = fixture() else { return };
+    let s = "wait-text";
+    let obs = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/delayed.html")}),
+    );
+    assert!(!obs.contains("Delayed menu item"), "hidden at first: {obs}");
+    let obs = f.ok(
+        s,
+        "browser_click",
+        json!({"selector": "#open", "wait_for": {"text": "Delayed menu item"}}),
+    );
+    assert!(
+        status(&obs).contains("until text \"Delayed menu item\" appeared"),
+        "{obs}"
+    );
+    assert!(
+        obs.contains("Delayed menu item"),
+        "observed after the wait: {obs}"
+    );
+}
+
+#[test]
+fn wait_for_gone_ms_and_its_limits() {
+    let Some(f) = fixture() else { return };
+    let s = "wait-gone";
+    let obs = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/delayed.html")}),
+    );
+    // Removed 300 ms after the click.
+    let undo = ref_of(&obs, "Undo toast");
+    let obs = f.ok(
+        s,
+        "browser_click",
+        json!({"ref": undo, "wait_for": {"gone": undo}}),
+    );
+    assert!(
+        status(&obs).contains(&format!("until {undo} was gone")),
+        "{obs}"
+    );
+    assert!(!obs.contains("Undo toast"), "{obs}");
+    // Hidden (display:none) 300 ms after the pointer enters it.
+    let tip = ref_of(&obs, "Fading tip");
+    let obs = f.ok(
+        s,
+        "browser_hover",
+        json!({"ref": tip, "wait_for": {"gone": tip}}),
+    );
+    assert!(
+        status(&obs).contains(&format!("until {tip} was gone")),
+        "{obs}"
+    );
+    assert!(!obs.contains("Fading tip"), "{obs}");
+    // A fixed pause on press and fill.
+    let obs = f.ok(
+        s,
+        "browser_press",
+        json!({"key": "Tab", "wait_for": {"ms": 150}}),
+    );
+    assert!(status(&obs).contains("waited 150 ms"), "{obs}");
+    let obs = f.ok(
+        s,
+        "browser_fill",
+        json!({"selector": "#field", "value": "x", "wait_for": {"ms": 10}}),
+    );
+    assert!(status(&obs).contains("waited 10 ms"), "{obs}");
+    // A condition never met: bounded, and said so.
+    let obs = f.ok(
+        s,
+        "browser_state",
+        json!({"wait_for": {"text": "this text never appears"}}),
+    );
+    assert!(
+        status(&obs).contains("(the wait_for limit) but text \"this text never appears\" did not appear; observed anyway"),
+        "{obs}"
+    );
+    // Bad inputs are refused before acting.
+    for bad in [
+        json!({"ms": 6000}),
+        json!({"ms": 10, "text": "a"}),
+        json!({"text": ""}),
+        json!("soon"),
+        json!({"until": "x"}),
+    ] {
+        match f.call(s, "browser_state", json!({"wait_for": bad.clone()})) {
+            Err(ToolError::InvalidInput(m)) => assert!(m.contains("wait_for"), "{m}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    match f.call(
+        s,
+        "browser_state",
+        json!({"wait_for": {"gone": "nonsense"}}),
+    ) {
+        Err(ToolError::InvalidInput(m)) => assert!(m.contains("needs a ref"), "{m}"),
+        other => panic!("{other:?}"),
     }
 }

@@ -8,7 +8,10 @@ use chromiumoxide::cdp::browser_protocol::input::{DispatchMouseEventType, MouseB
 use forge_tools::{fence, ToolOutput};
 use serde_json::{json, Value};
 
-use super::{schema, str_arg, target_args, target_props, BrowserAction, Cx, DEFAULT_BUDGET};
+use super::{
+    schema, str_arg, target_args, target_props, wait_for_arg, wait_for_prop, BrowserAction, Cx,
+    DEFAULT_BUDGET,
+};
 use crate::error::{failed, invalid, R};
 use crate::navwatch::NavWatch;
 use crate::pointer::mouse;
@@ -36,6 +39,7 @@ impl BrowserAction for Click {
             json!({"type": "integer", "minimum": 1, "maximum": 3}),
         );
         p.insert("force".into(), json!({"type": "boolean", "description": "Click even when another element covers the target's centre."}));
+        p.insert("wait_for".into(), wait_for_prop());
         schema(p, &[])
     }
 
@@ -45,6 +49,7 @@ impl BrowserAction for Click {
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
         let target = target_args(input)?;
+        let wait = wait_for_arg(input)?;
         let page = cx.page()?;
         let (x, y, info) = cx.point(&page, &target).await?;
         let r = info
@@ -141,7 +146,10 @@ impl BrowserAction for Click {
         if what.is_empty() {
             what = "no navigation".into();
         }
-        let status = format!("clicked {r}: {what}");
+        let mut status = format!("clicked {r}: {what}");
+        if let Some(w) = &wait {
+            status.push_str(&format!("; {}", cx.wait(w).await?));
+        }
         cx.observed(status, DEFAULT_BUDGET).await
     }
 }

@@ -8,7 +8,10 @@ use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use forge_tools::{ToolError, ToolOutput};
 use serde_json::{json, Value};
 
-use super::{schema, target_args, target_props, BrowserAction, Cx, DEFAULT_BUDGET};
+use super::{
+    schema, target_args, target_props, wait_for_arg, wait_for_prop, BrowserAction, Cx,
+    DEFAULT_BUDGET,
+};
 use crate::error::{failed, invalid, ActionError, R};
 use crate::keys::{press_key, KeyPress};
 use crate::navwatch::NavWatch;
@@ -33,6 +36,7 @@ impl BrowserAction for Fill {
             "submit".into(),
             json!({"type": "boolean", "description": "Press Enter after typing."}),
         );
+        p.insert("wait_for".into(), wait_for_prop());
         schema(p, &["value"])
     }
 
@@ -42,6 +46,7 @@ impl BrowserAction for Fill {
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
         let mut target = target_args(input)?;
+        let wait = wait_for_arg(input)?;
         let value = input
             .get("value")
             .and_then(Value::as_str)
@@ -121,6 +126,9 @@ impl BrowserAction for Fill {
                     &what
                 }
             ));
+        }
+        if let Some(w) = &wait {
+            status.push_str(&format!("; {}", cx.wait(w).await?));
         }
         cx.observed(status, DEFAULT_BUDGET).await
     }

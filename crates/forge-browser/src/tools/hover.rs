@@ -4,7 +4,10 @@ use async_trait::async_trait;
 use forge_tools::ToolOutput;
 use serde_json::Value;
 
-use super::{schema, settle_frames, target_args, target_props, BrowserAction, Cx, DEFAULT_BUDGET};
+use super::{
+    schema, settle_frames, target_args, target_props, wait_for_arg, wait_for_prop, BrowserAction,
+    Cx, DEFAULT_BUDGET,
+};
 use crate::error::R;
 
 pub(crate) struct Hover;
@@ -20,11 +23,14 @@ impl BrowserAction for Hover {
     }
 
     fn input_schema(&self) -> Value {
-        schema(target_props(), &[])
+        let mut p = target_props();
+        p.insert("wait_for".into(), wait_for_prop());
+        schema(p, &[])
     }
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
         let target = target_args(input)?;
+        let wait = wait_for_arg(input)?;
         let page = cx.page()?;
         let (x, y, info) = cx.point(&page, &target).await?;
         let r = info
@@ -34,7 +40,10 @@ impl BrowserAction for Hover {
             .to_string();
         cx.move_pointer(&page, (x, y), None).await?;
         settle_frames(&page).await;
-        cx.observed(format!("hovering over {r}"), DEFAULT_BUDGET)
-            .await
+        let mut status = format!("hovering over {r}");
+        if let Some(w) = &wait {
+            status.push_str(&format!("; {}", cx.wait(w).await?));
+        }
+        cx.observed(status, DEFAULT_BUDGET).await
     }
 }

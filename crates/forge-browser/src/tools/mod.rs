@@ -314,6 +314,55 @@ impl Cx<'_> {
         }
     }
 
+    /// Wait for `w` in the active tab (bounded by [`WAIT_CAP`] and half the call's limit, in
+    /// time and in number of checks). Returns the words for the status line.
+    pub(crate) async fn wait(&self, w: &WaitFor) -> R<String> {
+        let page = self.page()?;
+        let cap = WAIT_CAP.min(self.limit / 2);
+        let started = tokio::time::Instant::now();
+        let (args, what) = match w {
+            WaitFor::Ms(ms) => {
+                let d = Duration::from_millis(*ms).min(cap);
+                tokio::time::sleep(d).await;
+                return Ok(format!("waited {} ms", d.as_millis()));
+            }
+            WaitFor::Text(t) => (json!({"text": t}), format!("text {t:?} appeared")),
+            WaitFor::Gone(r) => (json!({"gone": r}), format!("{r} was gone")),
+        };
+        let max_checks = (cap.as_millis() / WAIT_POLL.as_millis()) as usize + 2;
+        for _ in 0..max_checks {
+            let v = observe::call(&page, "waitState", &args).await?;
+            if let Some(e) = v.get("error").and_then(Value::as_str) {
+                return Err(match e {
+                    "bad-ref" => invalid(format!(
+                        "`wait_for.gone` needs a ref like e12 or f1e3, not {:?}",
+                        args["gone"].as_str().unwrap_or("")
+                    )),
+                    other => failed(format!("wait_for could not be checked ({other})")),
+                });
+            }
+            if v.get("met").and_then(Value::as_bool) == Some(true) {
+                return Ok(format!(
+                    "waited {} ms until {what}",
+                    started.elapsed().as_millis()
+                ));
+            }
+            if started.elapsed() >= cap {
+                break;
+            }
+            tokio::time::sleep(WAIT_POLL).await;
+        }
+        let not = match w {
+            WaitFor::Text(t) => format!("text {t:?} did not appear"),
+            WaitFor::Gone(r) => format!("{r} was still there"),
+            WaitFor::Ms(_) => String::new(),
+        };
+        Ok(format!(
+            "waited {} ms (the wait_for limit) but {not}; observed anyway",
+            started.elapsed().as_millis()
+        ))
+    }
+
     /// Describe what an action led to, and switch to a tab it opened.
     pub(crate) async fn outcome(&mut self, out: &NavOutcome, page: &Page) -> R<String> {
         let limit = self.limit;
@@ -383,6 +432,69 @@ fn page_dialog_count(st: &SessionState, page: &Page) -> usize {
         .find(|t| t.page.target_id() == page.target_id())
         .map(|t| t.dialogs.lock().unwrap_or_else(|p| p.into_inner()).len())
         .unwrap_or(0)
+}
+
+/// Longest `wait_for` wait (and the largest `ms`).
+pub(crate) const WAIT_CAP: Duration = Duration::from_millis(5000);
+/// How often a `wait_for` condition is checked.
+const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// What to wait for after an action, before observing (`wait_for`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum WaitFor {
+    /// Until this text is in the page's rendered text.
+    Text(String),
+    /// Until this ref is detached or hidden.
+    Gone(String),
+    /// A fixed pause.
+    Ms(u64),
+}
+
+/// The `wait_for` property of the tools that can wait after acting.
+pub(crate) fn wait_for_prop() -> Value {
+    json!({
+        "type": "object",
+        "description": "Wait after acting, before observing (at most 5000 ms): {\"text\": \"...\"} until that text appears, {\"gone\": \"e12\"} until that element is removed or hidden, or {\"ms\": 500}. The status line says how long it waited, or that the condition was not met.",
+        "properties": {
+            "text": {"type": "string", "description": "Text that must appear on the page."},
+            "gone": {"type": "string", "description": "Ref of an element that must disappear."},
+            "ms": {"type": "integer", "minimum": 0, "maximum": WAIT_CAP.as_millis() as u64, "description": "Milliseconds to wait."}
+        },
+        "additionalProperties": false
+    })
+}
+
+/// The `wait_for` input, checked before acting (so a bad one changes nothing).
+pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
+    let Some(w) = input.get("wait_for").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    const SHAPE: &str =
+        "give `wait_for` as {\"text\": \"...\"}, {\"gone\": \"e12\"} or {\"ms\": 500}";
+    let obj = w
+        .as_object()
+        .ok_or_else(|| invalid(format!("`wait_for` must be an object; {SHAPE}")))?;
+    if obj.len() != 1 {
+        return Err(invalid(format!(
+            "`wait_for` takes exactly one condition; {SHAPE}"
+        )));
+    }
+    let cap = WAIT_CAP.as_millis() as u64;
+    match obj.iter().next() {
+        Some((k, Value::String(t))) if k == "text" && !t.is_empty() => {
+            Ok(Some(WaitFor::Text(t.clone())))
+        }
+        Some((k, Value::String(r))) if k == "gone" && !r.trim().is_empty() => {
+            Ok(Some(WaitFor::Gone(r.trim().to_string())))
+        }
+        Some((k, v)) if k == "ms" => match v.as_u64() {
+            Some(ms) if ms <= cap => Ok(Some(WaitFor::Ms(ms))),
+            _ => Err(invalid(format!(
+                "`wait_for.ms` must be a whole number of milliseconds from 0 to {cap}; for longer waits call browser_state with wait_for again"
+            ))),
+        },
+        _ => Err(invalid(format!("unusable `wait_for`; {SHAPE}"))),
+    }
 }
 
 /// The `ref` and `selector` properties of a tool that acts on one element.

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use forge_tools::ToolOutput;
 use serde_json::{json, Value};
 
-use super::{schema, str_arg, BrowserAction, Cx, DEFAULT_BUDGET};
+use super::{schema, str_arg, wait_for_arg, wait_for_prop, BrowserAction, Cx, DEFAULT_BUDGET};
 use crate::error::{failed, invalid, R};
 use crate::keys::{press_key, KeyPress};
 use crate::navwatch::NavWatch;
@@ -32,6 +32,7 @@ impl BrowserAction for Press {
             "ref".into(),
             json!({"type": "string", "description": "Focus this element first."}),
         );
+        p.insert("wait_for".into(), wait_for_prop());
         schema(p, &["key"])
     }
 
@@ -44,6 +45,7 @@ impl BrowserAction for Press {
             .filter(|s| !s.is_empty())
             .ok_or_else(|| invalid("`key` is required (e.g. Enter, Tab, Control+A)"))?;
         let press = KeyPress::parse(k)?;
+        let wait = wait_for_arg(input)?;
         let page = cx.page()?;
         if let Some(r) = str_arg(input, "ref").filter(|s| !s.is_empty()) {
             let t = json!({"ref": r});
@@ -75,17 +77,17 @@ impl BrowserAction for Press {
         press_key(&page, &press).await?;
         let out = watch.settle(cx.manager, quick, cx.limit * 3 / 5).await;
         let what = cx.outcome(&out, &page).await?;
-        cx.observed(
-            format!(
-                "pressed {k}{}",
-                if what.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {what}")
-                }
-            ),
-            DEFAULT_BUDGET,
-        )
-        .await
+        let mut status = format!(
+            "pressed {k}{}",
+            if what.is_empty() {
+                String::new()
+            } else {
+                format!(": {what}")
+            }
+        );
+        if let Some(w) = &wait {
+            status.push_str(&format!("; {}", cx.wait(w).await?));
+        }
+        cx.observed(status, DEFAULT_BUDGET).await
     }
 }

@@ -4,7 +4,9 @@ use async_trait::async_trait;
 use forge_tools::ToolOutput;
 use serde_json::{json, Value};
 
-use super::{schema, str_arg, BrowserAction, Cx, DEFAULT_BUDGET, MAX_BUDGET};
+use super::{
+    schema, str_arg, wait_for_arg, wait_for_prop, BrowserAction, Cx, DEFAULT_BUDGET, MAX_BUDGET,
+};
 use crate::error::R;
 use crate::observe;
 
@@ -28,11 +30,13 @@ impl BrowserAction for State {
             "scroll_to".into(),
             json!({"type": "string", "description": "Scroll this ref into view first."}),
         );
+        p.insert("wait_for".into(), wait_for_prop());
         schema(p, &[])
     }
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
         let page = cx.page()?;
+        let wait = wait_for_arg(input)?;
         let budget = input
             .get("max_chars")
             .and_then(Value::as_u64)
@@ -49,6 +53,10 @@ impl BrowserAction for State {
                 observe::call(&page, "scrollBy", &json!({"pages": p.clamp(-50.0, 50.0)})).await?;
             }
         }
-        cx.observed("observation:".into(), budget).await
+        let status = match &wait {
+            Some(w) => format!("observation ({}):", cx.wait(w).await?),
+            None => "observation:".into(),
+        };
+        cx.observed(status, budget).await
     }
 }
