@@ -44,6 +44,20 @@ pub(crate) fn approach(from: (f64, f64), to: (f64, f64)) -> Vec<(f64, f64)> {
     dedup(pts)
 }
 
+/// The points of a drag from `from` to `to`: `steps` evenly spaced intermediate points, then
+/// `to` (sortable lists and sliders compute positions from each held-button move).
+pub(crate) fn linear(from: (f64, f64), to: (f64, f64), steps: usize) -> Vec<(f64, f64)> {
+    let n = steps.max(1);
+    let mut pts: Vec<(f64, f64)> = (1..=n)
+        .map(|i| {
+            let t = i as f64 / (n + 1) as f64;
+            (from.0 + (to.0 - from.0) * t, from.1 + (to.1 - from.1) * t)
+        })
+        .collect();
+    pts.push(to);
+    dedup(pts)
+}
+
 /// Drop consecutive points closer than 0.01 px (a move to where the pointer is moves nothing).
 fn dedup(pts: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     let mut out: Vec<(f64, f64)> = Vec::with_capacity(pts.len());
@@ -129,5 +143,21 @@ mod tests {
         assert_eq!(still, vec![(49.0, 60.0), (50.0, 60.0)]);
         // A very long move is capped.
         assert!(approach((0.0, 0.0), (1e6, 1e6)).len() <= MAX_APPROACH_STEPS + 1);
+    }
+
+    #[test]
+    fn linear_drags_take_the_given_steps() {
+        let pts = linear((0.0, 0.0), (100.0, 0.0), 4);
+        assert_eq!(
+            pts,
+            vec![
+                (20.0, 0.0),
+                (40.0, 0.0),
+                (60.0, 0.0),
+                (80.0, 0.0),
+                (100.0, 0.0)
+            ]
+        );
+        assert_eq!(linear((0.0, 0.0), (10.0, 0.0), 0).len(), 2);
     }
 }

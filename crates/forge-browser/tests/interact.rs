@@ -81,11 +81,102 @@ const DELAYED: &str = r#"<!doctype html><html><head><title>Delayed</title></head
 <input id=field aria-label="Field">
 </body></html>"#;
 
+/// A sortable list driven by mouse events (no HTML5 drag-and-drop): the held item is moved
+/// past each item whose middle the pointer crosses.
+const SORTABLE: &str = r#"<!doctype html><html><head><title>Sortable</title><style>
+#list{list-style:none;padding:0;margin:20px;width:220px;user-select:none}
+#list li{height:30px;line-height:30px;margin:2px 0;background:#eef;padding-left:8px}
+</style></head><body>
+<ul id=list><li>One</li><li>Two</li><li>Three</li><li>Four</li></ul>
+<p id=order></p>
+<script>
+const list = document.getElementById('list');
+let held = null;
+function show() { document.getElementById('order').textContent = 'order: ' + Array.from(list.children).map((li) => li.textContent).join(','); }
+show();
+list.addEventListener('mousedown', (e) => { held = e.target.closest('li'); e.preventDefault(); });
+document.addEventListener('mousemove', (e) => {
+  if (!held || !(e.buttons & 1)) return;
+  for (const li of list.children) {
+    if (li === held) continue;
+    const r = li.getBoundingClientRect();
+    if (e.clientY > r.top && e.clientY < r.bottom) { if (e.clientY > r.top + r.height / 2) li.after(held); else li.before(held); break; }
+  }
+});
+document.addEventListener('mouseup', () => { if (held) { held = null; show(); } });
+</script></body></html>"#;
+
+/// HTML5 drag-and-drop between two zones (draggable card, dataTransfer carries its id).
+const DND: &str = r#"<!doctype html><html><head><title>Zones</title><style>
+.zone{display:inline-block;vertical-align:top;width:200px;height:120px;border:2px dashed #888;margin:20px}
+#card{width:80px;height:40px;background:#fc6;margin:10px}
+</style></head><body>
+<div id=zoneA class=zone><div id=card draggable=true>Card</div></div><div id=zoneB class=zone>Drop here</div>
+<p id=log>log:</p>
+<script>
+const card = document.getElementById('card'), b = document.getElementById('zoneB'), log = document.getElementById('log');
+card.addEventListener('dragstart', (e) => { e.dataTransfer.setData('text/plain', 'card'); e.dataTransfer.effectAllowed = 'move'; log.textContent += ' dragstart'; });
+b.addEventListener('dragenter', (e) => { e.preventDefault(); log.textContent += ' dragenter'; });
+b.addEventListener('dragover', (e) => { e.preventDefault(); });
+b.addEventListener('drop', (e) => { e.preventDefault(); const id = e.dataTransfer.getData('text/plain'); b.appendChild(document.getElementById(id)); log.textContent += ' drop:' + id; });
+</script></body></html>"#;
+
+/// A textarea with a resize grip at its bottom-right corner that follows the mouse.
+const RESIZE: &str = r#"<!doctype html><html><head><title>Resize</title></head><body style="margin:30px">
+<div id=wrap style="position:relative;display:inline-block">
+<textarea id=ta aria-label=Notes style="box-sizing:border-box;width:200px;height:80px;resize:none;display:block"></textarea>
+<div id=grip style="position:absolute;right:0;bottom:0;width:14px;height:14px;background:#888;cursor:se-resize"></div>
+</div>
+<script>
+const ta = document.getElementById('ta'), grip = document.getElementById('grip');
+let start = null;
+grip.addEventListener('mousedown', (e) => { start = { x: e.clientX, y: e.clientY, w: ta.offsetWidth, h: ta.offsetHeight }; e.preventDefault(); });
+document.addEventListener('mousemove', (e) => { if (!start) return; ta.style.width = (start.w + e.clientX - start.x) + 'px'; ta.style.height = (start.h + e.clientY - start.y) + 'px'; });
+document.addEventListener('mouseup', () => { start = null; });
+</script></body></html>"#;
+
+/// A custom slider: a div handle on a 300 px track that follows mousemove (value 0..100).
+const SLIDER: &str = r#"<!doctype html><html><head><title>Slider</title></head><body>
+<div id=track style="position:relative;width:300px;height:10px;background:#ccc;margin:60px">
+<div id=handle style="position:absolute;left:0;top:-5px;width:20px;height:20px;margin-left:-10px;background:#36c;border-radius:10px"></div>
+</div>
+<p id=value>value: 0</p>
+<script>
+const handle = document.getElementById('handle'), value = document.getElementById('value');
+let grab = null;
+handle.addEventListener('mousedown', (e) => { grab = { x: e.clientX, left: handle.offsetLeft + 10 }; e.preventDefault(); });
+document.addEventListener('mousemove', (e) => {
+  if (!grab) return;
+  const left = Math.max(0, Math.min(300, grab.left + e.clientX - grab.x));
+  handle.style.left = left + 'px';
+  value.textContent = 'value: ' + Math.round(left / 3);
+});
+document.addEventListener('mouseup', () => { grab = null; });
+</script></body></html>"#;
+
+/// A file input that shows the picked file's name, size and content.
+const UPLOAD: &str = r#"<!doctype html><html><head><title>Upload</title></head><body>
+<label for=f>Attachment</label> <input type=file id=f>
+<p id=info>no file</p>
+<script>
+document.getElementById('f').addEventListener('change', (e) => {
+  const file = e.target.files[0];
+  const info = document.getElementById('info');
+  info.textContent = 'got ' + file.name + ' ' + file.size + ' bytes';
+  file.text().then((t) => { info.textContent += ' content ' + t; });
+});
+</script></body></html>"#;
+
 fn page(path: &str) -> Response {
     let path = path.split('?').next().unwrap_or(path);
     let html = match path {
         "/autocomplete.html" => AUTOCOMPLETE.to_string(),
         "/delayed.html" => DELAYED.to_string(),
+        "/sortable.html" => SORTABLE.to_string(),
+        "/dnd.html" => DND.to_string(),
+        "/resize.html" => RESIZE.to_string(),
+        "/slider.html" => SLIDER.to_string(),
+        "/upload.html" => UPLOAD.to_string(),
         _ => {
             return Response {
                 status: 404,
@@ -391,4 +482,173 @@ fn wait_for_gone_ms_and_its_limits() {
         Err(ToolError::InvalidInput(m)) => assert!(m.contains("needs a ref"), "{m}"),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn drag_reorders_a_mouse_driven_sortable_list() {
+    let Some(f) = fixture() else { return };
+    let s = "drag-sortable";
+    f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/sortable.html")}),
+    );
+    let obs = f.ok(
+        s,
+        "browser_drag",
+        json!({"from": "#list li:nth-child(1)", "to": "#list li:nth-child(4)"}),
+    );
+    assert!(status(&obs).contains("(mouse, 13 moves)"), "{obs}");
+    assert!(status(&obs).contains("moved by (+0, +"), "{obs}");
+    let order = f.eval(s, "document.getElementById('order').textContent");
+    assert_eq!(order, json!("order: Two,Three,One,Four"), "{obs}");
+    assert!(obs.contains("order: Two,Three,One,Four"), "{obs}");
+}
+
+#[test]
+fn drag_html5_card_between_zones() {
+    let Some(f) = fixture() else { return };
+    let s = "drag-dnd";
+    f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/dnd.html")}),
+    );
+    let obs = f.ok(s, "browser_drag", json!({"from": "#card", "to": "#zoneB"}));
+    assert!(status(&obs).contains("HTML5 drag-and-drop"), "{obs}");
+    let parent = f.eval(s, "document.getElementById('card').parentElement.id");
+    assert_eq!(parent, json!("zoneB"), "{obs}");
+    let log = f.eval(s, "document.getElementById('log').textContent");
+    assert_eq!(log, json!("log: dragstart dragenter drop:card"), "{obs}");
+}
+
+#[test]
+fn drag_resize_grip_and_slider_by_offset() {
+    let Some(f) = fixture() else { return };
+    let s = "drag-handles";
+    f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/resize.html")}),
+    );
+    let size = |f: &Fixture| {
+        let v = f.eval(s, "[document.getElementById('ta').offsetWidth, document.getElementById('ta').offsetHeight]");
+        (v[0].as_f64().expect("w"), v[1].as_f64().expect("h"))
+    };
+    assert_eq!(size(f), (200.0, 80.0));
+    let obs = f.ok(
+        s,
+        "browser_drag",
+        json!({"from": "#grip", "by": {"x": 80, "y": 40}}),
+    );
+    assert_eq!(size(f), (280.0, 120.0), "{obs}");
+    assert!(status(&obs).contains("moved by (+80, +40) px"), "{obs}");
+
+    f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/slider.html")}),
+    );
+    let obs = f.ok(
+        s,
+        "browser_drag",
+        json!({"from": "#handle", "by": {"x": 150, "y": 0}, "steps": 6}),
+    );
+    assert!(status(&obs).contains("(mouse, 7 moves)"), "{obs}");
+    assert_eq!(
+        f.eval(s, "document.getElementById('value').textContent"),
+        json!("value: 50"),
+        "{obs}"
+    );
+    // Past the end of the track: the slider clamps.
+    f.ok(
+        s,
+        "browser_drag",
+        json!({"from": "#handle", "by": {"x": 400, "y": 0}}),
+    );
+    assert_eq!(
+        f.eval(s, "document.getElementById('value').textContent"),
+        json!("value: 100")
+    );
+    // Bad inputs are refused before anything is pressed.
+    for bad in [
+        json!({"from": "#handle"}),
+        json!({"from": "#handle", "to": "#track", "by": {"x": 1, "y": 1}}),
+        json!({"from": "#handle", "by": {"x": "far", "y": 0}}),
+        json!({"from": "#handle", "by": {"x": 10, "y": 0}, "steps": 0}),
+    ] {
+        match f.call(s, "browser_drag", bad.clone()) {
+            Err(ToolError::InvalidInput(_)) => {}
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    match f.call(
+        s,
+        "browser_drag",
+        json!({"from": "#nothing-here", "by": {"x": 10, "y": 0}}),
+    ) {
+        Err(ToolError::Failed(m)) => assert!(m.contains("no element matches selector"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn upload_puts_a_files_dir_file_into_the_input_and_refuses_others() {
+    let Some(f) = fixture() else { return };
+    let s = "upload";
+    std::fs::write(f.files.path().join("note.txt"), b"hello upload").expect("write");
+    let outside = tempfile::tempdir().expect("outside");
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, b"do not send").expect("write");
+    std::os::unix::fs::symlink(&secret, f.files.path().join("link-out.txt")).expect("symlink");
+    f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/upload.html")}),
+    );
+    for (name, why) in [
+        (secret.to_str().expect("utf8").to_string(), "absolute path"),
+        ("../secret.txt".to_string(), "leaves the files dir"),
+        ("link-out.txt".to_string(), "symlink to a file outside"),
+        ("missing.txt".to_string(), "no file \"missing.txt\""),
+    ] {
+        match f.call(
+            s,
+            "browser_upload",
+            json!({"selector": "#f", "filename": name}),
+        ) {
+            Err(e) => assert!(e.to_string().contains(why), "{name}: {e}"),
+            Ok(o) => panic!("{name} was uploaded: {o}"),
+        }
+    }
+    assert_eq!(
+        f.eval(s, "document.getElementById('f').files.length"),
+        json!(0)
+    );
+    match f.call(
+        s,
+        "browser_upload",
+        json!({"selector": "#info", "filename": "note.txt"}),
+    ) {
+        Err(ToolError::Failed(m)) => assert!(m.contains("is not a file input"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let obs = f.ok(
+        s,
+        "browser_upload",
+        json!({"selector": "#f", "filename": "note.txt"}),
+    );
+    assert!(
+        status(&obs).starts_with("uploaded note.txt (12 bytes) into e"),
+        "{obs}"
+    );
+    let obs = f.ok(
+        s,
+        "browser_state",
+        json!({"wait_for": {"text": "content hello upload"}}),
+    );
+    assert!(
+        obs.contains("got note.txt 12 bytes content hello upload"),
+        "{obs}"
+    );
 }

@@ -32,6 +32,7 @@ use crate::pointer;
 
 mod back;
 mod click;
+mod drag;
 mod extract;
 mod fill;
 mod hover;
@@ -41,6 +42,7 @@ mod screenshot;
 mod select;
 mod state;
 mod tabs;
+mod upload;
 
 /// Default observation budget in characters.
 pub const DEFAULT_BUDGET: usize = 6000;
@@ -83,6 +85,8 @@ pub fn browser_tools(
         tool(tabs::Tabs, m, o),
         tool(extract::Extract, m, o),
         tool(screenshot::Screenshot, m, o),
+        tool(drag::Drag, m, o),
+        tool(upload::Upload, m, o),
     ]
 }
 
@@ -550,13 +554,13 @@ mod tests {
         let mgr = Arc::new(BrowserManager::new(crate::BrowserConfig::default()));
         let tools = browser_tools(mgr, BrowserToolOptions::default());
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        assert_eq!(names.len(), 11);
+        assert_eq!(names.len(), 13);
         for t in &tools {
             assert_eq!(t.input_schema()["type"], "object", "{}", t.name());
             assert!(!t.description().is_empty());
         }
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 11);
+        assert_eq!(names.len(), 13);
     }
 }
