@@ -4,20 +4,33 @@
 //!   egress proxy; one browser context per session; crash/hang detection; clean shutdown.
 //! - [`BrowserConfig`] (`config.rs`): proxy address, binary, headless, limits and timeouts.
 //! - [`find_browser_binary`] (`binary.rs`): `FORGE_BROWSER_BIN` or a PATH lookup.
-//! - [`browser_tools`] (`tools.rs`): the eleven `browser_*` tools implementing `forge_tools::Tool`.
+//! - [`BrowserError`], `ActionError` (`error.rs`): why the browser or one action failed.
+//! - [`browser_tools`] (`tools/mod.rs`): the `browser_*` tools implementing `forge_tools::Tool`,
+//!   one file per tool under `tools/` (`navigate.rs`, `click.rs`, ...), sharing the action
+//!   context `Cx` (observe, stale-ref errors, points, what an action led to).
+//! - `keys.rs`: key and chord parsing ([`keys::KeyPress`]) and real key events.
+//! - `navwatch.rs`: watching what an action led to (navigation, HTTP status) and mapping the egress
+//!   proxy's refusals to clear blocked messages.
+//! - `pointer.rs`: the realistic pointer (moves along intermediate points from where it last was;
+//!   the position is kept per tab) and CDP mouse events.
 //! - `observe.rs` + `observe.js`: the page library run in an isolated world, and the compact
 //!   observation text (refs like `e12`, `f1e3`).
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
 pub mod config;
+pub mod error;
+pub mod keys;
 pub mod manager;
+mod navwatch;
 pub mod observe;
+mod pointer;
 pub mod refusals;
 pub mod tools;
 
 pub use binary::{find_browser_binary, BrowserNotFound};
 pub use config::BrowserConfig;
-pub use manager::{BrowserError, BrowserManager};
+pub use error::BrowserError;
+pub use manager::BrowserManager;
 pub use refusals::RefusalLog;
 pub use tools::{browser_tools, BrowserToolOptions};

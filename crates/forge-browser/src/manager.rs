@@ -32,39 +32,9 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::binary::find_browser_binary;
 use crate::config::BrowserConfig;
+use crate::error::ActionError;
+use crate::error::BrowserError;
 use crate::refusals::RefusalLog;
-
-/// Why the browser could not do what was asked. Messages say what happened and what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum BrowserError {
-    /// No proxy address: the browser never runs unproxied.
-    #[error("the browser refuses to start without an egress proxy address (BrowserConfig.proxy is not set); the runtime must start the egress proxy first")]
-    NoProxy,
-    /// The proxy address is not on loopback.
-    #[error("the egress proxy address {0} is not a loopback address; the browser only uses forge's own loopback proxy")]
-    ProxyNotLoopback(std::net::SocketAddr),
-    /// No browser binary.
-    #[error(transparent)]
-    NotFound(#[from] crate::binary::BrowserNotFound),
-    /// Chromium did not start.
-    #[error("Chromium ({binary}) failed to start: {reason}")]
-    Launch { binary: String, reason: String },
-    /// Chromium died or hung while a call was in flight.
-    #[error("Chromium {0}; the call was aborted. The next browser call starts a fresh browser (pages, tabs and cookies of every session are gone; navigate again)")]
-    Crashed(String),
-    /// Too many sessions.
-    #[error("{0} browser sessions are already open (the limit); finish another task first or wait for idle sessions to close")]
-    TooManySessions(usize),
-    /// A CDP command failed.
-    #[error("browser command failed: {0}")]
-    Cdp(String),
-}
-
-impl From<chromiumoxide::error::CdpError> for BrowserError {
-    fn from(e: chromiumoxide::error::CdpError) -> Self {
-        BrowserError::Cdp(e.to_string())
-    }
-}
 
 /// One tab of a session.
 pub struct Tab {
@@ -75,6 +45,9 @@ pub struct Tab {
     /// Dialogs seen since the last look (already handled), as one-line descriptions.
     pub(crate) dialogs: Arc<StdMutex<Vec<String>>>,
     dialog_task: tokio::task::JoinHandle<()>,
+    /// Where forge's pointer last was in this tab (viewport CSS px); the next pointer action
+    /// moves from here. A new tab starts at the viewport's top-left corner.
+    pub(crate) pointer: (f64, f64),
 }
 
 impl Drop for Tab {
@@ -489,11 +462,10 @@ impl BrowserManager {
         running: &Arc<Running>,
         limit: Duration,
         op: F,
-    ) -> Result<T, crate::tools::ActionError>
+    ) -> Result<T, ActionError>
     where
-        F: std::future::Future<Output = Result<T, crate::tools::ActionError>>,
+        F: std::future::Future<Output = Result<T, ActionError>>,
     {
-        use crate::tools::ActionError;
         if running.is_dead() {
             return Err(ActionError::Browser(BrowserError::Crashed(
                 running.death_reason(),
@@ -1014,6 +986,7 @@ impl SessionState {
             page,
             dialogs,
             dialog_task,
+            pointer: (0.0, 0.0),
         });
         id
     }

@@ -695,9 +695,140 @@
     return true;
   }
 
+  // ---- action helpers (tools) ----
+  // Commands only the interaction tools use (wait_for, drag, upload). They keep to this section
+  // and use the shared lookup helpers (target, lookup) read-only, so the observation code above
+  // can change on its own. Exported through ACTIONS below.
+
+  // Whether `el` is hidden (not rendered, invisible or without area).
+  function actHidden(el) {
+    if (!el.isConnected) return true;
+    if (!el.checkVisibility({ visibilityProperty: true })) return true;
+    const r = el.getBoundingClientRect();
+    return r.width <= 0 || r.height <= 0;
+  }
+
+  // The rendered text of `doc` and of its same-origin frames (bounded depth).
+  function actText(doc, depth) {
+    let t = doc.body ? doc.body.innerText : '';
+    if (depth < 4) {
+      for (const f of doc.querySelectorAll('iframe, frame')) {
+        let child = null;
+        try { child = f.contentDocument; } catch (_) { child = null; }
+        if (child) t += '\n' + actText(child, depth + 1);
+      }
+    }
+    return t;
+  }
+
+  // wait_for conditions: {text} appears in the rendered text; {gone: ref} is detached or hidden.
+  function waitState(args) {
+    if (typeof args.text === 'string') return { met: actText(document, 0).includes(args.text) };
+    if (typeof args.gone === 'string') {
+      const r = lookup(args.gone);
+      if (r.error === 'stale') return { met: true };
+      if (r.error) return r;
+      return { met: actHidden(r.el) };
+    }
+    return { error: 'no-condition' };
+  }
+
+  // The centre of `el` in the top viewport (through same-origin frames).
+  function actCentre(el) {
+    const r = el.getBoundingClientRect();
+    const off = frameOffset(el.ownerDocument);
+    return { x: r.left + r.width / 2 + off.x, y: r.top + r.height / 2 + off.y };
+  }
+
+  // The box of `el` (top-viewport position and size), for saying what a drag moved.
+  function actBox(el) {
+    const r = el.getBoundingClientRect();
+    const off = frameOffset(el.ownerDocument);
+    return { x: r.left + off.x, y: r.top + off.y, w: r.width, h: r.height };
+  }
+
+  // Where a drag presses and releases: {from, to} ({ref} or {selector} each) or {from, by: {x, y}}.
+  // Scrolls `from` into view, then (when the end is outside the viewport) the page so both ends
+  // are in view; a drag longer than the viewport is refused ('too-far').
+  function dragPlan(args) {
+    const f = target(args.from || {});
+    if (f.error) return { error: f.error, which: 'from' };
+    let t = null;
+    if (args.to) {
+      t = target(args.to);
+      if (t.error) return { error: t.error, which: 'to' };
+    }
+    const el = f.el;
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    for (let w = el.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+      w.frameElement.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    }
+    if (actHidden(el)) return { error: 'not-visible', which: 'from', ref: f.ref };
+    if (t && actHidden(t.el)) return { error: 'not-visible', which: 'to', ref: t.ref };
+    const by = args.by || { x: 0, y: 0 };
+    const ends = () => {
+      const a = actCentre(el);
+      const b = t ? actCentre(t.el) : { x: a.x + by.x, y: a.y + by.y };
+      return [a, b];
+    };
+    const vw = document.documentElement.clientWidth || innerWidth;
+    const vh = document.documentElement.clientHeight || innerHeight;
+    const inView = (p) => p.x >= 0 && p.y >= 0 && p.x < vw && p.y < vh;
+    let [a, b] = ends();
+    if (!inView(b)) {
+      scrollBy((a.x + b.x) / 2 - vw / 2, (a.y + b.y) / 2 - vh / 2);
+      [a, b] = ends();
+    }
+    if (!inView(a) || !inView(b)) return { error: 'too-far', ref: f.ref, dx: b.x - a.x, dy: b.y - a.y, vw, vh };
+    const r = el.getBoundingClientRect();
+    const draggable = !!(el.closest('[draggable="true"]') || (el.draggable && el.getAttribute('draggable') !== 'false'));
+    return {
+      from: { x: a.x, y: a.y, ref: f.ref },
+      to: { x: b.x, y: b.y, ref: t ? t.ref : '' },
+      cover: coverOf(el, r),
+      draggable,
+      box: actBox(el),
+    };
+  }
+
+  // The box of a ref now (after a drag), or {gone: true}.
+  function boxOf(args) {
+    const r = lookup(args.ref);
+    if (r.error) return { gone: true };
+    return actBox(r.el);
+  }
+
+  // The file input for browser_upload: {ref} or {selector}; must be an enabled <input type=file>.
+  function uploadTarget(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const el = t.el;
+    if (!(el.tagName === 'INPUT' && el.type === 'file')) return { error: 'not-file-input', ref: t.ref, what: describe(el) };
+    if (el.disabled) return { error: 'disabled', ref: t.ref };
+    return { ref: t.ref, multiple: !!el.multiple, accept: el.accept || '' };
+  }
+
+  // The element itself (the caller asks for a remote object, not a value).
+  function elementOf(args) {
+    const t = target(args);
+    return t.error ? null : t.el;
+  }
+
+  // What the page now says about a file input's files (names and sizes, for the status).
+  function filesOf(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const files = Array.prototype.map.call(t.el.files || [], (f) => ({ name: f.name, size: f.size }));
+    return { files };
+  }
+
+  const ACTIONS = { waitState, dragPlan, boxOf, uploadTarget, elementOf, filesOf };
+  // ---- end of action helpers (tools) ----
+
   return {
     observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     ready: () => ({ state: document.readyState, url: location.href }),
+    ...ACTIONS,
   };
 })()

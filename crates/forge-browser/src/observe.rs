@@ -480,6 +480,41 @@ fn frame_line(f: &Frame) -> String {
     s
 }
 
+/// The element the page library's `cmd(args)` returns, as a remote object of forge's isolated
+/// world in the object group `group` (for CDP commands that take a node, like
+/// `DOM.setFileInputFiles`); None when it returns no element. Release the group afterwards.
+pub(crate) async fn element_object(
+    page: &Page,
+    cmd: &str,
+    args: &Value,
+    group: &str,
+) -> Result<Option<chromiumoxide::cdp::js_protocol::runtime::RemoteObjectId>, PageError> {
+    let ctx = isolated_context(page).await?;
+    // Make sure the library exists in this world (a plain call creates it).
+    call_in(page, ctx, "ready", &Value::Null).await?;
+    let expression = format!(
+        "globalThis.__forgeLib[{cmd}]({args})",
+        cmd = serde_json::to_string(cmd).unwrap_or_default(),
+        args = args
+    );
+    let params = EvaluateParams::builder()
+        .expression(expression)
+        .context_id(ctx)
+        .object_group(group)
+        .return_by_value(false)
+        .silent(true)
+        .build()
+        .map_err(PageError::Cdp)?;
+    let resp = page
+        .execute(params)
+        .await
+        .map_err(|e| PageError::Cdp(e.to_string()))?;
+    if let Some(ex) = &resp.result.exception_details {
+        return Err(PageError::Script(ex.text.clone()));
+    }
+    Ok(resp.result.result.object_id.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

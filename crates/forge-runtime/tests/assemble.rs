@@ -93,7 +93,8 @@ async fn plain_agent_gets_builtins_only_and_no_proxy() {
             .iter()
             .filter(|r| r.source == ToolSource::Browser)
             .count(),
-        11
+        // Every browser tool (the list is checked against the tools forge-browser builds below).
+        forge_skills::BROWSER_TOOLS.len()
     );
     assert!(
         tools.proxy_addr().is_none(),

@@ -31,6 +31,8 @@ pub const BROWSER_TOOLS: &[&str] = &[
     "browser_tabs",
     "browser_extract",
     "browser_screenshot",
+    "browser_drag",
+    "browser_upload",
 ];
 
 /// Where a skill came from.

@@ -1,0 +1,244 @@
+//! Navigation watching: subscribe before an action ([`NavWatch::new`]), then ask what it led to
+//! ([`NavWatch::settle`]: navigated or not, the document's HTTP status, a failure), and map the
+//! egress proxy's refusals to a clear blocked message (never echoing a page-sent reason).
+
+use std::time::Duration;
+
+use chromiumoxide::cdp::browser_protocol::network::{
+    EventLoadingFailed, EventRequestWillBeSent, EventResponseReceived, ResourceType,
+};
+use chromiumoxide::cdp::browser_protocol::page::{
+    ClientNavigationDisposition, EventFrameRequestedNavigation, EventFrameStartedLoading,
+    EventFrameStoppedLoading,
+};
+use chromiumoxide::Page;
+use futures::StreamExt;
+
+use crate::error::R;
+use crate::manager::BrowserManager;
+use crate::observe;
+
+/// A navigation watcher: subscribe before acting, then ask what happened.
+pub(crate) struct NavWatch {
+    started: futures::stream::BoxStream<'static, String>,
+    stopped: futures::stream::BoxStream<'static, String>,
+    responses: chromiumoxide::listeners::EventStream<EventResponseReceived>,
+    failures: chromiumoxide::listeners::EventStream<EventLoadingFailed>,
+    requests: chromiumoxide::listeners::EventStream<EventRequestWillBeSent>,
+    frame: String,
+}
+
+#[derive(Default, Debug)]
+pub(crate) struct NavOutcome {
+    pub(crate) navigated: bool,
+    pub(crate) finished: bool,
+    pub(crate) status: Option<i64>,
+    pub(crate) blocked: Option<String>,
+    pub(crate) failed: Option<String>,
+}
+
+impl NavWatch {
+    pub(crate) async fn new(page: &Page) -> R<Self> {
+        let frame = observe::main_frame(page).await?.as_ref().to_string();
+        // "r:<frame>" when a same-tab navigation is requested (fires while the click is being
+        // handled), "s:<frame>" when loading starts.
+        let requested = page
+            .event_listener::<EventFrameRequestedNavigation>()
+            .await?
+            .filter(|e| {
+                futures::future::ready(matches!(
+                    e.disposition,
+                    ClientNavigationDisposition::CurrentTab
+                ))
+            })
+            .map(|e| format!("r:{}", e.frame_id.as_ref()));
+        let loading = page
+            .event_listener::<EventFrameStartedLoading>()
+            .await?
+            .map(|e| format!("s:{}", e.frame_id.as_ref()));
+        let started = futures::stream::select(requested, loading).boxed();
+        let stopped = page
+            .event_listener::<EventFrameStoppedLoading>()
+            .await?
+            .map(|e| e.frame_id.as_ref().to_string())
+            .boxed();
+        Ok(Self {
+            started,
+            stopped,
+            responses: page.event_listener::<EventResponseReceived>().await?,
+            failures: page.event_listener::<EventLoadingFailed>().await?,
+            requests: page.event_listener::<EventRequestWillBeSent>().await?,
+            frame,
+        })
+    }
+
+    /// Wait up to `quick` for a main-frame navigation to start; if it does, wait up to `limit`
+    /// for it to finish, collecting the document's status and any egress refusal.
+    pub(crate) async fn settle(
+        &mut self,
+        mgr: &BrowserManager,
+        quick: Duration,
+        limit: Duration,
+    ) -> NavOutcome {
+        let mut out = NavOutcome::default();
+        let mut deadline = tokio::time::Instant::now() + quick;
+        let mut requested = false;
+        loop {
+            tokio::select! {
+                f = self.started.next() => match f {
+                    Some(f) if f == format!("s:{}", self.frame) => { out.navigated = true; break; }
+                    Some(f) if f == format!("r:{}", self.frame) && !requested => {
+                        // Requested: give the load up to 3 s to start (it may be cancelled).
+                        requested = true;
+                        deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+                    }
+                    Some(_) => continue,
+                    None => return out,
+                },
+                _ = tokio::time::sleep_until(deadline) => return out,
+            }
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut urls: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+        loop {
+            tokio::select! {
+                f = self.stopped.next() => match f {
+                    Some(f) if f == self.frame => { out.finished = true; break; }
+                    Some(_) => {}
+                    None => break,
+                },
+                Some(r) = self.requests.next() => {
+                    if r.r#type == Some(ResourceType::Document) && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str()) {
+                        urls.insert(r.request_id.as_ref().to_string(), r.request.url.clone());
+                    }
+                }
+                Some(r) = self.responses.next() => {
+                    if r.r#type == ResourceType::Document && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str()) {
+                        out.status = Some(r.response.status);
+                        if let Some(code) = egress_reason(&r.response.headers) {
+                            out.blocked = blocked_from_code(mgr, &r.response.url, r.response.status, &code);
+                        }
+                    }
+                }
+                Some(f) = self.failures.next() => {
+                    if f.r#type == ResourceType::Document {
+                        if let Some(url) = urls.get(f.request_id.as_ref()) {
+                            let url = url.clone();
+                            out.failed = Some(f.error_text.clone());
+                            if let Some(b) = blocked_from_error(mgr, &url, &f.error_text) {
+                                out.blocked = Some(b);
+                            }
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        // Drain what already arrived (responses can come before stoppedLoading is read).
+        while let Some(Some(r)) = self.responses.now_or_never_opt() {
+            if r.r#type == ResourceType::Document
+                && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str())
+            {
+                out.status = Some(r.response.status);
+                if let Some(code) = egress_reason(&r.response.headers) {
+                    out.blocked = blocked_from_code(mgr, &r.response.url, r.response.status, &code);
+                }
+            }
+        }
+        out
+    }
+}
+
+trait NowOrNever {
+    type Out;
+    fn now_or_never_opt(&mut self) -> Option<Option<Self::Out>>;
+}
+impl<S: futures::Stream + Unpin> NowOrNever for S {
+    type Out = S::Item;
+    fn now_or_never_opt(&mut self) -> Option<Option<S::Item>> {
+        futures::FutureExt::now_or_never(self.next())
+    }
+}
+
+/// The proxy's refusal reason from a response's headers, if it is one.
+fn egress_reason(
+    headers: &chromiumoxide::cdp::browser_protocol::network::Headers,
+) -> Option<String> {
+    let obj = headers.inner().as_object()?;
+    obj.iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("x-forge-egress-reason"))
+        .and_then(|(_, v)| v.as_str())
+        .map(|s| s.trim().to_string())
+}
+
+/// The message for a plain-HTTP refusal (403 with the reason header carrying a short code), or
+/// None when the header cannot be the proxy's. Any server can send that header itself (and over
+/// HTTPS only the server can), so its text is never echoed: with a refusal log, only a refusal
+/// the proxy recorded counts; without one, only the proxy's own codes.
+fn blocked_from_code(mgr: &BrowserManager, url: &str, status: i64, code: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    if status != 403 || parsed.scheme() != "http" {
+        return None;
+    }
+    let bare = parsed.host_str()?.to_string();
+    if let Some(log) = mgr.refusals() {
+        return log
+            .recent(&bare, Duration::from_secs(30))
+            .map(|reason| strip_prefix(&reason));
+    }
+    match code {
+        "blocked-host" => Some(format!("{bare} is not in this agent's allowlist")),
+        "blocked-port" | "blocked-ip" => Some(format!(
+            "{} was refused by the egress proxy ({code})",
+            host_of(url)
+        )),
+        _ => None,
+    }
+}
+
+fn host_of(url: &str) -> String {
+    url::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            u.host_str().map(|h| match u.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h.to_string(),
+            })
+        })
+        .unwrap_or_else(|| url.to_string())
+}
+
+/// A blocked-by-egress message for a failed document load, when the failure is the proxy's refusal.
+pub(crate) fn blocked_from_error(
+    mgr: &BrowserManager,
+    url: &str,
+    error_text: &str,
+) -> Option<String> {
+    let host = host_of(url);
+    let bare = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or(host.clone());
+    if let Some(log) = mgr.refusals() {
+        if let Some(reason) = log.recent(&bare, Duration::from_secs(30)) {
+            return Some(strip_prefix(&reason));
+        }
+    }
+    if error_text.contains("ERR_TUNNEL_CONNECTION_FAILED") {
+        if mgr.refusals().is_some() {
+            return None; // the proxy did not record a refusal: some other tunnel failure.
+        }
+        return Some(format!(
+            "{bare} is not in this agent's allowlist (the egress proxy refused the connection)"
+        ));
+    }
+    None
+}
+
+pub(crate) fn strip_prefix(reason: &str) -> String {
+    reason
+        .trim()
+        .trim_start_matches("blocked by egress policy:")
+        .trim()
+        .to_string()
+}

@@ -1,0 +1,155 @@
+//! `browser_click`: a real mouse click on an element (refused when another element covers its
+//! centre, unless forced), then what it led to and a fresh observation.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chromiumoxide::cdp::browser_protocol::input::{DispatchMouseEventType, MouseButton};
+use forge_tools::{fence, ToolOutput};
+use serde_json::{json, Value};
+
+use super::{
+    schema, str_arg, target_args, target_props, wait_for_arg, wait_for_prop, BrowserAction, Cx,
+    DEFAULT_BUDGET,
+};
+use crate::error::{failed, invalid, R};
+use crate::navwatch::NavWatch;
+use crate::pointer::mouse;
+
+pub(crate) struct Click;
+
+#[async_trait]
+impl BrowserAction for Click {
+    fn name(&self) -> &'static str {
+        "browser_click"
+    }
+
+    fn description(&self) -> &'static str {
+        "Click an element (by ref from the latest observation, or CSS selector) with a real mouse click; says whether it navigated, opened a tab or a dialog, and returns a fresh observation."
+    }
+
+    fn input_schema(&self) -> Value {
+        let mut p = target_props();
+        p.insert(
+            "button".into(),
+            json!({"type": "string", "enum": ["left", "right", "middle"]}),
+        );
+        p.insert(
+            "click_count".into(),
+            json!({"type": "integer", "minimum": 1, "maximum": 3}),
+        );
+        p.insert("force".into(), json!({"type": "boolean", "description": "Click even when another element covers the target's centre."}));
+        p.insert("wait_for".into(), wait_for_prop());
+        schema(p, &[])
+    }
+
+    fn navigates(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let target = target_args(input)?;
+        let wait = wait_for_arg(input)?;
+        let page = cx.page()?;
+        let (x, y, info) = cx.point(&page, &target).await?;
+        let r = info
+            .get("ref")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let force = input.get("force").and_then(Value::as_bool).unwrap_or(false);
+        if let Some(cover) = info
+            .get("cover")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+        {
+            if !force {
+                let msg = format!(
+                    "did not click {r}: another element covers its centre; the click would hit that instead. Close or scroll past the cover (often a banner or dialog), or pass force=true. The cover: {}",
+                    fence::wrap("source=browser", cover)
+                );
+                return Err(failed(msg));
+            }
+        }
+        let button = match str_arg(input, "button").unwrap_or("left") {
+            "left" => MouseButton::Left,
+            "right" => MouseButton::Right,
+            "middle" => MouseButton::Middle,
+            other => {
+                return Err(invalid(format!(
+                    "button must be left, right or middle, not {other:?}"
+                )))
+            }
+        };
+        let count = input
+            .get("click_count")
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+            .clamp(1, 3);
+        // A same-tab link or submit button gets a longer window for its navigation to start; the
+        // wait ends as soon as it does.
+        let quick = if info
+            .get("navLikely")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            Duration::from_millis(1000)
+        } else {
+            Duration::from_millis(25)
+        };
+        let mut watch = NavWatch::new(&page).await?;
+        cx.move_pointer(&page, (x, y), None).await?;
+        // Moving there can change the page (a hover effect opens something over the target or
+        // shifts it): look again, refuse a cover that appeared, follow a target that moved.
+        let (x, y) = {
+            let (nx, ny, again) = cx.point(&page, &target).await?;
+            if let Some(cover) = again
+                .get("cover")
+                .and_then(Value::as_str)
+                .filter(|c| !c.is_empty())
+            {
+                if !force {
+                    let msg = format!(
+                        "did not click {r}: once the pointer moved onto it, another element covered its centre (a hover effect); the click would hit that instead. Hover elsewhere or close it first, or pass force=true. The cover: {}",
+                        fence::wrap("source=browser", cover)
+                    );
+                    return Err(failed(msg));
+                }
+            }
+            if (nx - x).abs() > 0.5 || (ny - y).abs() > 0.5 {
+                cx.move_pointer(&page, (nx, ny), None).await?;
+            }
+            (nx, ny)
+        };
+        for c in 1..=count {
+            mouse(
+                &page,
+                DispatchMouseEventType::MousePressed,
+                x,
+                y,
+                Some(button.clone()),
+                c,
+            )
+            .await?;
+            mouse(
+                &page,
+                DispatchMouseEventType::MouseReleased,
+                x,
+                y,
+                Some(button.clone()),
+                c,
+            )
+            .await?;
+        }
+        let out = watch.settle(cx.manager, quick, cx.limit * 3 / 5).await;
+        let mut what = cx.outcome(&out, &page).await?;
+        if what.is_empty() {
+            what = "no navigation".into();
+        }
+        let mut status = format!("clicked {r}: {what}");
+        if let Some(w) = &wait {
+            status.push_str(&format!("; {}", cx.wait(w).await?));
+        }
+        cx.observed(status, DEFAULT_BUDGET).await
+    }
+}

@@ -1,0 +1,364 @@
+//! `browser_drag`: press on one element, move along intermediate points with the button held,
+//! release on another element or at an offset. Mouse/pointer-event drags (sortable lists, slider
+//! and resize handles) see every move; an HTML5 `draggable` drag is intercepted
+//! (`Input.setInterceptDrags`) and finished with real drag events (`Input.dispatchDragEvent`:
+//! dragEnter, dragOver along the rest of the path, drop) carrying the page's own drag data.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chromiumoxide::cdp::browser_protocol::input::{
+    DispatchDragEventParams, DispatchDragEventType, DispatchMouseEventType, DragData,
+    EventDragIntercepted, MouseButton, SetInterceptDragsParams,
+};
+use chromiumoxide::Page;
+use forge_tools::{fence, ToolOutput};
+use futures::{FutureExt, StreamExt};
+use serde_json::{json, Value};
+
+use super::{schema, settle_frames, str_arg, BrowserAction, Cx, DEFAULT_BUDGET};
+use crate::error::{failed, invalid, R};
+use crate::navwatch::NavWatch;
+use crate::observe;
+use crate::pointer::{self, mouse};
+
+/// Intermediate points of a drag when `steps` is not given.
+const DEFAULT_STEPS: u64 = 12;
+/// Most intermediate points.
+const MAX_STEPS: u64 = 100;
+/// Largest `by` offset on each axis, in CSS px.
+const MAX_OFFSET: f64 = 10_000.0;
+/// How long a drag of a `draggable` element waits for Chromium to report the native drag.
+const INTERCEPT_WAIT: Duration = Duration::from_millis(300);
+
+pub(crate) struct Drag;
+
+/// `{"ref": ..}` for a ref like `e12`/`f1e3`, else `{"selector": ..}`.
+fn locator(s: &str) -> Value {
+    let s = s.trim();
+    let body = s
+        .strip_prefix('f')
+        .and_then(|r| {
+            let digits = r.chars().take_while(char::is_ascii_digit).count();
+            (digits > 0).then(|| &r[digits..])
+        })
+        .unwrap_or(s);
+    let is_ref = body
+        .strip_prefix('e')
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+    if is_ref {
+        json!({"ref": s})
+    } else {
+        json!({"selector": s})
+    }
+}
+
+#[async_trait]
+impl BrowserAction for Drag {
+    fn name(&self) -> &'static str {
+        "browser_drag"
+    }
+
+    fn description(&self) -> &'static str {
+        "Drag with the mouse: press on `from` (ref or CSS selector), move along intermediate points with the button held, release on `to` (ref or selector) or at an offset `by` {x, y} in CSS px. Works for sortable lists, sliders, resize handles and HTML5 drag-and-drop; says what moved and returns a fresh observation."
+    }
+
+    fn input_schema(&self) -> Value {
+        let mut p = serde_json::Map::new();
+        p.insert("from".into(), json!({"type": "string", "description": "Ref (e12) or CSS selector of the element to press on (at its visible centre)."}));
+        p.insert("to".into(), json!({"type": "string", "description": "Ref or CSS selector of the element to release on (at its centre). Give `to` or `by`."}));
+        p.insert("by".into(), json!({"type": "object", "description": "Release at this offset from the press point, in CSS px (e.g. {\"x\": 120, \"y\": 0} moves a slider right). Give `to` or `by`.", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"], "additionalProperties": false}));
+        p.insert("steps".into(), json!({"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "description": "Intermediate points of the move (default 12)."}));
+        schema(p, &["from"])
+    }
+
+    fn navigates(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let from_s = str_arg(input, "from")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("`from` (a ref like e12 or a CSS selector) is required"))?;
+        let from = locator(from_s);
+        let to = str_arg(input, "to")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(locator);
+        let by = match input.get("by").filter(|v| !v.is_null()) {
+            None => None,
+            Some(b) => {
+                let axis = |k: &str| b.get(k).and_then(Value::as_f64).filter(|v| v.is_finite());
+                match (axis("x"), axis("y")) {
+                    (Some(x), Some(y)) if x.abs() <= MAX_OFFSET && y.abs() <= MAX_OFFSET => {
+                        Some((x, y))
+                    }
+                    _ => {
+                        return Err(invalid(format!(
+                            "`by` must be {{\"x\": number, \"y\": number}} in CSS px, each within ±{MAX_OFFSET}"
+                        )))
+                    }
+                }
+            }
+        };
+        match (&to, by) {
+            (Some(_), Some(_)) => return Err(invalid("give either `to` or `by`, not both")),
+            (None, None) => {
+                return Err(invalid(
+                    "give `to` (a ref or selector to release on) or `by` ({\"x\": .., \"y\": ..} in CSS px)",
+                ))
+            }
+            _ => {}
+        }
+        let steps = match input.get("steps").filter(|v| !v.is_null()) {
+            None => DEFAULT_STEPS,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=MAX_STEPS).contains(n))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "`steps` must be a whole number from 1 to {MAX_STEPS}"
+                    ))
+                })?,
+        } as usize;
+
+        let page = cx.page()?;
+        let mut args = json!({"from": from});
+        if let Some(t) = &to {
+            args["to"] = t.clone();
+        }
+        if let Some((x, y)) = by {
+            args["by"] = json!({"x": x, "y": y});
+        }
+        let plan = observe::call(&page, "dragPlan", &args).await?;
+        if let Some(e) = plan.get("error").and_then(Value::as_str) {
+            let which = plan.get("which").and_then(Value::as_str).unwrap_or("from");
+            let r = plan.get("ref").and_then(Value::as_str).unwrap_or("");
+            return Err(match e {
+                "not-visible" => failed(format!("{r} (`{which}`) is not visible (hidden or zero-size), so it cannot be dragged there; browser_state shows what is visible")),
+                "too-far" => failed(format!(
+                    "the drag from {r} spans ({:+.0}, {:+.0}) px, more than the {}x{} viewport can show at once; forge drags within one viewport. Drag in shorter moves with `by`, or pick a nearer target",
+                    plan.get("dx").and_then(Value::as_f64).unwrap_or(0.0),
+                    plan.get("dy").and_then(Value::as_f64).unwrap_or(0.0),
+                    plan.get("vw").and_then(Value::as_f64).unwrap_or(0.0),
+                    plan.get("vh").and_then(Value::as_f64).unwrap_or(0.0),
+                )),
+                other => {
+                    let which_target = if which == "to" { to.clone().unwrap_or_default() } else { from.clone() };
+                    cx.stale(other, &which_target).await
+                }
+            });
+        }
+        let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        let (fx, fy) = (num(&plan["from"], "x"), num(&plan["from"], "y"));
+        let (tx, ty) = (num(&plan["to"], "x"), num(&plan["to"], "y"));
+        let fref = plan["from"]["ref"].as_str().unwrap_or("").to_string();
+        let tref = plan["to"]["ref"].as_str().unwrap_or("").to_string();
+        if let Some(cover) = plan
+            .get("cover")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+        {
+            return Err(failed(format!(
+                "did not drag {fref}: another element covers its centre, so the press would land on that instead. Close or scroll past the cover first. The cover: {}",
+                fence::wrap("source=browser", cover)
+            )));
+        }
+        let draggable = plan
+            .get("draggable")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let before = plan.get("box").cloned().unwrap_or(Value::Null);
+
+        let mut watch = NavWatch::new(&page).await?;
+        page.execute(SetInterceptDragsParams::new(true)).await?;
+        let done = self
+            .drag(cx, &page, (fx, fy), (tx, ty), steps, draggable)
+            .await;
+        // Always switch interception off again, even when the drag failed part way.
+        let _ = page.execute(SetInterceptDragsParams::new(false)).await;
+        let (mode, moves) = done?;
+        settle_frames(&page).await;
+
+        let mut status = match by {
+            Some((x, y)) => format!("dragged {fref} by ({x:+.0}, {y:+.0}) px"),
+            None => format!("dragged {fref} to {tref}"),
+        };
+        status.push_str(&format!(" ({mode}, {moves} moves)"));
+        let after = observe::call(&page, "boxOf", &json!({"ref": fref})).await?;
+        status.push_str(&format!("; {}", what_moved(&fref, &before, &after)));
+        let out = watch
+            .settle(cx.manager, Duration::from_millis(25), cx.limit * 3 / 5)
+            .await;
+        let what = cx.outcome(&out, &page).await?;
+        if !what.is_empty() {
+            status.push_str(&format!("; {what}"));
+        }
+        cx.observed(status, DEFAULT_BUDGET).await
+    }
+}
+
+impl Drag {
+    /// Approach `from`, press, move along the path with the button held, and release at `to`
+    /// (or finish an intercepted HTML5 drag with drag events). Returns the mode and the number
+    /// of moves made.
+    async fn drag(
+        &self,
+        cx: &mut Cx<'_>,
+        page: &Page,
+        from: (f64, f64),
+        to: (f64, f64),
+        steps: usize,
+        draggable: bool,
+    ) -> R<(&'static str, usize)> {
+        let mut intercepted = page.event_listener::<EventDragIntercepted>().await?;
+        cx.move_pointer(page, from, None).await?;
+        mouse(
+            page,
+            DispatchMouseEventType::MousePressed,
+            from.0,
+            from.1,
+            Some(MouseButton::Left),
+            1,
+        )
+        .await?;
+        let path = pointer::linear(from, to, steps);
+        let mut data: Option<DragData> = None;
+        let mut sent = 0;
+        for &p in &path {
+            mouse(
+                page,
+                DispatchMouseEventType::MouseMoved,
+                p.0,
+                p.1,
+                Some(MouseButton::Left),
+                0,
+            )
+            .await?;
+            sent += 1;
+            cx.set_pointer(page, p);
+            if let Some(Some(ev)) = intercepted.next().now_or_never() {
+                data = Some(ev.data.clone());
+                break;
+            }
+        }
+        if data.is_none() && draggable {
+            if let Ok(Some(ev)) = tokio::time::timeout(INTERCEPT_WAIT, intercepted.next()).await {
+                data = Some(ev.data.clone());
+            }
+        }
+        let Some(data) = data else {
+            mouse(
+                page,
+                DispatchMouseEventType::MouseReleased,
+                to.0,
+                to.1,
+                Some(MouseButton::Left),
+                1,
+            )
+            .await?;
+            cx.set_pointer(page, to);
+            return Ok(("mouse", sent));
+        };
+        // A native (HTML5) drag started: the page now expects drag events, not mouse moves.
+        let mut rest: Vec<(f64, f64)> = path[sent.min(path.len())..].to_vec();
+        if rest.is_empty() {
+            rest.push(to);
+        }
+        let drag_event = |kind: DispatchDragEventType, p: (f64, f64)| {
+            DispatchDragEventParams::builder()
+                .r#type(kind)
+                .x(p.0)
+                .y(p.1)
+                .data(data.clone())
+                .build()
+                .map_err(failed)
+        };
+        page.execute(drag_event(DispatchDragEventType::DragEnter, rest[0])?)
+            .await?;
+        for &p in &rest {
+            page.execute(drag_event(DispatchDragEventType::DragOver, p)?)
+                .await?;
+            sent += 1;
+        }
+        page.execute(drag_event(DispatchDragEventType::Drop, to)?)
+            .await?;
+        mouse(
+            page,
+            DispatchMouseEventType::MouseReleased,
+            to.0,
+            to.1,
+            Some(MouseButton::Left),
+            1,
+        )
+        .await?;
+        cx.set_pointer(page, to);
+        Ok(("HTML5 drag-and-drop", sent))
+    }
+}
+
+/// What a drag did to the dragged element, from its box before and after.
+fn what_moved(r: &str, before: &Value, after: &Value) -> String {
+    if after.get("gone").and_then(Value::as_bool) == Some(true) {
+        return format!("{r} was removed or replaced by the page");
+    }
+    let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let (dx, dy) = (
+        n(after, "x") - n(before, "x"),
+        n(after, "y") - n(before, "y"),
+    );
+    let (w0, h0, w1, h1) = (n(before, "w"), n(before, "h"), n(after, "w"), n(after, "h"));
+    let mut parts = Vec::new();
+    if dx.abs() >= 0.5 || dy.abs() >= 0.5 {
+        parts.push(format!("{r} moved by ({dx:+.0}, {dy:+.0}) px"));
+    }
+    if (w1 - w0).abs() >= 0.5 || (h1 - h0).abs() >= 0.5 {
+        parts.push(format!(
+            "{r} resized from {w0:.0}x{h0:.0} to {w1:.0}x{h1:.0} px"
+        ));
+    }
+    if parts.is_empty() {
+        format!("{r} itself did not move or resize (see the observation for what changed)")
+    } else {
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_and_selectors_are_told_apart() {
+        assert_eq!(locator("e12"), json!({"ref": "e12"}));
+        assert_eq!(locator(" f2e7 "), json!({"ref": "f2e7"}));
+        assert_eq!(locator("#list li"), json!({"selector": "#list li"}));
+        assert_eq!(locator("e"), json!({"selector": "e"}));
+        assert_eq!(locator("fe3"), json!({"selector": "fe3"}));
+        assert_eq!(locator("e1x"), json!({"selector": "e1x"}));
+    }
+
+    #[test]
+    fn what_moved_says_moved_resized_or_nothing() {
+        let b = json!({"x": 10.0, "y": 10.0, "w": 100.0, "h": 50.0});
+        assert_eq!(
+            what_moved(
+                "e1",
+                &b,
+                &json!({"x": 10.0, "y": 94.0, "w": 100.0, "h": 50.0})
+            ),
+            "e1 moved by (+0, +84) px"
+        );
+        assert_eq!(
+            what_moved(
+                "e1",
+                &b,
+                &json!({"x": 10.0, "y": 10.0, "w": 180.0, "h": 90.0})
+            ),
+            "e1 resized from 100x50 to 180x90 px"
+        );
+        assert!(what_moved("e1", &b, &b).contains("did not move"));
+        assert!(what_moved("e1", &b, &json!({"gone": true})).contains("removed"));
+    }
+}

@@ -1,0 +1,85 @@
+//! `browser_extract`: the page's readable text, its links, or one element's HTML, paginated.
+
+use async_trait::async_trait;
+use forge_tools::{fence, ToolOutput};
+use serde_json::{json, Value};
+
+use super::{schema, str_arg, BrowserAction, Cx, MAX_BUDGET};
+use crate::error::{failed, invalid, R};
+use crate::observe;
+
+pub(crate) struct Extract;
+
+#[async_trait]
+impl BrowserAction for Extract {
+    fn name(&self) -> &'static str {
+        "browser_extract"
+    }
+
+    fn description(&self) -> &'static str {
+        "Get the page's readable text (markdown-like), its links, or the HTML of one element (selector required), paginated with offset."
+    }
+
+    fn input_schema(&self) -> Value {
+        let mut p = serde_json::Map::new();
+        p.insert("selector".into(), json!({"type": "string", "description": "Limit to this element (required for mode=html)."}));
+        p.insert("mode".into(), json!({"type": "string", "enum": ["text", "links", "html"], "description": "Default text."}));
+        p.insert("max_chars".into(), json!({"type": "integer", "minimum": 200, "maximum": MAX_BUDGET, "description": "Page size (default 8000)."}));
+        p.insert("offset".into(), json!({"type": "integer", "minimum": 0, "description": "Start at this character (from a previous 'pass offset=N' line)."}));
+        schema(p, &[])
+    }
+
+    async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let page = cx.page()?;
+        let mode = str_arg(input, "mode").unwrap_or("text");
+        if !matches!(mode, "text" | "links" | "html") {
+            return Err(invalid(format!(
+                "mode must be text, links or html, not {mode:?}"
+            )));
+        }
+        let selector = str_arg(input, "selector").filter(|s| !s.is_empty());
+        let v = observe::call(
+            &page,
+            "extract",
+            &json!({"mode": mode, "selector": selector}),
+        )
+        .await?;
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            return Err(match e {
+                "html-needs-selector" => invalid("mode=html needs a `selector` naming one element (the whole page's HTML is never returned)"),
+                "html-whole-page" => invalid("mode=html returns one element's HTML, not the whole page; pick a narrower selector"),
+                "no-match" => failed(format!("no element matches selector {:?}", selector.unwrap_or(""))),
+                "bad-selector" => invalid(format!("{:?} is not a valid CSS selector", selector.unwrap_or(""))),
+                other => failed(format!("extract failed: {other}")),
+            });
+        }
+        let content = v.get("content").and_then(Value::as_str).unwrap_or("");
+        let max = input
+            .get("max_chars")
+            .and_then(Value::as_u64)
+            .map(|n| (n as usize).clamp(200, MAX_BUDGET))
+            .unwrap_or(8000);
+        let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let total = content.chars().count();
+        if offset > total {
+            return Err(invalid(format!(
+                "offset {offset} is past the end ({total} chars)"
+            )));
+        }
+        let chunk: String = content.chars().skip(offset).take(max).collect();
+        let end = offset + chunk.chars().count();
+        let url = page.url().await.ok().flatten().unwrap_or_default();
+        let mut text = format!("extract mode={mode}: chars {offset}..{end} of {total}\n");
+        text.push_str(&fence::wrap(&format!("source=browser url={url}"), &chunk));
+        if end < total {
+            text.push_str(&format!(
+                "\n{} more chars: pass offset={end} for more",
+                total - end
+            ));
+        }
+        Ok(ToolOutput {
+            text,
+            data: Some(json!({"mode": mode, "offset": offset, "end": end, "total": total})),
+        })
+    }
+}

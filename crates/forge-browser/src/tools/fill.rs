@@ -1,0 +1,135 @@
+//! `browser_fill`: type a value into a text field with real key events (replacing its content),
+//! refusing sensitive fields unless the agent allows them; optionally press Enter afterwards.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
+use forge_tools::{ToolError, ToolOutput};
+use serde_json::{json, Value};
+
+use super::{
+    schema, target_args, target_props, wait_for_arg, wait_for_prop, BrowserAction, Cx,
+    DEFAULT_BUDGET,
+};
+use crate::error::{failed, invalid, ActionError, R};
+use crate::keys::{press_key, KeyPress};
+use crate::navwatch::NavWatch;
+use crate::observe;
+
+pub(crate) struct Fill;
+
+#[async_trait]
+impl BrowserAction for Fill {
+    fn name(&self) -> &'static str {
+        "browser_fill"
+    }
+
+    fn description(&self) -> &'static str {
+        "Type a value into a text field (by ref or selector) with real key events, replacing its content; submit=true presses Enter afterwards. Password and payment fields are refused unless the agent allows them."
+    }
+
+    fn input_schema(&self) -> Value {
+        let mut p = target_props();
+        p.insert("value".into(), json!({"type": "string"}));
+        p.insert(
+            "submit".into(),
+            json!({"type": "boolean", "description": "Press Enter after typing."}),
+        );
+        p.insert("wait_for".into(), wait_for_prop());
+        schema(p, &["value"])
+    }
+
+    fn navigates(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let mut target = target_args(input)?;
+        let wait = wait_for_arg(input)?;
+        let value = input
+            .get("value")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("`value` (a string) is required"))?;
+        let page = cx.page()?;
+        target["allowSensitive"] = json!(cx.options.allow_sensitive_fill);
+        let v = observe::call(&page, "prepareFill", &target).await?;
+        let r = v
+            .get("ref")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            return Err(match e {
+                "sensitive" => ActionError::Tool(ToolError::Failed(format!(
+                    "refused to fill {r}: it is a sensitive field ({}). forge does not type into password, payment-card or one-time-code fields by default. To allow it, the agent's browser skill must opt in with `allow_sensitive_fill: true` under `metadata.forge.guardrails.browser` in its SKILL.md (see docs/browser.md, \"Fill safety\"); otherwise ask the user to complete this field.",
+                    v.get("why").and_then(Value::as_str).unwrap_or("sensitive")
+                ))),
+                "not-editable" => failed(format!("{r} is not a text field; use browser_click for buttons, checkboxes and radios, browser_select for <select>")),
+                "disabled" => failed(format!("{r} is disabled or read-only")),
+                other => cx.stale(other, &target).await,
+            });
+        }
+        if !v.get("focused").and_then(Value::as_bool).unwrap_or(false) {
+            // The keys would go to whatever has focus instead (possibly a protected field).
+            return Err(failed(format!("could not focus {r} (hidden, inert or not focusable), so nothing was typed; browser_state shows what is visible")));
+        }
+        if v.get("hadValue").and_then(Value::as_bool).unwrap_or(false) {
+            press_key(&page, &KeyPress::named("Backspace", 0)?).await?;
+        }
+        let mut after_enter = false;
+        for (n, ch) in value.chars().enumerate() {
+            if after_enter {
+                // Enter can submit and load another page (whose focused field may be protected):
+                // type on only while the target still has focus.
+                let v = observe::call(&page, "stillFocused", &json!({"ref": r})).await?;
+                if v.get("focused").and_then(Value::as_bool) != Some(true) {
+                    return Err(failed(format!("stopped after {n} of {} chars: {r} lost focus after a newline (Enter) in the value; the rest was not typed. Use submit=true to press Enter after the value", value.chars().count())));
+                }
+            }
+            if ch == '\n' {
+                press_key(&page, &KeyPress::named("Enter", 0)?).await?;
+                after_enter = true;
+            } else if ch == '\t' {
+                // As text: a Tab key event would move focus to the next field and type the rest
+                // of the value there.
+                page.execute(InsertTextParams::new("\t")).await?;
+            } else {
+                press_key(&page, &KeyPress::char(ch)).await?;
+            }
+        }
+        let after = observe::call(&page, "valueOf", &json!({"ref": r})).await?;
+        let len = after.get("length").and_then(Value::as_u64).unwrap_or(0);
+        let want = value.chars().count() as u64;
+        let mut status = format!("filled {r} ({want} chars)");
+        if len != want {
+            status.push_str(&format!(
+                "; the field now holds {len} chars (the page changed or limited the value)"
+            ));
+        }
+        if input
+            .get("submit")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+        {
+            let mut watch = NavWatch::new(&page).await?;
+            press_key(&page, &KeyPress::named("Enter", 0)?).await?;
+            let out = watch
+                .settle(cx.manager, Duration::from_millis(500), cx.limit * 3 / 5)
+                .await;
+            let what = cx.outcome(&out, &page).await?;
+            status.push_str(&format!(
+                "; pressed Enter: {}",
+                if what.is_empty() {
+                    "no navigation"
+                } else {
+                    &what
+                }
+            ));
+        }
+        if let Some(w) = &wait {
+            status.push_str(&format!("; {}", cx.wait(w).await?));
+        }
+        cx.observed(status, DEFAULT_BUDGET).await
+    }
+}

@@ -1,0 +1,566 @@
+//! The `browser_*` tools (forge-tools [`Tool`]s) over a shared [`BrowserManager`], one file per
+//! tool; this file holds what they share.
+//!
+//! Every page-derived byte in a result is inside the untrusted-content fence; the line before
+//! the fence is forge's own status (what happened), with no page text in it.
+//!
+//! A tool is a [`BrowserAction`] (name, description, schema, `run`); [`BrowserTool`] wraps one into
+//! a [`Tool`]: it picks the time limit, finds the session, runs the action under the manager's
+//! crash/hang guard with the session's state locked, and honours cancellation. The action gets a
+//! [`Cx`] with the session state and the shared helpers (observe, stale-ref errors, points,
+//! what an action led to).
+//!
+//! To add a tool: a new file with a unit struct implementing [`BrowserAction`], a `mod` line
+//! below and an entry in [`browser_tools`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chromiumoxide::cdp::browser_protocol::input::MouseButton;
+use chromiumoxide::Page;
+use forge_tools::fence;
+use forge_tools::{Tool, ToolContext, ToolError, ToolOutput};
+use serde_json::{json, Value};
+
+pub use crate::error::ActionError;
+use crate::error::{failed, invalid, R};
+use crate::manager::{BrowserManager, Session, SessionState};
+use crate::navwatch::{strip_prefix, NavOutcome};
+use crate::observe;
+use crate::pointer;
+
+mod back;
+mod click;
+mod drag;
+mod extract;
+mod fill;
+mod hover;
+mod navigate;
+mod press;
+mod screenshot;
+mod select;
+mod state;
+mod tabs;
+mod upload;
+
+/// Default observation budget in characters.
+pub const DEFAULT_BUDGET: usize = 6000;
+/// Largest `max_chars` accepted.
+pub(crate) const MAX_BUDGET: usize = 40_000;
+
+/// Options for the browser tools (from the agent's browser view).
+#[derive(Debug, Clone, Default)]
+pub struct BrowserToolOptions {
+    /// Allow filling password, card and one-time-code fields (`allow_sensitive_fill`).
+    pub allow_sensitive_fill: bool,
+}
+
+/// The browser tools over `manager`, in a fixed order.
+pub fn browser_tools(
+    manager: Arc<BrowserManager>,
+    options: BrowserToolOptions,
+) -> Vec<Arc<dyn Tool>> {
+    fn tool<A: BrowserAction>(
+        action: A,
+        manager: &Arc<BrowserManager>,
+        options: &BrowserToolOptions,
+    ) -> Arc<dyn Tool> {
+        Arc::new(BrowserTool {
+            action,
+            manager: manager.clone(),
+            options: options.clone(),
+        })
+    }
+    let (m, o) = (&manager, &options);
+    vec![
+        tool(navigate::Navigate, m, o),
+        tool(state::State, m, o),
+        tool(click::Click, m, o),
+        tool(fill::Fill, m, o),
+        tool(select::Select, m, o),
+        tool(press::Press, m, o),
+        tool(hover::Hover, m, o),
+        tool(back::Back, m, o),
+        tool(tabs::Tabs, m, o),
+        tool(extract::Extract, m, o),
+        tool(screenshot::Screenshot, m, o),
+        tool(drag::Drag, m, o),
+        tool(upload::Upload, m, o),
+    ]
+}
+
+/// One browser tool's own part: what the model sees of it, and what it does.
+#[async_trait]
+pub(crate) trait BrowserAction: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    fn input_schema(&self) -> Value;
+    /// Whether the action can navigate (it then gets the navigation time limit by default).
+    fn navigates(&self) -> bool {
+        false
+    }
+    /// A time limit the input asks for (capped by the config's maximum).
+    fn requested_limit(&self, _input: &Value) -> Option<Duration> {
+        None
+    }
+    /// Do it, with the session's state locked.
+    async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput>;
+}
+
+/// A [`BrowserAction`] as a forge-tools [`Tool`].
+pub(crate) struct BrowserTool<A> {
+    action: A,
+    manager: Arc<BrowserManager>,
+    options: BrowserToolOptions,
+}
+
+#[async_trait]
+impl<A: BrowserAction> Tool for BrowserTool<A> {
+    fn name(&self) -> &str {
+        self.action.name()
+    }
+
+    fn description(&self) -> &str {
+        self.action.description()
+    }
+
+    fn input_schema(&self) -> Value {
+        self.action.input_schema()
+    }
+
+    async fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
+        if !input.is_object() && !input.is_null() {
+            return Err(ToolError::InvalidInput(
+                "the input must be a JSON object".into(),
+            ));
+        }
+        let cfg = self.manager.config();
+        let mut limit = match ctx.timeout {
+            Some(t) => t.min(cfg.max_timeout),
+            None if self.action.navigates() => cfg.navigation_timeout,
+            None => cfg.action_timeout,
+        };
+        if let Some(asked) = self.action.requested_limit(&input) {
+            limit = asked.min(cfg.max_timeout);
+        }
+        let session_key = if ctx.session_key.is_empty() {
+            "default"
+        } else {
+            ctx.session_key.as_str()
+        };
+        let work = async {
+            let session = self.manager.session(session_key).await?;
+            let running = session.running.clone();
+            let run = async {
+                let mut st = session.state.lock().await;
+                session.sync_tabs(&mut st).await;
+                if st.tabs.is_empty() {
+                    session.new_tab(&mut st).await?;
+                }
+                let mut cx = Cx {
+                    manager: &self.manager,
+                    options: &self.options,
+                    session: &session,
+                    st: &mut st,
+                    ctx,
+                    limit,
+                };
+                self.action.run(&mut cx, &input).await
+            };
+            self.manager.guard(&running, limit, run).await
+        };
+        tokio::select! {
+            r = work => r.map_err(ToolError::from),
+            _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+        }
+    }
+}
+
+/// What an action works with: the session (its state locked), the call's context and time
+/// limit, the manager and the tool options.
+pub(crate) struct Cx<'a> {
+    pub(crate) manager: &'a BrowserManager,
+    pub(crate) options: &'a BrowserToolOptions,
+    pub(crate) session: &'a Arc<Session>,
+    pub(crate) st: &'a mut SessionState,
+    pub(crate) ctx: &'a ToolContext,
+    pub(crate) limit: Duration,
+}
+
+impl Cx<'_> {
+    /// The active tab's page.
+    pub(crate) fn page(&self) -> R<Page> {
+        self.st
+            .active_tab()
+            .map(|t| t.page.clone())
+            .ok_or_else(|| failed("this session has no open tab; call browser_navigate"))
+    }
+
+    /// `status` (forge's words) followed by the fenced observation of the active tab.
+    pub(crate) async fn observed(&self, status: String, budget: usize) -> R<ToolOutput> {
+        let st = &*self.st;
+        let tab = st.active_tab().ok_or_else(|| failed("no open tab"))?;
+        let obs = observe::observe(&tab.page).await?;
+        let mut body = observe::render(&obs, budget);
+        let dialogs: Vec<String> =
+            std::mem::take(&mut *tab.dialogs.lock().unwrap_or_else(|p| p.into_inner()));
+        if !dialogs.is_empty() {
+            body.push_str("\ndialogs: ");
+            body.push_str(&dialogs.join("; "));
+        }
+        if st.tabs.len() > 1 {
+            body.push_str(&format!(
+                "\ntabs: {} open (browser_tabs to list or switch)",
+                st.tabs.len()
+            ));
+        }
+        let text = format!(
+            "{status}\n{}",
+            fence::wrap(&format!("source=browser tab={}", tab.id), &body)
+        );
+        Ok(ToolOutput {
+            text,
+            data: Some(json!({"tab": tab.id, "status": status})),
+        })
+    }
+
+    /// The error for a ref or selector that cannot be used (`what` is the page library's error
+    /// code), with a fresh observation so the model can pick again.
+    pub(crate) async fn stale(&self, what: &str, r: &Value) -> ActionError {
+        let reference = r
+            .get("ref")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let selector = r
+            .get("selector")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let head = match what {
+            "stale" => format!("stale ref {reference}: that element is no longer on the page (it was removed or the page changed). Use a ref from this fresh observation:"),
+            "bad-ref" => format!("{reference:?} is not a ref; refs look like e12 or f1e3. Current observation:"),
+            "no-match" => format!("no element matches selector {selector:?}. Current observation:"),
+            "bad-selector" => format!("{selector:?} is not a valid CSS selector. Current observation:"),
+            other => format!("cannot use that element ({other}). Current observation:"),
+        };
+        match self.observed(head.clone(), DEFAULT_BUDGET).await {
+            Ok(o) => failed(o.text),
+            Err(_) => failed(head),
+        }
+    }
+
+    /// The viewport point to act on for `target` (scrolled into view by the page library), and
+    /// the library's answer (`ref`, `cover`, `navLikely`).
+    pub(crate) async fn point(&self, page: &Page, target: &Value) -> R<(f64, f64, Value)> {
+        let v = observe::call(page, "point", target).await?;
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            if e == "not-visible" {
+                let r = v.get("ref").and_then(Value::as_str).unwrap_or("");
+                return Err(failed(format!("{r} is not visible (hidden or zero-size), so it cannot be used; browser_state shows what is visible")));
+            }
+            return Err(self.stale(e, target).await);
+        }
+        let x = v.get("x").and_then(Value::as_f64).unwrap_or(0.0);
+        let y = v.get("y").and_then(Value::as_f64).unwrap_or(0.0);
+        Ok((x, y, v))
+    }
+
+    /// Move forge's pointer in `page`'s tab from where it last was to (`x`, `y`) along
+    /// intermediate points ([`pointer::approach`]), with `held` pressed when given.
+    pub(crate) async fn move_pointer(
+        &mut self,
+        page: &Page,
+        to: (f64, f64),
+        held: Option<MouseButton>,
+    ) -> R<()> {
+        let from = self.pointer_at(page);
+        let points = pointer::approach(from, to);
+        self.move_along(page, &points, held).await
+    }
+
+    /// Move forge's pointer along `points` (the last one is where it rests).
+    pub(crate) async fn move_along(
+        &mut self,
+        page: &Page,
+        points: &[(f64, f64)],
+        held: Option<MouseButton>,
+    ) -> R<()> {
+        let r = pointer::move_along(page, points, held).await;
+        // Even after a failure part way, the pointer is somewhere on the path; the end is the
+        // best guess for the next move's start.
+        if let Some(&last) = points.last() {
+            self.set_pointer(page, last);
+        }
+        r
+    }
+
+    /// Where forge's pointer last was in `page`'s tab.
+    pub(crate) fn pointer_at(&self, page: &Page) -> (f64, f64) {
+        self.st
+            .tabs
+            .iter()
+            .find(|t| t.page.target_id() == page.target_id())
+            .map(|t| t.pointer)
+            .unwrap_or((0.0, 0.0))
+    }
+
+    /// Record that forge's pointer in `page`'s tab is now at `at`.
+    pub(crate) fn set_pointer(&mut self, page: &Page, at: (f64, f64)) {
+        if let Some(t) = self
+            .st
+            .tabs
+            .iter_mut()
+            .find(|t| t.page.target_id() == page.target_id())
+        {
+            t.pointer = at;
+        }
+    }
+
+    /// Wait for `w` in the active tab (bounded by [`WAIT_CAP`] and half the call's limit, in
+    /// time and in number of checks). Returns the words for the status line.
+    pub(crate) async fn wait(&self, w: &WaitFor) -> R<String> {
+        let page = self.page()?;
+        let cap = WAIT_CAP.min(self.limit / 2);
+        let started = tokio::time::Instant::now();
+        let (args, what) = match w {
+            WaitFor::Ms(ms) => {
+                let d = Duration::from_millis(*ms).min(cap);
+                tokio::time::sleep(d).await;
+                return Ok(format!("waited {} ms", d.as_millis()));
+            }
+            WaitFor::Text(t) => (json!({"text": t}), format!("text {t:?} appeared")),
+            WaitFor::Gone(r) => (json!({"gone": r}), format!("{r} was gone")),
+        };
+        let max_checks = (cap.as_millis() / WAIT_POLL.as_millis()) as usize + 2;
+        for _ in 0..max_checks {
+            let v = observe::call(&page, "waitState", &args).await?;
+            if let Some(e) = v.get("error").and_then(Value::as_str) {
+                return Err(match e {
+                    "bad-ref" => invalid(format!(
+                        "`wait_for.gone` needs a ref like e12 or f1e3, not {:?}",
+                        args["gone"].as_str().unwrap_or("")
+                    )),
+                    other => failed(format!("wait_for could not be checked ({other})")),
+                });
+            }
+            if v.get("met").and_then(Value::as_bool) == Some(true) {
+                return Ok(format!(
+                    "waited {} ms until {what}",
+                    started.elapsed().as_millis()
+                ));
+            }
+            if started.elapsed() >= cap {
+                break;
+            }
+            tokio::time::sleep(WAIT_POLL).await;
+        }
+        let not = match w {
+            WaitFor::Text(t) => format!("text {t:?} did not appear"),
+            WaitFor::Gone(r) => format!("{r} was still there"),
+            WaitFor::Ms(_) => String::new(),
+        };
+        Ok(format!(
+            "waited {} ms (the wait_for limit) but {not}; observed anyway",
+            started.elapsed().as_millis()
+        ))
+    }
+
+    /// Describe what an action led to, and switch to a tab it opened.
+    pub(crate) async fn outcome(&mut self, out: &NavOutcome, page: &Page) -> R<String> {
+        let limit = self.limit;
+        if let Some(b) = &out.blocked {
+            return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(b))));
+        }
+        let mut parts = Vec::new();
+        if out.navigated {
+            observe::wait_ready(page, limit / 5).await?;
+            match (out.status, &out.failed) {
+                (_, Some(f)) => parts.push(format!("navigation failed ({f})")),
+                (Some(s), _) => parts.push(format!("navigated (HTTP {s})")),
+                (None, _) => parts.push("navigated".to_string()),
+            }
+        }
+        let st = &mut *self.st;
+        let new_tabs = self.session.sync_tabs(st).await;
+        if let Some(last) = new_tabs.last() {
+            let i = st.tabs.iter().position(|t| &t.id == last);
+            // A tab that showed a dialog before forge attached to it (the dialog event was
+            // never seen, so never answered) cannot run anything: switching to it would make
+            // this call and every later one wait out their time limit.
+            let answers = match i {
+                Some(i) => matches!(
+                    tokio::time::timeout(
+                        Duration::from_secs(3),
+                        observe::call(&st.tabs[i].page, "ready", &Value::Null),
+                    )
+                    .await,
+                    Ok(Ok(_))
+                ),
+                None => false,
+            };
+            match i {
+                Some(i) if answers => {
+                    st.active = i;
+                    observe::wait_ready(
+                        &st.tabs[i].page,
+                        (limit / 5).min(Duration::from_secs(10)),
+                    )
+                    .await?;
+                    parts.push(format!(
+                        "opened new tab {} (now active; browser_tabs to switch back)",
+                        new_tabs.join(", ")
+                    ));
+                }
+                _ => parts.push(format!(
+                    "opened new tab {}, but it does not respond (it may be blocked on a dialog it showed while opening), so the active tab is still {}; close it with browser_tabs action=close tab={last}",
+                    new_tabs.join(", "),
+                    st.active_tab().map(|t| t.id.as_str()).unwrap_or("?")
+                )),
+            }
+        }
+        let dialogs = page_dialog_count(st, page);
+        if dialogs > 0 {
+            parts.push(format!(
+                "{dialogs} dialog(s) opened and were answered (see dialogs below)"
+            ));
+        }
+        Ok(parts.join("; "))
+    }
+}
+
+fn page_dialog_count(st: &SessionState, page: &Page) -> usize {
+    st.tabs
+        .iter()
+        .find(|t| t.page.target_id() == page.target_id())
+        .map(|t| t.dialogs.lock().unwrap_or_else(|p| p.into_inner()).len())
+        .unwrap_or(0)
+}
+
+/// Longest `wait_for` wait (and the largest `ms`).
+pub(crate) const WAIT_CAP: Duration = Duration::from_millis(5000);
+/// How often a `wait_for` condition is checked.
+const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// What to wait for after an action, before observing (`wait_for`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum WaitFor {
+    /// Until this text is in the page's rendered text.
+    Text(String),
+    /// Until this ref is detached or hidden.
+    Gone(String),
+    /// A fixed pause.
+    Ms(u64),
+}
+
+/// The `wait_for` property of the tools that can wait after acting.
+pub(crate) fn wait_for_prop() -> Value {
+    json!({
+        "type": "object",
+        "description": "Wait after acting, before observing (at most 5000 ms): {\"text\": \"...\"} until that text appears, {\"gone\": \"e12\"} until that element is removed or hidden, or {\"ms\": 500}. The status line says how long it waited, or that the condition was not met.",
+        "properties": {
+            "text": {"type": "string", "description": "Text that must appear on the page."},
+            "gone": {"type": "string", "description": "Ref of an element that must disappear."},
+            "ms": {"type": "integer", "minimum": 0, "maximum": WAIT_CAP.as_millis() as u64, "description": "Milliseconds to wait."}
+        },
+        "additionalProperties": false
+    })
+}
+
+/// The `wait_for` input, checked before acting (so a bad one changes nothing).
+pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
+    let Some(w) = input.get("wait_for").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    const SHAPE: &str =
+        "give `wait_for` as {\"text\": \"...\"}, {\"gone\": \"e12\"} or {\"ms\": 500}";
+    let obj = w
+        .as_object()
+        .ok_or_else(|| invalid(format!("`wait_for` must be an object; {SHAPE}")))?;
+    if obj.len() != 1 {
+        return Err(invalid(format!(
+            "`wait_for` takes exactly one condition; {SHAPE}"
+        )));
+    }
+    let cap = WAIT_CAP.as_millis() as u64;
+    match obj.iter().next() {
+        Some((k, Value::String(t))) if k == "text" && !t.is_empty() => {
+            Ok(Some(WaitFor::Text(t.clone())))
+        }
+        Some((k, Value::String(r))) if k == "gone" && !r.trim().is_empty() => {
+            Ok(Some(WaitFor::Gone(r.trim().to_string())))
+        }
+        Some((k, v)) if k == "ms" => match v.as_u64() {
+            Some(ms) if ms <= cap => Ok(Some(WaitFor::Ms(ms))),
+            _ => Err(invalid(format!(
+                "`wait_for.ms` must be a whole number of milliseconds from 0 to {cap}; for longer waits call browser_state with wait_for again"
+            ))),
+        },
+        _ => Err(invalid(format!("unusable `wait_for`; {SHAPE}"))),
+    }
+}
+
+/// The `ref` and `selector` properties of a tool that acts on one element.
+pub(crate) fn target_props() -> serde_json::Map<String, Value> {
+    let v = json!({
+        "ref": {"type": "string", "description": "Element ref from the latest observation, e.g. \"e12\" or \"f1e3\"."},
+        "selector": {"type": "string", "description": "CSS selector (first match in the top document), when there is no ref."}
+    });
+    v.as_object().cloned().unwrap_or_default()
+}
+
+/// An object schema with `props`, `required` and no other properties.
+pub(crate) fn schema(props: serde_json::Map<String, Value>, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+}
+
+pub(crate) fn str_arg<'a>(input: &'a Value, key: &str) -> Option<&'a str> {
+    input.get(key).and_then(Value::as_str)
+}
+
+/// `{"ref": ..}` or `{"selector": ..}` from the input (ref first), for the page library.
+pub(crate) fn target_args(input: &Value) -> R<Value> {
+    let r = str_arg(input, "ref")
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let s = str_arg(input, "selector")
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    match (r, s) {
+        (Some(r), _) => Ok(json!({"ref": r})),
+        (None, Some(s)) => Ok(json!({"selector": s})),
+        (None, None) => Err(invalid(
+            "give `ref` (from the latest observation, e.g. \"e12\") or `selector` (CSS)",
+        )),
+    }
+}
+
+/// Wait two animation frames (bounded), so hover/click effects are painted before observing.
+pub(crate) async fn settle_frames(page: &Page) {
+    let _ = tokio::time::timeout(
+        Duration::from_millis(200),
+        observe::call(page, "ready", &Value::Null),
+    )
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_are_objects_and_names_unique() {
+        let mgr = Arc::new(BrowserManager::new(crate::BrowserConfig::default()));
+        let tools = browser_tools(mgr, BrowserToolOptions::default());
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+        assert_eq!(names.len(), 13);
+        for t in &tools {
+            assert_eq!(t.input_schema()["type"], "object", "{}", t.name());
+            assert!(!t.description().is_empty());
+        }
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 13);
+    }
+}

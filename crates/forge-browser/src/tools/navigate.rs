@@ -1,0 +1,116 @@
+//! `browser_navigate`: open a URL in the active tab, wait for it (and optionally for a text or
+//! selector), report the HTTP status and observe.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+use forge_tools::{ToolError, ToolOutput};
+use serde_json::{json, Value};
+
+use super::{schema, str_arg, BrowserAction, Cx, DEFAULT_BUDGET};
+use crate::error::{failed, invalid, ActionError, R};
+use crate::navwatch::{blocked_from_error, strip_prefix, NavWatch};
+use crate::observe;
+
+pub(crate) struct Navigate;
+
+#[async_trait]
+impl BrowserAction for Navigate {
+    fn name(&self) -> &'static str {
+        "browser_navigate"
+    }
+
+    fn description(&self) -> &'static str {
+        "Open a URL in the browser tab and return the final URL, HTTP status, title and an observation of the page (interactive elements with refs like e12, then page text)."
+    }
+
+    fn input_schema(&self) -> Value {
+        let mut p = serde_json::Map::new();
+        p.insert(
+            "url".into(),
+            json!({"type": "string", "description": "http(s) URL to open."}),
+        );
+        p.insert("wait_for".into(), json!({"type": "string", "description": "Wait until this text appears or this CSS selector matches."}));
+        p.insert("timeout_ms".into(), json!({"type": "integer", "minimum": 1, "description": "Navigation time limit in ms (default 45000)."}));
+        schema(p, &["url"])
+    }
+
+    fn navigates(&self) -> bool {
+        true
+    }
+
+    fn requested_limit(&self, input: &Value) -> Option<Duration> {
+        input
+            .get("timeout_ms")
+            .and_then(Value::as_u64)
+            .map(Duration::from_millis)
+    }
+
+    async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let limit = cx.limit;
+        let raw = str_arg(input, "url")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("`url` is required"))?;
+        let url = url::Url::parse(raw).map_err(|e| {
+            invalid(format!(
+                "{raw:?} is not a URL ({e}); give an absolute http(s) URL"
+            ))
+        })?;
+        if url.scheme() != "http" && url.scheme() != "https" {
+            return Err(invalid(format!(
+                "only http and https URLs can be opened, not {}:",
+                url.scheme()
+            )));
+        }
+        let t0 = tokio::time::Instant::now();
+        let page = cx.page()?;
+        let mut watch = NavWatch::new(&page).await?;
+        let nav = page
+            .execute(NavigateParams::new(url.as_str()))
+            .await?
+            .result;
+        if let Some(err) = nav.error_text.filter(|e| !e.is_empty()) {
+            if let Some(b) = blocked_from_error(cx.manager, url.as_str(), &err) {
+                return Err(ActionError::Tool(ToolError::Blocked(b)));
+            }
+            // Let the error page settle, then report.
+            return Err(failed(format!("navigation to {url} failed: {err}")));
+        }
+        let out = watch
+            .settle(cx.manager, Duration::from_secs(2), limit * 3 / 5)
+            .await;
+        if let Some(b) = out.blocked {
+            return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(&b))));
+        }
+        observe::wait_ready(&page, limit / 5).await?;
+        let mut note = String::new();
+        if let Some(w) = str_arg(input, "wait_for").filter(|s| !s.is_empty()) {
+            // Leave time for the observation inside the call's limit.
+            let deadline = t0
+                + limit
+                    .saturating_sub(Duration::from_millis(1500))
+                    .max(limit / 2);
+            loop {
+                let v = observe::call(&page, "waitCheck", &json!({"waitFor": w})).await?;
+                if v.get("found")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty())
+                {
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    note = " (wait_for did not appear before the time limit)".into();
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        let status = match out.status {
+            Some(s) => format!("navigated: HTTP {s}{note}"),
+            None => format!("navigated{note}"),
+        };
+        cx.observed(status, DEFAULT_BUDGET).await
+    }
+}

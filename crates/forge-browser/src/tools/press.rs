@@ -1,0 +1,93 @@
+//! `browser_press`: press a key or chord (optionally after focusing an element), refusing keys
+//! that could type into a sensitive field unless the agent allows it.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use forge_tools::ToolOutput;
+use serde_json::{json, Value};
+
+use super::{schema, str_arg, wait_for_arg, wait_for_prop, BrowserAction, Cx, DEFAULT_BUDGET};
+use crate::error::{failed, invalid, R};
+use crate::keys::{press_key, KeyPress};
+use crate::navwatch::NavWatch;
+use crate::observe;
+
+pub(crate) struct Press;
+
+#[async_trait]
+impl BrowserAction for Press {
+    fn name(&self) -> &'static str {
+        "browser_press"
+    }
+
+    fn description(&self) -> &'static str {
+        "Press a key or chord (Enter, Tab, Escape, ArrowDown, Control+A, ...), optionally after focusing an element."
+    }
+
+    fn input_schema(&self) -> Value {
+        let mut p = serde_json::Map::new();
+        p.insert("key".into(), json!({"type": "string", "description": "Key or chord: Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Control+A, Shift+Tab, a single character."}));
+        p.insert(
+            "ref".into(),
+            json!({"type": "string", "description": "Focus this element first."}),
+        );
+        p.insert("wait_for".into(), wait_for_prop());
+        schema(p, &["key"])
+    }
+
+    fn navigates(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let k = str_arg(input, "key")
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("`key` is required (e.g. Enter, Tab, Control+A)"))?;
+        let press = KeyPress::parse(k)?;
+        let wait = wait_for_arg(input)?;
+        let page = cx.page()?;
+        if let Some(r) = str_arg(input, "ref").filter(|s| !s.is_empty()) {
+            let t = json!({"ref": r});
+            let v = observe::call(&page, "focusRef", &t).await?;
+            if let Some(e) = v.get("error").and_then(Value::as_str) {
+                return Err(cx.stale(e, &t).await);
+            }
+        }
+        if !cx.options.allow_sensitive_fill && !press.edits_nothing() {
+            // Pressing keys one by one must not do what browser_fill refuses.
+            let v = observe::call(&page, "focusSensitivity", &Value::Null).await?;
+            if let Some(why) = v
+                .get("sensitive")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                return Err(failed(format!(
+                    "refused to press {k}: the focused field is a sensitive field ({why}). forge does not type into password, payment-card or one-time-code fields by default. To allow it, the agent's browser skill must opt in with `allow_sensitive_fill: true` under `metadata.forge.guardrails.browser` in its SKILL.md (see docs/browser.md, \"Fill safety\"); otherwise ask the user to complete this field."
+                )));
+            }
+        }
+        let mut watch = NavWatch::new(&page).await?;
+        // Enter often submits a form; give its navigation time to start.
+        let quick = if press.key == "Enter" {
+            Duration::from_millis(300)
+        } else {
+            Duration::from_millis(25)
+        };
+        press_key(&page, &press).await?;
+        let out = watch.settle(cx.manager, quick, cx.limit * 3 / 5).await;
+        let what = cx.outcome(&out, &page).await?;
+        let mut status = format!(
+            "pressed {k}{}",
+            if what.is_empty() {
+                String::new()
+            } else {
+                format!(": {what}")
+            }
+        );
+        if let Some(w) = &wait {
+            status.push_str(&format!("; {}", cx.wait(w).await?));
+        }
+        cx.observed(status, DEFAULT_BUDGET).await
+    }
+}
