@@ -47,7 +47,7 @@ impl BrowserAction for Press {
         let page = cx.page()?;
         if let Some(r) = str_arg(input, "ref").filter(|s| !s.is_empty()) {
             let t = json!({"ref": r});
-            let v = observe::call(&page, "focusRef", &t).await?;
+            let v = cx.lib(&page, "focusRef", &t).await?;
             if let Some(e) = v.get("error").and_then(Value::as_str) {
                 return Err(cx.stale(e, &t).await);
             }

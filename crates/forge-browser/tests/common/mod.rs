@@ -62,9 +62,12 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(handler: Handler) -> TestServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind test server");
+        Self::start_on("127.0.0.1", handler).await
+    }
+
+    /// The same on loopback address `ip` (e.g. 127.0.0.2: another site than 127.0.0.1).
+    pub async fn start_on(ip: &str, handler: Handler) -> TestServer {
+        let listener = TcpListener::bind((ip, 0)).await.expect("bind test server");
         let addr = listener.local_addr().expect("addr");
         let hits = Arc::new(AtomicUsize::new(0));
         let paths = Arc::new(Mutex::new(Vec::new()));
