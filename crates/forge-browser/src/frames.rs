@@ -33,11 +33,15 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::dom::DescribeNodeParams;
+use chromiumoxide::cdp::browser_protocol::dom::ResolveNodeParams;
+use chromiumoxide::cdp::browser_protocol::dom_debugger::GetEventListenersParams;
 use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
 use chromiumoxide::cdp::browser_protocol::target::{
     AttachToTargetParams, GetTargetsParams, SessionId, TargetId,
 };
-use chromiumoxide::cdp::js_protocol::runtime::{EvaluateParams, ReleaseObjectGroupParams};
+use chromiumoxide::cdp::js_protocol::runtime::{
+    CallFunctionOnParams, EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
+};
 use chromiumoxide::error::CdpError;
 use chromiumoxide::types::{CallId, CdpJsonEventMessage, Message, MethodId};
 use chromiumoxide::{Command, Connection, Page};
@@ -58,6 +62,9 @@ const LINK_LIMIT: Duration = Duration::from_secs(10);
 /// Characters of a frame's text added to the observation's text.
 const FRAME_TEXT: usize = 2000;
 const OBJECT_GROUP: &str = "forge-frames";
+/// Most elements with JS click listeners marked per frame and observation (as in the top
+/// document).
+const MAX_LISTENER_MARKS: usize = 60;
 
 struct LinkCmd {
     method: MethodId,
@@ -259,7 +266,120 @@ fn lib_expr(cmd: &str, args: &Value) -> String {
 impl FrameRoute {
     /// Run library command `cmd(args)` in forge's isolated world of this frame.
     async fn call(&self, cmd: &str, args: &Value) -> Result<Value, PageError> {
-        let ctx = self
+        let ctx = self.context().await?;
+        self.eval(ctx, cmd, args).await
+    }
+
+    /// Install the library, mark the frame's elements with JS click listeners, then observe.
+    async fn observe(&self, args: &Value) -> Result<Value, PageError> {
+        let ctx = self.context().await?;
+        self.eval(ctx, "ready", &Value::Null).await?;
+        let _ = self.mark_click_listeners(ctx).await;
+        let _ = self
+            .channel
+            .exec(ReleaseObjectGroupParams::new(OBJECT_GROUP))
+            .await;
+        self.eval(ctx, "observe", args).await
+    }
+
+    /// Tell the frame's library which elements have JS click/pointer listeners (as
+    /// `observe.rs` does for the top document; best effort). The frame's `document` in its
+    /// page world is found through its node (`DOM.resolveNode` without a context resolves in
+    /// the main world of the node's frame), since DOMDebugger reports one world's listeners.
+    async fn mark_click_listeners(&self, ctx: ExecutionContextId) -> Option<()> {
+        let doc = self
+            .channel
+            .exec(
+                EvaluateParams::builder()
+                    .expression("document")
+                    .context_id(ctx)
+                    .object_group(OBJECT_GROUP)
+                    .build()
+                    .ok()?,
+            )
+            .await
+            .ok()?;
+        let node = self
+            .channel
+            .exec(
+                DescribeNodeParams::builder()
+                    .object_id(doc.result.object_id?)
+                    .build(),
+            )
+            .await
+            .ok()?;
+        let main_doc = self
+            .channel
+            .exec(
+                ResolveNodeParams::builder()
+                    .backend_node_id(node.node.backend_node_id)
+                    .object_group(OBJECT_GROUP)
+                    .build(),
+            )
+            .await
+            .ok()?;
+        let listeners = self
+            .channel
+            .exec(
+                GetEventListenersParams::builder()
+                    .object_id(main_doc.object.object_id?)
+                    .depth(-1)
+                    .pierce(false)
+                    .build()
+                    .ok()?,
+            )
+            .await
+            .ok()?;
+        let mut seen = std::collections::HashSet::new();
+        for l in &listeners.listeners {
+            if !matches!(
+                l.r#type.as_str(),
+                "click" | "mousedown" | "mouseup" | "pointerdown" | "pointerup"
+            ) {
+                continue;
+            }
+            let Some(node) = l.backend_node_id else {
+                continue;
+            };
+            if !seen.insert(*node.inner()) || seen.len() > MAX_LISTENER_MARKS {
+                continue;
+            }
+            let Ok(obj) = self
+                .channel
+                .exec(
+                    ResolveNodeParams::builder()
+                        .backend_node_id(node)
+                        .execution_context_id(ctx)
+                        .object_group(OBJECT_GROUP)
+                        .build(),
+                )
+                .await
+            else {
+                continue;
+            };
+            let Some(oid) = obj.object.object_id else {
+                continue;
+            };
+            let _ = self
+                .channel
+                .exec(
+                    CallFunctionOnParams::builder()
+                        .function_declaration(
+                            "function () { if (globalThis.__forgeLib) globalThis.__forgeLib.markClickers(this); }",
+                        )
+                        .object_id(oid)
+                        .silent(true)
+                        .build()
+                        .ok()?,
+                )
+                .await;
+        }
+        Some(())
+    }
+
+    /// The execution context of forge's isolated world in this frame's current document.
+    async fn context(&self) -> Result<ExecutionContextId, PageError> {
+        Ok(self
             .channel
             .exec(
                 CreateIsolatedWorldParams::builder()
@@ -270,7 +390,15 @@ impl FrameRoute {
                     .map_err(PageError::Cdp)?,
             )
             .await?
-            .execution_context_id;
+            .execution_context_id)
+    }
+
+    async fn eval(
+        &self,
+        ctx: ExecutionContextId,
+        cmd: &str,
+        args: &Value,
+    ) -> Result<Value, PageError> {
         let resp = self
             .channel
             .exec(
@@ -499,6 +627,31 @@ async fn painted(page: &Page) {
     let _ = tokio::time::timeout(Duration::from_millis(300), wait).await;
 }
 
+/// Why typing into the focused element needs the fill opt-in, or "" (the top library's
+/// `focusSensitivity`, asked of the cross-origin frame that holds the focus when there is one).
+pub(crate) async fn focus_sensitivity(page: &Page, session: &Session) -> Result<String, PageError> {
+    let v = observe::call(page, "focusSensitivity", &Value::Null).await?;
+    let why = |v: &Value| {
+        v.get("sensitive")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let Some(k) = v.get("frame").and_then(Value::as_u64) else {
+        return Ok(why(&v));
+    };
+    // Focus is in a cross-origin frame: that frame's library can inspect it. Anything that
+    // fails leaves the top library's cautious answer.
+    let Ok(Some(r)) = route(page, session, k).await else {
+        return Ok(why(&v));
+    };
+    match call_routed(page, session, k, r, "focusSensitivity", &Value::Null).await {
+        // Nested once more (a frame in the frame): still cautious.
+        Ok(inner) if inner.get("frame").is_none() => Ok(why(&inner)),
+        _ => Ok(why(&v)),
+    }
+}
+
 /// Observe `page`, walking its cross-origin frames (at most [`MAX_FRAMES`]) into the element list
 /// at the frames' places, with frame-qualified refs.
 pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observation, PageError> {
@@ -557,15 +710,12 @@ async fn walk(
     let Some(r) = route(page, session, k).await? else {
         return Ok(None);
     };
-    let v = call_routed(
-        page,
-        session,
-        k,
-        r,
-        "observe",
-        &json!({"maxText": FRAME_TEXT}),
-    )
-    .await?;
+    let args = json!({"maxText": FRAME_TEXT});
+    let v = match r.observe(&args).await {
+        Ok(v) => v,
+        // The frame's session went away (the frame navigated to another process, say).
+        Err(_) => call_routed(page, session, k, r, "observe", &args).await?,
+    };
     let Ok(mut child) = serde_json::from_value::<Observation>(v) else {
         return Ok(None);
     };

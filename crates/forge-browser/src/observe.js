@@ -558,7 +558,7 @@
       if (a.tagName === 'IFRAME' || a.tagName === 'FRAME') {
         let d = null;
         try { d = a.contentDocument; } catch (_) { d = null; }
-        if (!d) return { sensitive: 'focus is inside a cross-origin frame forge cannot inspect' };
+        if (!d) return { sensitive: 'focus is inside a cross-origin frame forge cannot inspect', frame: frameNumber(a) };
         if (d.activeElement && d.activeElement !== d.body) { a = d.activeElement; continue; }
       }
       break;

@@ -30,13 +30,13 @@ fn frame_page(path: &str) -> Response {
         "/pay.html" => {
             r#"<!doctype html><title>Pay frame</title>
 <button id=pay onclick="document.getElementById('out').textContent = 'paid ' + (++window.n)">Pay now</button>
-<label for=nm>Card holder</label><input id=nm>
-<p id=out>unpaid</p><p id=echo>typed:</p>
-<script>window.n = 0; document.getElementById('nm').addEventListener('input', (e) => { document.getElementById('echo').textContent = 'typed:' + e.target.value; });</script>
+<label for=nm>Card holder</label><input id=nm> <label for=pw>PIN</label><input id=pw type=password>
+<p id=out>unpaid</p><p id=echo>typed:</p><div id=lis>Listener in frame</div>
+<script>document.getElementById('lis').addEventListener('click', (e) => { e.target.textContent = 'Listener ran'; }); window.n = 0; document.getElementById('nm').addEventListener('input', (e) => { document.getElementById('echo').textContent = 'typed:' + e.target.value; });</script>
 <div style="height:2000px"></div><button onclick="this.textContent = 'Far clicked'">Far button</button>"#
         }
         "/same.html" => {
-            r#"<!doctype html><title>Same site frame</title><button onclick="this.textContent = 'Same site clicked'">Same site button</button>"#
+            r#"<!doctype html><title>Same site frame</title><button onclick="this.textContent = 'Same site clicked'">Same site button</button><span id=sl>Same site listener</span><script>document.getElementById('sl').addEventListener('click', (e) => { e.target.textContent = 'Same site listener ran'; });</script>"#
         }
         "/other.html" => "<!doctype html><title>Other frame page</title><p>the frame moved on</p>",
         _ => {
@@ -222,6 +222,12 @@ fn an_out_of_process_frame_is_walked_clicked_and_filled() {
         "only in-view elements listed: {obs}"
     );
 
+    // A JS click listener inside the frame makes its element interactive there too.
+    let lis = ref_of(&obs, "clickable \"Listener in frame\"");
+    assert!(lis.starts_with("f1e"), "{lis}");
+    let ran = f.ok(s, "browser_click", json!({"ref": lis}));
+    assert!(ran.contains("Listener ran"), "{ran}");
+
     let clicked = f.ok(s, "browser_click", json!({"ref": pay}));
     assert!(clicked.starts_with(&format!("clicked {pay}")), "{clicked}");
     assert!(
@@ -270,6 +276,10 @@ fn a_same_site_cross_origin_frame_is_walked_and_clicked() {
         clicked.contains("button \"Same site clicked\""),
         "{clicked}"
     );
+    let l = ref_of(&clicked, "clickable \"Same site listener\"");
+    assert!(l.starts_with("f2e"), "{l}");
+    let ran = f.ok(s, "browser_click", json!({"ref": l}));
+    assert!(ran.contains("Same site listener ran"), "{ran}");
 }
 
 #[test]
@@ -332,4 +342,45 @@ fn a_ref_into_a_frame_that_went_away_is_stale() {
         .call(s, "browser_click", json!({"ref": pay}))
         .expect_err("old frame ref");
     assert!(err.to_string().contains("stale ref"), "{err}");
+}
+
+#[test]
+fn keys_reach_the_frame_and_its_protected_fields_stay_protected() {
+    let Some(f) = fixture() else { return };
+    let s = "keys";
+    let obs = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.top.url("/top.html")}),
+    );
+    let name = ref_of(&obs, "textbox \"Card holder\"");
+    let pin = ref_of(&obs, "textbox \"PIN\"");
+    assert!(pin.starts_with("f1e"), "{pin}");
+    assert!(
+        obs.contains("type=password value=\"\" fill-protected"),
+        "{obs}"
+    );
+    let pressed = f.ok(s, "browser_press", json!({"ref": name, "key": "z"}));
+    assert!(
+        pressed.contains("typed:z"),
+        "the key reached the frame's field: {pressed}"
+    );
+    let err = f
+        .call(s, "browser_fill", json!({"ref": pin, "value": "1234"}))
+        .expect_err("a password field in a frame is protected");
+    assert!(err.to_string().contains("sensitive field"), "{err}");
+    let err = f
+        .call(s, "browser_press", json!({"ref": pin, "key": "1"}))
+        .expect_err("pressing keys into it is refused too");
+    assert!(err.to_string().contains("sensitive field"), "{err}");
+    // Not even a key to the field that already has focus inside the frame.
+    let err = f
+        .call(s, "browser_press", json!({"key": "2"}))
+        .expect_err("focus still in the frame's password field");
+    assert!(err.to_string().contains("type=password"), "{err}");
+    let st = f.ok(s, "browser_state", json!({}));
+    assert!(
+        st.contains("type=password value=\"\" fill-protected"),
+        "nothing was typed: {st}"
+    );
 }
