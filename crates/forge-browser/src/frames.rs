@@ -50,7 +50,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::manager::Session;
-use crate::observe::{self, Element, Observation, PageError};
+use crate::observe::{self, Element, Observation, PageError, Viewport};
 
 /// Most cross-origin frames walked per observation.
 pub const MAX_FRAMES: usize = 8;
@@ -61,7 +61,11 @@ const FRAME_LIMIT: Duration = Duration::from_secs(3);
 const LINK_LIMIT: Duration = Duration::from_secs(10);
 /// Characters of a frame's text added to the observation's text.
 const FRAME_TEXT: usize = 2000;
-const OBJECT_GROUP: &str = "forge-frames";
+/// The object group of forge's CDP objects for frame number `k` (one per frame: frames are walked
+/// at the same time, and releasing one frame's group must not free another's objects).
+fn object_group(k: u64) -> String {
+    format!("forge-frames-{k}")
+}
 /// Most elements with JS click listeners marked per frame and observation (as in the top
 /// document).
 const MAX_LISTENER_MARKS: usize = 60;
@@ -252,6 +256,8 @@ impl Channel {
 struct FrameRoute {
     channel: Channel,
     frame_id: FrameId,
+    /// The object group for this frame's objects ([`object_group`]).
+    group: String,
 }
 
 /// The page-library expression for `cmd(args)` (installing the library on first use).
@@ -277,7 +283,7 @@ impl FrameRoute {
         let _ = self.mark_click_listeners(ctx).await;
         let _ = self
             .channel
-            .exec(ReleaseObjectGroupParams::new(OBJECT_GROUP))
+            .exec(ReleaseObjectGroupParams::new(self.group.clone()))
             .await;
         self.eval(ctx, "observe", args).await
     }
@@ -293,7 +299,7 @@ impl FrameRoute {
                 EvaluateParams::builder()
                     .expression("document")
                     .context_id(ctx)
-                    .object_group(OBJECT_GROUP)
+                    .object_group(self.group.clone())
                     .build()
                     .ok()?,
             )
@@ -313,7 +319,7 @@ impl FrameRoute {
             .exec(
                 ResolveNodeParams::builder()
                     .backend_node_id(node.node.backend_node_id)
-                    .object_group(OBJECT_GROUP)
+                    .object_group(self.group.clone())
                     .build(),
             )
             .await
@@ -350,7 +356,7 @@ impl FrameRoute {
                     ResolveNodeParams::builder()
                         .backend_node_id(node)
                         .execution_context_id(ctx)
-                        .object_group(OBJECT_GROUP)
+                        .object_group(self.group.clone())
                         .build(),
                 )
                 .await
@@ -435,13 +441,13 @@ async fn route(
         Ok(f) => f,
         Err(e) => {
             let _ = page
-                .execute(ReleaseObjectGroupParams::new(OBJECT_GROUP))
+                .execute(ReleaseObjectGroupParams::new(object_group(number)))
                 .await;
             return Err(e);
         }
     };
     let _ = page
-        .execute(ReleaseObjectGroupParams::new(OBJECT_GROUP))
+        .execute(ReleaseObjectGroupParams::new(object_group(number)))
         .await;
     let Some(frame_id) = frame_id else {
         return Ok(None);
@@ -474,7 +480,11 @@ async fn route(
             }
         }
     };
-    Ok(Some(FrameRoute { channel, frame_id }))
+    Ok(Some(FrameRoute {
+        channel,
+        frame_id,
+        group: object_group(number),
+    }))
 }
 
 /// The frame id of the iframe element the top library numbered `number`.
@@ -485,7 +495,7 @@ async fn frame_id_of(page: &Page, number: u64) -> Result<Option<FrameId>, PageEr
             EvaluateParams::builder()
                 .expression(lib_expr("frameElement", &json!(number)))
                 .context_id(ctx)
-                .object_group(OBJECT_GROUP)
+                .object_group(object_group(number))
                 .silent(true)
                 .build()
                 .map_err(PageError::Cdp)?,
@@ -664,16 +674,23 @@ pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observatio
         .map(|(i, _)| i)
         .take(MAX_FRAMES)
         .collect();
-    let mut inserts: Vec<(usize, usize, Vec<Element>)> = Vec::new();
-    for i in todo {
-        let Some(k) = obs.frames[i]
+    // The frames are walked at the same time (each within its own limit): their CDP round trips
+    // overlap instead of adding up.
+    let viewport = obs.viewport.clone();
+    let walks = todo.into_iter().filter_map(|i| {
+        let k = obs.frames[i]
             .frame
             .strip_prefix('f')
-            .and_then(|s| s.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        let walked = tokio::time::timeout(FRAME_LIMIT, walk(page, session, k, &obs)).await;
+            .and_then(|s| s.parse::<u64>().ok())?;
+        let viewport = &viewport;
+        Some(async move {
+            let walked = tokio::time::timeout(FRAME_LIMIT, walk(page, session, k, viewport)).await;
+            (i, k, walked)
+        })
+    });
+    let results = futures::future::join_all(walks).await;
+    let mut inserts: Vec<(usize, usize, Vec<Element>)> = Vec::new();
+    for (i, k, walked) in results {
         let Ok(Ok(Some((child, origin)))) = walked else {
             continue;
         };
@@ -705,7 +722,7 @@ async fn walk(
     page: &Page,
     session: &Session,
     k: u64,
-    top: &Observation,
+    top: &Viewport,
 ) -> Result<Option<(Observation, String)>, PageError> {
     let Some(r) = route(page, session, k).await? else {
         return Ok(None);
@@ -730,9 +747,9 @@ async fn walk(
     // Where the whole frame is relative to the top viewport decides for its in-view elements.
     let frame_where = if y + h <= 0.0 {
         "above"
-    } else if y >= top.viewport.height {
+    } else if y >= top.height {
         "below"
-    } else if x + w <= 0.0 || x >= top.viewport.width {
+    } else if x + w <= 0.0 || x >= top.width {
         "side"
     } else {
         "in"
