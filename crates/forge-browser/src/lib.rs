@@ -15,11 +15,14 @@
 //!   the position is kept per tab) and CDP mouse events.
 //! - `observe.rs` + `observe.js`: the page library run in an isolated world, and the compact
 //!   observation text (refs like `e12`, `f1e3`).
+//! - `frames.rs`: cross-origin iframes (in-process and out-of-process) walked and driven through
+//!   the frame's own context; routes a frame ref's library calls to the owning session.
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
 pub mod config;
 pub mod error;
+mod frames;
 pub mod keys;
 pub mod manager;
 mod navwatch;

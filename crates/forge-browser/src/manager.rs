@@ -87,6 +87,9 @@ pub struct Running {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// When the browser started (for figures) and how long launch took.
     pub(crate) launched_in: Duration,
+    /// forge's second CDP connection, for cross-origin iframes' sessions (`frames.rs`), opened
+    /// on first use.
+    pub(crate) frame_link: tokio::sync::OnceCell<Arc<crate::frames::CdpLink>>,
 }
 
 impl Running {
@@ -688,6 +691,7 @@ impl BrowserManager {
             tasks: StdMutex::new(tasks),
             sessions: Mutex::new(HashMap::new()),
             launched_in: started.elapsed(),
+            frame_link: tokio::sync::OnceCell::new(),
         })
     }
 }

@@ -359,7 +359,7 @@
           try { child = el.contentDocument; } catch (_) { child = null; }
           let origin = '';
           try { origin = new URL(el.src || 'about:blank', doc.baseURI).origin; } catch (_) { origin = clip(el.src, 80); }
-          frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100) });
+          frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100), at: elements.length });
           if (child && child.documentElement) {
             pushText('\n');
             visitDoc(child);
@@ -558,7 +558,7 @@
       if (a.tagName === 'IFRAME' || a.tagName === 'FRAME') {
         let d = null;
         try { d = a.contentDocument; } catch (_) { d = null; }
-        if (!d) return { sensitive: 'focus is inside a cross-origin frame forge cannot inspect' };
+        if (!d) return { sensitive: 'focus is inside a cross-origin frame forge cannot inspect', frame: frameNumber(a) };
         if (d.activeElement && d.activeElement !== d.body) { a = d.activeElement; continue; }
       }
       break;
@@ -825,7 +825,74 @@
   const ACTIONS = { waitState, dragPlan, boxOf, uploadTarget, elementOf, filesOf };
   // ---- end of action helpers (tools) ----
 
+
+  // --- Cross-origin frames (frames.rs walks and drives them through the frame's own context).
+  // The iframe element of frame number `n`, or null when it is gone.
+  function frameElement(n) {
+    const w = S.frameEls.get(+n);
+    const fe = w && w.deref();
+    return fe && fe.isConnected ? fe : null;
+  }
+
+  // Where frame `frame`'s content box is in the top viewport, whether this library can reach
+  // into it, and (with `inner`, a point in the frame's own viewport) that point in the top
+  // viewport, scrolled into view when `scroll`, and what covers it there.
+  function frameBox(args) {
+    const fe = frameElement(args.frame);
+    if (!fe) return { error: 'stale' };
+    let reachable = false;
+    try { reachable = !!fe.contentDocument; } catch (_) { reachable = false; }
+    const vw = document.documentElement.clientWidth || innerWidth;
+    const vh = document.documentElement.clientHeight || innerHeight;
+    const place = () => {
+      const r = fe.getBoundingClientRect();
+      const cs = style(fe);
+      const off = frameOffset(fe.ownerDocument);
+      return { x: r.left + fe.clientLeft + (parseFloat(cs.paddingLeft) || 0) + off.x,
+        y: r.top + fe.clientTop + (parseFloat(cs.paddingTop) || 0) + off.y, off };
+    };
+    let p = place();
+    const out = { frame: 'f' + (+args.frame), reachable, box: { x: p.x, y: p.y, width: fe.clientWidth, height: fe.clientHeight } };
+    const inner = args.inner;
+    if (!inner) return out;
+    let px = p.x + inner.x, py = p.y + inner.y;
+    if (args.scroll && (px < 0 || py < 0 || px >= vw || py >= vh)) {
+      out.scrolled = true;
+      fe.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+      p = place(); px = p.x + inner.x; py = p.y + inner.y;
+      if (px < 0 || py < 0 || px >= vw || py >= vh) {
+        window.scrollBy(px - vw / 2, py - vh / 2);
+        p = place(); px = p.x + inner.x; py = p.y + inner.y;
+      }
+    }
+    out.box = { x: p.x, y: p.y, width: fe.clientWidth, height: fe.clientHeight };
+    out.x = px; out.y = py;
+    let cover = '';
+    if (inner.x < 0 || inner.y < 0 || inner.x >= fe.clientWidth || inner.y >= fe.clientHeight) {
+      cover = 'the edge of ' + describe(fe) + ' (the point is outside the frame)';
+    } else if (px < 0 || py < 0 || px >= vw || py >= vh) {
+      cover = 'the edge of the viewport';
+    } else {
+      const doc = fe.ownerDocument;
+      const lx = px - p.off.x, ly = py - p.off.y;
+      let hit = doc.elementFromPoint(lx, ly);
+      for (let i = 0; hit && hit !== fe && hit.shadowRoot && i < 16; i++) {
+        const deeper = hit.shadowRoot.elementFromPoint(lx, ly);
+        if (!deeper || deeper === hit) break;
+        hit = deeper;
+      }
+      if (hit && hit !== fe) cover = describe(hit);
+      for (let w = doc.defaultView; !cover && w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+        const c = coverOf(w.frameElement, w.frameElement.getBoundingClientRect());
+        if (c) cover = c;
+      }
+    }
+    out.cover = cover;
+    return out;
+  }
+
   return {
+    frameElement, frameBox,
     observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     ready: () => ({ state: document.readyState, url: location.href }),

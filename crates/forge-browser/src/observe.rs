@@ -31,9 +31,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The page library, evaluated in the isolated world.
-const LIBRARY: &str = include_str!("observe.js");
+pub(crate) const LIBRARY: &str = include_str!("observe.js");
 /// The isolated world's name (one per frame document; Chromium reuses it for the same name).
-const WORLD: &str = "forge";
+pub(crate) const WORLD: &str = "forge";
 
 /// Why a call into the page library failed.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +53,7 @@ pub async fn call(page: &Page, cmd: &str, args: &Value) -> Result<Value, PageErr
 }
 
 /// The execution context of forge's isolated world in the main frame's current document.
-async fn isolated_context(page: &Page) -> Result<ExecutionContextId, PageError> {
+pub(crate) async fn isolated_context(page: &Page) -> Result<ExecutionContextId, PageError> {
     let frame = main_frame(page).await?;
     let ctx = page
         .execute(
@@ -183,6 +183,13 @@ pub struct Frame {
     #[serde(rename = "sameOrigin")]
     pub same_origin: bool,
     pub src: String,
+    /// Where the frame sits in `elements` (its content goes there when forge walks it).
+    #[serde(default)]
+    pub at: Option<usize>,
+    /// A cross-origin frame whose content forge walked through the frame's own context
+    /// (`frames.rs`); set on the Rust side, never by the page library.
+    #[serde(skip)]
+    pub walked: bool,
 }
 
 /// Most elements with JS click listeners marked per observation (each costs two CDP calls).
@@ -474,6 +481,8 @@ fn frame_line(f: &Frame) -> String {
     }
     if f.same_origin {
         s.push_str(&format!(" same-origin {}", f.origin));
+    } else if f.walked {
+        s.push_str(&format!(" cross-origin {}", f.origin));
     } else {
         s.push_str(&format!(" cross-origin {} (content not walked)", f.origin));
     }

@@ -15,7 +15,6 @@ use super::{
 use crate::error::{failed, invalid, ActionError, R};
 use crate::keys::{press_key, KeyPress};
 use crate::navwatch::NavWatch;
-use crate::observe;
 
 pub(crate) struct Fill;
 
@@ -53,7 +52,7 @@ impl BrowserAction for Fill {
             .ok_or_else(|| invalid("`value` (a string) is required"))?;
         let page = cx.page()?;
         target["allowSensitive"] = json!(cx.options.allow_sensitive_fill);
-        let v = observe::call(&page, "prepareFill", &target).await?;
+        let v = cx.lib(&page, "prepareFill", &target).await?;
         let r = v
             .get("ref")
             .and_then(Value::as_str)
@@ -82,7 +81,7 @@ impl BrowserAction for Fill {
             if after_enter {
                 // Enter can submit and load another page (whose focused field may be protected):
                 // type on only while the target still has focus.
-                let v = observe::call(&page, "stillFocused", &json!({"ref": r})).await?;
+                let v = cx.lib(&page, "stillFocused", &json!({"ref": r})).await?;
                 if v.get("focused").and_then(Value::as_bool) != Some(true) {
                     return Err(failed(format!("stopped after {n} of {} chars: {r} lost focus after a newline (Enter) in the value; the rest was not typed. Use submit=true to press Enter after the value", value.chars().count())));
                 }
@@ -98,7 +97,7 @@ impl BrowserAction for Fill {
                 press_key(&page, &KeyPress::char(ch)).await?;
             }
         }
-        let after = observe::call(&page, "valueOf", &json!({"ref": r})).await?;
+        let after = cx.lib(&page, "valueOf", &json!({"ref": r})).await?;
         let len = after.get("length").and_then(Value::as_u64).unwrap_or(0);
         let want = value.chars().count() as u64;
         let mut status = format!("filled {r} ({want} chars)");

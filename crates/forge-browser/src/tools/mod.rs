@@ -197,11 +197,17 @@ impl Cx<'_> {
             .ok_or_else(|| failed("this session has no open tab; call browser_navigate"))
     }
 
+    /// Page-library command `cmd(args)` for the element `args` names, run by the document that
+    /// owns it (the top document, or a cross-origin frame's own context for a ref like `f2e5`).
+    pub(crate) async fn lib(&self, page: &Page, cmd: &str, args: &Value) -> R<Value> {
+        Ok(crate::frames::call(page, self.session, cmd, args).await?)
+    }
+
     /// `status` (forge's words) followed by the fenced observation of the active tab.
     pub(crate) async fn observed(&self, status: String, budget: usize) -> R<ToolOutput> {
         let st = &*self.st;
         let tab = st.active_tab().ok_or_else(|| failed("no open tab"))?;
-        let obs = observe::observe(&tab.page).await?;
+        let obs = crate::frames::observe(&tab.page, self.session).await?;
         let mut body = observe::render(&obs, budget);
         let dialogs: Vec<String> =
             std::mem::take(&mut *tab.dialogs.lock().unwrap_or_else(|p| p.into_inner()));
@@ -254,7 +260,7 @@ impl Cx<'_> {
     /// The viewport point to act on for `target` (scrolled into view by the page library), and
     /// the library's answer (`ref`, `cover`, `navLikely`).
     pub(crate) async fn point(&self, page: &Page, target: &Value) -> R<(f64, f64, Value)> {
-        let v = observe::call(page, "point", target).await?;
+        let v = self.lib(page, "point", target).await?;
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             if e == "not-visible" {
                 let r = v.get("ref").and_then(Value::as_str).unwrap_or("");

@@ -11,7 +11,6 @@ use super::{schema, str_arg, wait_for_arg, wait_for_prop, BrowserAction, Cx, DEF
 use crate::error::{failed, invalid, R};
 use crate::keys::{press_key, KeyPress};
 use crate::navwatch::NavWatch;
-use crate::observe;
 
 pub(crate) struct Press;
 
@@ -49,19 +48,15 @@ impl BrowserAction for Press {
         let page = cx.page()?;
         if let Some(r) = str_arg(input, "ref").filter(|s| !s.is_empty()) {
             let t = json!({"ref": r});
-            let v = observe::call(&page, "focusRef", &t).await?;
+            let v = cx.lib(&page, "focusRef", &t).await?;
             if let Some(e) = v.get("error").and_then(Value::as_str) {
                 return Err(cx.stale(e, &t).await);
             }
         }
         if !cx.options.allow_sensitive_fill && !press.edits_nothing() {
             // Pressing keys one by one must not do what browser_fill refuses.
-            let v = observe::call(&page, "focusSensitivity", &Value::Null).await?;
-            if let Some(why) = v
-                .get("sensitive")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            {
+            let why = crate::frames::focus_sensitivity(&page, cx.session).await?;
+            if !why.is_empty() {
                 return Err(failed(format!(
                     "refused to press {k}: the focused field is a sensitive field ({why}). forge does not type into password, payment-card or one-time-code fields by default. To allow it, the agent's browser skill must opt in with `allow_sensitive_fill: true` under `metadata.forge.guardrails.browser` in its SKILL.md (see docs/browser.md, \"Fill safety\"); otherwise ask the user to complete this field."
                 )));

@@ -6,7 +6,6 @@ use serde_json::{json, Value};
 
 use super::{schema, target_args, target_props, BrowserAction, Cx, DEFAULT_BUDGET};
 use crate::error::{failed, invalid, ActionError, R};
-use crate::observe;
 
 pub(crate) struct Select;
 
@@ -45,7 +44,7 @@ impl BrowserAction for Select {
         }
         let page = cx.page()?;
         target["options"] = json!(options);
-        let v = observe::call(&page, "selectOption", &target).await?;
+        let v = cx.lib(&page, "selectOption", &target).await?;
         let r = v
             .get("ref")
             .and_then(Value::as_str)

@@ -43,7 +43,7 @@ impl BrowserAction for State {
             .map(|n| (n as usize).clamp(500, MAX_BUDGET))
             .unwrap_or(DEFAULT_BUDGET);
         if let Some(r) = str_arg(input, "scroll_to").filter(|s| !s.is_empty()) {
-            let v = observe::call(&page, "scrollTo", &json!({"ref": r})).await?;
+            let v = cx.lib(&page, "scrollTo", &json!({"ref": r})).await?;
             if let Some(e) = v.get("error").and_then(Value::as_str) {
                 return Err(cx.stale(e, &json!({"ref": r})).await);
             }

@@ -1,0 +1,788 @@
+//! Cross-origin iframes: their content walked, and refs into them (`f2e5`) acted on, through the
+//! frame's own execution context.
+//!
+//! The page library in the top document cannot reach into a cross-origin iframe (its
+//! `contentDocument` is null), so `observe.js` lists such a frame as one line. Here forge runs
+//! the same library in the frame itself, in forge's isolated world of that frame:
+//! - a cross-origin frame of the same site (`127.0.0.1:8080` embedding `127.0.0.1:9090`) lives
+//!   in the tab's own renderer, and the tab's CDP session reaches it with
+//!   `Page.createIsolatedWorld {frameId}`;
+//! - a frame of another site is out of process (site isolation stays on): Chromium gives it its
+//!   own `iframe` target, reached through a flattened CDP session attached to that target.
+//!
+//! chromiumoxide 0.9 auto-attaches iframe targets (flattened, resumed at once) on each page's
+//! session, but has no way to send a command on any session other than a page's own (its `Page`
+//! for a non-page target never answers). So forge opens one more CDP connection ([`CdpLink`]) to
+//! the same browser's DevTools socket (Chromium binds it to 127.0.0.1 only), attaches there to
+//! the iframe targets it needs and sends the frame's commands with that session id. The link
+//! creates no target and no context, and attaches only to `iframe` targets of the session's own
+//! browser context; the frames' traffic is the page's own, through the context's proxy.
+//!
+//! Refs: the frame's library numbers its elements `e1`, `e2`, ...; forge shows them as
+//! `f<K>e<N>`, K being the frame number the top library gave the iframe element, so a tool
+//! parses them as it parses same-origin frame refs. [`call`] routes a tool's library command for
+//! such a ref to the frame (ref rewritten to `e<N>`), and for `point` translates the frame's
+//! viewport point into the top viewport (where CDP mouse events go; Chromium hit-tests them into
+//! the frame's renderer) and checks what covers it in the embedding page. Key events go to the
+//! tab as before: Chromium delivers them to the focused frame, which the frame's library focused.
+//!
+//! Not walked: frames nested inside a cross-origin frame, and more than [`MAX_FRAMES`] frames.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use chromiumoxide::cdp::browser_protocol::dom::DescribeNodeParams;
+use chromiumoxide::cdp::browser_protocol::dom::ResolveNodeParams;
+use chromiumoxide::cdp::browser_protocol::dom_debugger::GetEventListenersParams;
+use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
+use chromiumoxide::cdp::browser_protocol::target::{
+    AttachToTargetParams, GetTargetsParams, SessionId, TargetId,
+};
+use chromiumoxide::cdp::js_protocol::runtime::{
+    CallFunctionOnParams, EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
+};
+use chromiumoxide::error::CdpError;
+use chromiumoxide::types::{CallId, CdpJsonEventMessage, Message, MethodId};
+use chromiumoxide::{Command, Connection, Page};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::manager::Session;
+use crate::observe::{self, Element, Observation, PageError, Viewport};
+
+/// Most cross-origin frames walked per observation.
+pub const MAX_FRAMES: usize = 8;
+/// Time limit for walking one frame during an observation (a frame that does not answer in time
+/// stays a one-line entry).
+const FRAME_LIMIT: Duration = Duration::from_secs(3);
+/// Time limit for one command on the frame link.
+const LINK_LIMIT: Duration = Duration::from_secs(10);
+/// Characters of a frame's text added to the observation's text.
+const FRAME_TEXT: usize = 2000;
+/// The object group of forge's CDP objects for frame number `k` (one per frame: frames are walked
+/// at the same time, and releasing one frame's group must not free another's objects).
+fn object_group(k: u64) -> String {
+    format!("forge-frames-{k}")
+}
+/// Most elements with JS click listeners marked per frame and observation (as in the top
+/// document).
+const MAX_LISTENER_MARKS: usize = 60;
+
+struct LinkCmd {
+    method: MethodId,
+    session: Option<SessionId>,
+    params: Value,
+    reply: oneshot::Sender<Result<Value, String>>,
+}
+
+/// forge's second CDP connection to the browser, for commands on iframe targets' sessions.
+pub(crate) struct CdpLink {
+    tx: mpsc::UnboundedSender<LinkCmd>,
+    /// Target id -> the session forge attached to it on this link.
+    sessions: StdMutex<HashMap<String, SessionId>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for CdpLink {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl CdpLink {
+    /// Connect to the browser's DevTools socket `ws` (a loopback address Chromium printed).
+    pub(crate) async fn connect(ws: &str) -> Result<CdpLink, PageError> {
+        let conn = Connection::<CdpJsonEventMessage>::connect(ws)
+            .await
+            .map_err(|e| {
+                PageError::Cdp(format!(
+                    "cannot open forge's frame connection to Chromium at {ws}: {e}"
+                ))
+            })?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(drive(conn, rx));
+        Ok(CdpLink {
+            tx,
+            sessions: StdMutex::new(HashMap::new()),
+            task,
+        })
+    }
+
+    /// Run `cmd` on `session` (None: the browser).
+    async fn exec<C: Command>(
+        &self,
+        session: Option<&SessionId>,
+        cmd: C,
+    ) -> Result<C::Response, PageError> {
+        let method = cmd.identifier();
+        let params = serde_json::to_value(&cmd)
+            .map_err(|e| PageError::Cdp(format!("cannot encode {method}: {e}")))?;
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(LinkCmd {
+                method: method.clone(),
+                session: session.cloned(),
+                params,
+                reply,
+            })
+            .map_err(|_| PageError::Cdp("forge's frame connection to Chromium is closed".into()))?;
+        let v = match tokio::time::timeout(LINK_LIMIT, rx).await {
+            Ok(Ok(Ok(v))) => v,
+            Ok(Ok(Err(e))) => return Err(PageError::Cdp(format!("{method}: {e}"))),
+            Ok(Err(_)) => {
+                return Err(PageError::Cdp(
+                    "forge's frame connection to Chromium closed".into(),
+                ))
+            }
+            Err(_) => {
+                return Err(PageError::Cdp(format!(
+                    "{method}: no answer within {LINK_LIMIT:?}"
+                )))
+            }
+        };
+        serde_json::from_value(v)
+            .map_err(|e| PageError::Cdp(format!("unexpected answer to {method}: {e}")))
+    }
+
+    /// The session on iframe target `target`, attaching (flattened) when there is none.
+    async fn session_for(&self, target: &TargetId) -> Result<SessionId, PageError> {
+        if let Some(s) = self.cached(target) {
+            return Ok(s);
+        }
+        let attached = self
+            .exec(
+                None,
+                AttachToTargetParams::builder()
+                    .target_id(target.clone())
+                    .flatten(true)
+                    .build()
+                    .map_err(PageError::Cdp)?,
+            )
+            .await?;
+        let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        // Bounded: frames come and go; a session of a frame that is gone is just dropped here
+        // (Chromium detaches it when the target goes).
+        if map.len() >= 64 {
+            map.clear();
+        }
+        map.insert(target.inner().clone(), attached.session_id.clone());
+        Ok(attached.session_id)
+    }
+
+    fn cached(&self, target: &TargetId) -> Option<SessionId> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(target.inner())
+            .cloned()
+    }
+
+    fn forget(&self, target: &TargetId) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(target.inner());
+    }
+}
+
+/// Pump the link: send queued commands, hand answers to their callers; events are ignored.
+async fn drive(
+    mut conn: Connection<CdpJsonEventMessage>,
+    mut rx: mpsc::UnboundedReceiver<LinkCmd>,
+) {
+    let mut pending: HashMap<CallId, oneshot::Sender<Result<Value, String>>> = HashMap::new();
+    loop {
+        tokio::select! {
+            cmd = rx.recv() => {
+                let Some(c) = cmd else { break };
+                match conn.submit_command(c.method, c.session, c.params) {
+                    Ok(id) => {
+                        // Callers that gave up (time limit) leave closed senders behind.
+                        pending.retain(|_, tx| !tx.is_closed());
+                        pending.insert(id, c.reply);
+                    }
+                    Err(e) => {
+                        let _ = c.reply.send(Err(e.to_string()));
+                    }
+                }
+            }
+            msg = conn.next() => match msg {
+                Some(Ok(Message::Response(r))) => {
+                    if let Some(tx) = pending.remove(&r.id) {
+                        let answer = match (r.result, r.error) {
+                            (Some(v), _) => Ok(v),
+                            (None, Some(e)) => Err(e.message),
+                            (None, None) => Err("empty answer".to_string()),
+                        };
+                        let _ = tx.send(answer);
+                    }
+                }
+                Some(Ok(Message::Event(_))) => {}
+                Some(Err(CdpError::Ws(_))) | None => break,
+                // A message that does not parse: skip it.
+                Some(Err(_)) => {}
+            }
+        }
+    }
+}
+
+/// How forge reaches a frame: the tab's own session, or a session on the frame's target.
+#[derive(Clone)]
+enum Channel {
+    Page(Page),
+    Child {
+        link: Arc<CdpLink>,
+        target: TargetId,
+        session: SessionId,
+    },
+}
+
+impl Channel {
+    async fn exec<C: Command>(&self, cmd: C) -> Result<C::Response, PageError> {
+        match self {
+            Channel::Page(p) => p
+                .execute(cmd)
+                .await
+                .map(|r| r.result)
+                .map_err(|e| PageError::Cdp(e.to_string())),
+            Channel::Child { link, session, .. } => link.exec(Some(session), cmd).await,
+        }
+    }
+}
+
+/// One cross-origin frame, reachable.
+struct FrameRoute {
+    channel: Channel,
+    frame_id: FrameId,
+    /// The object group for this frame's objects ([`object_group`]).
+    group: String,
+}
+
+/// The page-library expression for `cmd(args)` (installing the library on first use).
+fn lib_expr(cmd: &str, args: &Value) -> String {
+    format!(
+        "(globalThis.__forgeLib || (globalThis.__forgeLib = {lib}))[{cmd}]({args})",
+        lib = observe::LIBRARY,
+        cmd = serde_json::to_string(cmd).unwrap_or_default(),
+    )
+}
+
+impl FrameRoute {
+    /// Run library command `cmd(args)` in forge's isolated world of this frame.
+    async fn call(&self, cmd: &str, args: &Value) -> Result<Value, PageError> {
+        let ctx = self.context().await?;
+        self.eval(ctx, cmd, args).await
+    }
+
+    /// Install the library, mark the frame's elements with JS click listeners, then observe.
+    async fn observe(&self, args: &Value) -> Result<Value, PageError> {
+        let ctx = self.context().await?;
+        self.eval(ctx, "ready", &Value::Null).await?;
+        let _ = self.mark_click_listeners(ctx).await;
+        let _ = self
+            .channel
+            .exec(ReleaseObjectGroupParams::new(self.group.clone()))
+            .await;
+        self.eval(ctx, "observe", args).await
+    }
+
+    /// Tell the frame's library which elements have JS click/pointer listeners (as
+    /// `observe.rs` does for the top document; best effort). The frame's `document` in its
+    /// page world is found through its node (`DOM.resolveNode` without a context resolves in
+    /// the main world of the node's frame), since DOMDebugger reports one world's listeners.
+    async fn mark_click_listeners(&self, ctx: ExecutionContextId) -> Option<()> {
+        let doc = self
+            .channel
+            .exec(
+                EvaluateParams::builder()
+                    .expression("document")
+                    .context_id(ctx)
+                    .object_group(self.group.clone())
+                    .build()
+                    .ok()?,
+            )
+            .await
+            .ok()?;
+        let node = self
+            .channel
+            .exec(
+                DescribeNodeParams::builder()
+                    .object_id(doc.result.object_id?)
+                    .build(),
+            )
+            .await
+            .ok()?;
+        let main_doc = self
+            .channel
+            .exec(
+                ResolveNodeParams::builder()
+                    .backend_node_id(node.node.backend_node_id)
+                    .object_group(self.group.clone())
+                    .build(),
+            )
+            .await
+            .ok()?;
+        let listeners = self
+            .channel
+            .exec(
+                GetEventListenersParams::builder()
+                    .object_id(main_doc.object.object_id?)
+                    .depth(-1)
+                    .pierce(false)
+                    .build()
+                    .ok()?,
+            )
+            .await
+            .ok()?;
+        let mut seen = std::collections::HashSet::new();
+        for l in &listeners.listeners {
+            if !matches!(
+                l.r#type.as_str(),
+                "click" | "mousedown" | "mouseup" | "pointerdown" | "pointerup"
+            ) {
+                continue;
+            }
+            let Some(node) = l.backend_node_id else {
+                continue;
+            };
+            if !seen.insert(*node.inner()) || seen.len() > MAX_LISTENER_MARKS {
+                continue;
+            }
+            let Ok(obj) = self
+                .channel
+                .exec(
+                    ResolveNodeParams::builder()
+                        .backend_node_id(node)
+                        .execution_context_id(ctx)
+                        .object_group(self.group.clone())
+                        .build(),
+                )
+                .await
+            else {
+                continue;
+            };
+            let Some(oid) = obj.object.object_id else {
+                continue;
+            };
+            let _ = self
+                .channel
+                .exec(
+                    CallFunctionOnParams::builder()
+                        .function_declaration(
+                            "function () { if (globalThis.__forgeLib) globalThis.__forgeLib.markClickers(this); }",
+                        )
+                        .object_id(oid)
+                        .silent(true)
+                        .build()
+                        .ok()?,
+                )
+                .await;
+        }
+        Some(())
+    }
+
+    /// The execution context of forge's isolated world in this frame's current document.
+    async fn context(&self) -> Result<ExecutionContextId, PageError> {
+        Ok(self
+            .channel
+            .exec(
+                CreateIsolatedWorldParams::builder()
+                    .frame_id(self.frame_id.clone())
+                    .world_name(observe::WORLD)
+                    .grant_univeral_access(false)
+                    .build()
+                    .map_err(PageError::Cdp)?,
+            )
+            .await?
+            .execution_context_id)
+    }
+
+    async fn eval(
+        &self,
+        ctx: ExecutionContextId,
+        cmd: &str,
+        args: &Value,
+    ) -> Result<Value, PageError> {
+        let resp = self
+            .channel
+            .exec(
+                EvaluateParams::builder()
+                    .expression(lib_expr(cmd, args))
+                    .context_id(ctx)
+                    .return_by_value(true)
+                    .await_promise(true)
+                    .silent(true)
+                    .build()
+                    .map_err(PageError::Cdp)?,
+            )
+            .await?;
+        if let Some(ex) = &resp.exception_details {
+            let detail = ex
+                .exception
+                .as_ref()
+                .and_then(|e| e.description.clone())
+                .unwrap_or_else(|| ex.text.clone());
+            return Err(PageError::Script(detail));
+        }
+        Ok(resp.result.value.clone().unwrap_or(Value::Null))
+    }
+}
+
+/// The route to frame number `number` of `page` (the top library's numbering), or None when that
+/// iframe is gone or has no frame yet.
+async fn route(
+    page: &Page,
+    session: &Session,
+    number: u64,
+) -> Result<Option<FrameRoute>, PageError> {
+    let frame_id = match frame_id_of(page, number).await {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = page
+                .execute(ReleaseObjectGroupParams::new(object_group(number)))
+                .await;
+            return Err(e);
+        }
+    };
+    let _ = page
+        .execute(ReleaseObjectGroupParams::new(object_group(number)))
+        .await;
+    let Some(frame_id) = frame_id else {
+        return Ok(None);
+    };
+    // An out-of-process frame is a target whose id is the frame's id.
+    let targets = session
+        .running
+        .browser
+        .execute(GetTargetsParams::default())
+        .await
+        .map_err(|e| PageError::Cdp(e.to_string()))?
+        .result
+        .target_infos;
+    let oopif = targets
+        .into_iter()
+        .find(|t| t.target_id.inner() == frame_id.inner() && t.r#type == "iframe");
+    let channel = match oopif {
+        None => Channel::Page(page.clone()),
+        Some(t) => {
+            // Only frames of this session's own browser context.
+            if t.browser_context_id.as_ref() != Some(&session.context_id) {
+                return Ok(None);
+            }
+            let link = link(session).await?;
+            let s = link.session_for(&t.target_id).await?;
+            Channel::Child {
+                link,
+                target: t.target_id,
+                session: s,
+            }
+        }
+    };
+    Ok(Some(FrameRoute {
+        channel,
+        frame_id,
+        group: object_group(number),
+    }))
+}
+
+/// The frame id of the iframe element the top library numbered `number`.
+async fn frame_id_of(page: &Page, number: u64) -> Result<Option<FrameId>, PageError> {
+    let ctx = observe::isolated_context(page).await?;
+    let el = page
+        .execute(
+            EvaluateParams::builder()
+                .expression(lib_expr("frameElement", &json!(number)))
+                .context_id(ctx)
+                .object_group(object_group(number))
+                .silent(true)
+                .build()
+                .map_err(PageError::Cdp)?,
+        )
+        .await
+        .map_err(|e| PageError::Cdp(e.to_string()))?;
+    let Some(oid) = el.result.result.object_id.clone() else {
+        return Ok(None);
+    };
+    let node = page
+        .execute(DescribeNodeParams::builder().object_id(oid).build())
+        .await
+        .map_err(|e| PageError::Cdp(e.to_string()))?;
+    Ok(node.result.node.frame_id.clone())
+}
+
+/// The browser's frame link, opened on first use.
+async fn link(session: &Session) -> Result<Arc<CdpLink>, PageError> {
+    let running = &session.running;
+    running
+        .frame_link
+        .get_or_try_init(|| async {
+            CdpLink::connect(running.browser.websocket_address())
+                .await
+                .map(Arc::new)
+        })
+        .await
+        .cloned()
+}
+
+/// Run `cmd(args)` on `route`, attaching once more when the frame's session went away (the frame
+/// navigated to another process, say).
+async fn call_routed(
+    page: &Page,
+    session: &Session,
+    number: u64,
+    route_now: FrameRoute,
+    cmd: &str,
+    args: &Value,
+) -> Result<Value, PageError> {
+    match route_now.call(cmd, args).await {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            let Channel::Child { link, target, .. } = &route_now.channel else {
+                return Err(e);
+            };
+            link.forget(target);
+            match route(page, session, number).await? {
+                Some(r) => r.call(cmd, args).await,
+                None => Ok(json!({"error": "stale"})),
+            }
+        }
+    }
+}
+
+/// `f<K>e<N>` -> (K, N).
+fn split_ref(r: &str) -> Option<(u64, u64)> {
+    let rest = r.trim().strip_prefix('f')?;
+    let (k, n) = rest.split_once('e')?;
+    Some((k.parse().ok()?, n.parse().ok()?))
+}
+
+/// Run page-library command `cmd(args)` for the element `args` names: in the top document's
+/// library, or, when `args.ref` points into a cross-origin frame, in that frame's library (ref
+/// rewritten both ways; for `point`, the point moved into the top viewport and checked for
+/// covers in the embedding page).
+pub(crate) async fn call(
+    page: &Page,
+    session: &Session,
+    cmd: &str,
+    args: &Value,
+) -> Result<Value, PageError> {
+    let Some((k, n)) = args.get("ref").and_then(Value::as_str).and_then(split_ref) else {
+        return observe::call(page, cmd, args).await;
+    };
+    let b = observe::call(page, "frameBox", &json!({"frame": k})).await?;
+    if b.get("error").is_some() {
+        return Ok(json!({"error": "stale"}));
+    }
+    if b.get("reachable").and_then(Value::as_bool) == Some(true) {
+        // A same-origin frame: the top library walks and drives it itself.
+        return observe::call(page, cmd, args).await;
+    }
+    let Some(r) = route(page, session, k).await? else {
+        return Ok(json!({"error": "stale"}));
+    };
+    let mut inner = args.clone();
+    inner["ref"] = json!(format!("e{n}"));
+    let mut v = call_routed(page, session, k, r, cmd, &inner).await?;
+    if let Some(rr) = v.get("ref").and_then(Value::as_str) {
+        if rr.starts_with('e') {
+            v["ref"] = json!(format!("f{k}{rr}"));
+        }
+    }
+    if cmd == "point" && v.get("error").is_none() {
+        let x = v.get("x").and_then(Value::as_f64).unwrap_or(0.0);
+        let y = v.get("y").and_then(Value::as_f64).unwrap_or(0.0);
+        let top = observe::call(
+            page,
+            "frameBox",
+            &json!({"frame": k, "scroll": true, "inner": {"x": x, "y": y}}),
+        )
+        .await?;
+        if top.get("error").is_some() {
+            return Ok(json!({"error": "stale", "ref": args.get("ref")}));
+        }
+        v["x"] = top.get("x").cloned().unwrap_or(json!(x));
+        v["y"] = top.get("y").cloned().unwrap_or(json!(y));
+        let own = v.get("cover").and_then(Value::as_str).unwrap_or("");
+        let outer = top.get("cover").and_then(Value::as_str).unwrap_or("");
+        if own.is_empty() && !outer.is_empty() {
+            v["cover"] = json!(outer);
+        }
+        // A click in a frame never navigates this tab itself (only the frame).
+        v["navLikely"] = json!(false);
+        if top.get("scrolled").and_then(Value::as_bool) == Some(true) {
+            // Chromium routes mouse events to an out-of-process frame by the hit-test regions
+            // of the last composited frame: let the scroll reach the screen first.
+            painted(page).await;
+        }
+    }
+    Ok(v)
+}
+
+/// Wait (at most 300 ms) for two animation frames of `page`.
+async fn painted(page: &Page) {
+    let wait = async {
+        let ctx = observe::isolated_context(page).await.ok()?;
+        let p = EvaluateParams::builder()
+            .expression("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))")
+            .context_id(ctx)
+            .await_promise(true)
+            .return_by_value(true)
+            .silent(true)
+            .build()
+            .ok()?;
+        page.execute(p).await.ok()
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(300), wait).await;
+}
+
+/// Why typing into the focused element needs the fill opt-in, or "" (the top library's
+/// `focusSensitivity`, asked of the cross-origin frame that holds the focus when there is one).
+pub(crate) async fn focus_sensitivity(page: &Page, session: &Session) -> Result<String, PageError> {
+    let v = observe::call(page, "focusSensitivity", &Value::Null).await?;
+    let why = |v: &Value| {
+        v.get("sensitive")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let Some(k) = v.get("frame").and_then(Value::as_u64) else {
+        return Ok(why(&v));
+    };
+    // Focus is in a cross-origin frame: that frame's library can inspect it. Anything that
+    // fails leaves the top library's cautious answer.
+    let Ok(Some(r)) = route(page, session, k).await else {
+        return Ok(why(&v));
+    };
+    match call_routed(page, session, k, r, "focusSensitivity", &Value::Null).await {
+        // Nested once more (a frame in the frame): still cautious.
+        Ok(inner) if inner.get("frame").is_none() => Ok(why(&inner)),
+        _ => Ok(why(&v)),
+    }
+}
+
+/// Observe `page`, walking its cross-origin frames (at most [`MAX_FRAMES`]) into the element list
+/// at the frames' places, with frame-qualified refs.
+pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observation, PageError> {
+    let mut obs = observe::observe(page).await?;
+    let todo: Vec<usize> = obs
+        .frames
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.same_origin)
+        .map(|(i, _)| i)
+        .take(MAX_FRAMES)
+        .collect();
+    // The frames are walked at the same time (each within its own limit): their CDP round trips
+    // overlap instead of adding up.
+    let viewport = obs.viewport.clone();
+    let walks = todo.into_iter().filter_map(|i| {
+        let k = obs.frames[i]
+            .frame
+            .strip_prefix('f')
+            .and_then(|s| s.parse::<u64>().ok())?;
+        let viewport = &viewport;
+        Some(async move {
+            let walked = tokio::time::timeout(FRAME_LIMIT, walk(page, session, k, viewport)).await;
+            (i, k, walked)
+        })
+    });
+    let results = futures::future::join_all(walks).await;
+    let mut inserts: Vec<(usize, usize, Vec<Element>)> = Vec::new();
+    for (i, k, walked) in results {
+        let Ok(Ok(Some((child, origin)))) = walked else {
+            continue;
+        };
+        let f = &mut obs.frames[i];
+        f.walked = true;
+        if !origin.is_empty() {
+            f.origin = origin;
+        }
+        let at = f.at.unwrap_or(obs.elements.len()).min(obs.elements.len());
+        let text = child.text.trim();
+        if !text.is_empty() {
+            let cut: String = text.chars().take(FRAME_TEXT).collect();
+            obs.text.push_str(&format!("\n[frame f{k}] {cut}"));
+        }
+        inserts.push((at, i, child.elements));
+    }
+    // Later places first (and of two frames at one place, the later frame first), so earlier
+    // indices stay valid and frames keep their document order.
+    inserts.sort_by_key(|x| std::cmp::Reverse((x.0, x.1)));
+    for (at, _, els) in inserts {
+        obs.elements.splice(at..at, els);
+    }
+    Ok(obs)
+}
+
+/// Walk frame `k`: its elements with `f<k>` refs and positions relative to the top viewport, and
+/// the frame's real origin.
+async fn walk(
+    page: &Page,
+    session: &Session,
+    k: u64,
+    top: &Viewport,
+) -> Result<Option<(Observation, String)>, PageError> {
+    let Some(r) = route(page, session, k).await? else {
+        return Ok(None);
+    };
+    let args = json!({"maxText": FRAME_TEXT});
+    let v = match r.observe(&args).await {
+        Ok(v) => v,
+        // The frame's session went away (the frame navigated to another process, say).
+        Err(_) => call_routed(page, session, k, r, "observe", &args).await?,
+    };
+    let Ok(mut child) = serde_json::from_value::<Observation>(v) else {
+        return Ok(None);
+    };
+    let b = observe::call(page, "frameBox", &json!({"frame": k})).await?;
+    let bx = |key: &str| {
+        b.get("box")
+            .and_then(|x| x.get(key))
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0)
+    };
+    let (x, y, w, h) = (bx("x"), bx("y"), bx("width"), bx("height"));
+    // Where the whole frame is relative to the top viewport decides for its in-view elements.
+    let frame_where = if y + h <= 0.0 {
+        "above"
+    } else if y >= top.height {
+        "below"
+    } else if x + w <= 0.0 || x >= top.width {
+        "side"
+    } else {
+        "in"
+    };
+    // Elements of frames nested in this one have refs in this frame's own frame numbering, which
+    // the tools cannot route: left out.
+    child.elements.retain(|e| e.reference.starts_with('e'));
+    for e in &mut child.elements {
+        e.reference = format!("f{k}{}", e.reference);
+        if e.location == "in" && frame_where != "in" {
+            e.location = frame_where.to_string();
+            e.covered_by = None;
+        }
+    }
+    let origin = url::Url::parse(&child.url)
+        .ok()
+        .map(|u| u.origin().ascii_serialization())
+        .filter(|o| o != "null")
+        .unwrap_or_default();
+    Ok(Some((child, origin)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_refs_split() {
+        assert_eq!(split_ref("f2e15"), Some((2, 15)));
+        assert_eq!(split_ref(" f10e3 "), Some((10, 3)));
+        assert_eq!(split_ref("e3"), None);
+        assert_eq!(split_ref("f2"), None);
+        assert_eq!(split_ref("fxe3"), None);
+        assert_eq!(split_ref("f2e"), None);
+    }
+}
