@@ -40,6 +40,7 @@ mod navigate;
 mod press;
 mod screenshot;
 mod select;
+mod select_text;
 mod state;
 mod tabs;
 
@@ -84,6 +85,7 @@ pub fn browser_tools(
         tool(tabs::Tabs, m, o),
         tool(extract::Extract, m, o),
         tool(screenshot::Screenshot, m, o),
+        tool(select_text::SelectText, m, o),
     ]
 }
 
@@ -412,13 +414,13 @@ mod tests {
         let mgr = Arc::new(BrowserManager::new(crate::BrowserConfig::default()));
         let tools = browser_tools(mgr, BrowserToolOptions::default());
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        assert_eq!(names.len(), 11);
+        assert_eq!(names.len(), 12);
         for t in &tools {
             assert_eq!(t.input_schema()["type"], "object", "{}", t.name());
             assert!(!t.description().is_empty());
         }
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 11);
+        assert_eq!(names.len(), 12);
     }
 }
