@@ -439,3 +439,216 @@ fn selected_text_copies_and_pastes_with_key_chords() {
         "{out}"
     );
 }
+
+/// The position `a/bpx` in a status line, as (a, b).
+fn position(status: &str) -> (u64, u64) {
+    let part = status
+        .split(" to ")
+        .nth(1)
+        .or_else(|| status.split(" at ").nth(1))
+        .unwrap_or_else(|| panic!("no position in {status:?}"));
+    let part = part.split("px").next().unwrap_or("");
+    let (a, b) = part
+        .split_once('/')
+        .unwrap_or_else(|| panic!("no a/b in {status:?}"));
+    let n = |s: &str| s.replace(',', "").trim().parse::<u64>().expect("number");
+    (n(a), n(b))
+}
+
+#[test]
+fn scroll_a_terms_box_to_the_end_enables_accept() {
+    let Some(f) = fixture() else { return };
+    let s = "scroll-terms";
+    let obs = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/terms.html")}),
+    );
+    assert!(obs.contains("button \"Accept\" disabled"), "{obs}");
+    // The page itself fits the window: scrolling it is a clear error.
+    let err = f
+        .call(s, "browser_scroll", json!({}))
+        .expect_err("the page does not scroll");
+    assert!(
+        err.to_string()
+            .contains("the page does not scroll vertically"),
+        "{err}"
+    );
+    let out = f.ok(
+        s,
+        "browser_scroll",
+        json!({"selector": "#terms", "to": "bottom"}),
+    );
+    let st = status(&out);
+    assert!(
+        st.starts_with("scrolled e") && st.contains("(at bottom) with the mouse wheel"),
+        "{out}"
+    );
+    let (at, max) = position(st);
+    assert!(at == max && max > 1000, "{st}");
+    assert!(out.contains("button \"Accept\"\n"), "Accept enabled: {out}");
+    assert!(
+        !out.contains("wheel events: 0"),
+        "the page saw wheel events: {out}"
+    );
+    let out = f.ok(
+        s,
+        "browser_scroll",
+        json!({"selector": "#terms", "to": "bottom"}),
+    );
+    assert!(status(&out).contains("is already at the bottom"), "{out}");
+    let out = f.ok(
+        s,
+        "browser_click",
+        json!({"ref": ref_of(&out, "button \"Accept\"")}),
+    );
+    assert!(out.contains("Accepted the terms"), "{out}");
+
+    // Again, by pages, from a link inside the box (its nearest scrollable ancestor is the box).
+    let obs = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/terms.html")}),
+    );
+    let link = ref_of(&obs, "link \"privacy policy\"");
+    let mut last = 0;
+    let mut done = false;
+    for _ in 0..40 {
+        let out = f.ok(s, "browser_scroll", json!({"ref": link}));
+        let st = status(&out).to_string();
+        assert!(st.contains("with the mouse wheel"), "{st}");
+        let (at, max) = position(&st);
+        assert!(at > last, "moved down: {st}");
+        // 90% of the 150px box per page (its border excluded).
+        assert!(at - last <= 140, "about one page: {st}");
+        last = at;
+        if at == max {
+            assert!(st.contains("(at bottom)"), "{st}");
+            assert!(out.contains("button \"Accept\"\n"), "{out}");
+            done = true;
+            break;
+        }
+    }
+    assert!(done, "reached the bottom within 40 pages");
+    let out = f.ok(s, "browser_scroll", json!({"ref": link, "to": "top"}));
+    assert!(status(&out).contains("up to 0/"), "{out}");
+    assert!(status(&out).contains("(at top)"), "{out}");
+}
+
+#[test]
+fn scroll_a_lazy_list_by_pages_until_a_far_item_shows_then_click_it() {
+    let Some(f) = fixture() else { return };
+    let s = "scroll-list";
+    let obs = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/list.html")}),
+    );
+    assert!(!obs.contains("Item 80"), "not loaded yet: {obs}");
+    let first = ref_of(&obs, "button \"Item 0\"");
+    let mut shown = String::new();
+    let mut found = false;
+    for _ in 0..40 {
+        let out = f.ok(s, "browser_scroll", json!({"ref": first, "amount": "page"}));
+        assert!(status(&out).contains("with the mouse wheel"), "{out}");
+        shown = f.ok(s, "browser_extract", json!({"selector": "#shown"}));
+        let range = shown
+            .split("list shows items ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|r| r.split_once('-'))
+            .map(|(a, b)| (a.parse::<u32>(), b.parse::<u32>()));
+        if let Some((Ok(a), Ok(b))) = range {
+            if a <= 80 && 80 <= b {
+                found = true;
+                break;
+            }
+        }
+    }
+    assert!(found, "item 80 scrolled into the list's view: {shown}");
+    let obs = f.ok(s, "browser_state", json!({}));
+    let item = ref_of(&obs, "button \"Item 80\"");
+    let out = f.ok(s, "browser_click", json!({"ref": item}));
+    assert!(out.contains("picked Item 80"), "{out}");
+}
+
+#[test]
+fn scroll_falls_back_when_wheel_events_are_cancelled_or_covered() {
+    let Some(f) = fixture() else { return };
+    let s = "scroll-fallback";
+    f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/nowheel.html")}),
+    );
+    let out = f.ok(s, "browser_scroll", json!({"selector": "#box"}));
+    let st = status(&out);
+    assert!(
+        st.contains("wheel events did not move it")
+            && st.contains("so forge set its scroll position directly"),
+        "{out}"
+    );
+    let (at, _) = position(st);
+    assert_eq!(at, 180, "one page of the 200px box: {st}");
+    // The page cancelled at least one real wheel event, then saw the scroll.
+    let seen = out
+        .split("box at 180 after ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or_else(|| panic!("the page reported the scroll: {out}"));
+    assert!(seen >= 1, "{out}");
+
+    let out = f.ok(
+        s,
+        "browser_scroll",
+        json!({"selector": "#covered", "to": "bottom"}),
+    );
+    let st = status(&out);
+    assert!(
+        st.contains("another element covers its visible centre") && st.contains("(at bottom)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn scroll_the_page_by_pages_and_back_to_the_top() {
+    let Some(f) = fixture() else { return };
+    let s = "scroll-page";
+    f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/long-select.html")}),
+    );
+    let out = f.ok(s, "browser_scroll", json!({}));
+    let st = status(&out);
+    assert!(
+        st.starts_with("scrolled the page down to ") && st.contains("with the mouse wheel"),
+        "{out}"
+    );
+    let (at, _) = position(st);
+    assert_eq!(at, 720, "90% of the 800px window: {st}");
+    assert!(out.contains("viewport: 1280x800, scrolled 720 of"), "{out}");
+    let out = f.ok(
+        s,
+        "browser_scroll",
+        json!({"direction": "up", "amount": 500}),
+    );
+    assert!(
+        status(&out).starts_with("scrolled the page up to 220/"),
+        "{out}"
+    );
+    let out = f.ok(s, "browser_scroll", json!({"to": "top"}));
+    assert!(status(&out).contains("(at top)"), "{out}");
+    let err = f
+        .call(s, "browser_scroll", json!({"direction": "left"}))
+        .expect_err("nothing to scroll sideways");
+    assert!(
+        err.to_string().contains("does not scroll sideways"),
+        "{err}"
+    );
+    let err = f
+        .call(s, "browser_scroll", json!({"amount": "lots"}))
+        .expect_err("bad amount");
+    assert!(matches!(err, ToolError::InvalidInput(_)), "{err}");
+}

@@ -32,6 +32,7 @@ pub const BROWSER_TOOLS: &[&str] = &[
     "browser_extract",
     "browser_screenshot",
     "browser_select_text",
+    "browser_scroll",
 ];
 
 /// Where a skill came from.
