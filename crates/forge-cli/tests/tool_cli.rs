@@ -143,7 +143,7 @@ fn list_for_an_agent_without_browser_skill() {
         .iter()
         .filter(|t| t["name"].as_str().unwrap().starts_with("browser_"))
         .collect();
-    assert_eq!(browser.len(), 11);
+    assert_eq!(browser.len(), forge_skills::BROWSER_TOOLS.len());
     assert!(browser.iter().all(|t| t["present"] == false
         && t["reason"]
             .as_str()
@@ -167,7 +167,8 @@ fn list_for_an_agent_without_browser_skill() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("browser_* (11 tools)"), "{text}");
+    let summary = format!("browser_* ({} tools)", forge_skills::BROWSER_TOOLS.len());
+    assert!(text.contains(&summary), "{text}");
     assert!(text.contains("egress proxy: none"), "{text}");
 }
 

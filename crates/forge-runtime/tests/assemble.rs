@@ -90,7 +90,7 @@ async fn plain_agent_gets_builtins_only_and_no_proxy() {
             .iter()
             .filter(|r| r.source == ToolSource::Browser)
             .count(),
-        11
+        forge_skills::BROWSER_TOOLS.len()
     );
     assert!(
         tools.proxy_addr().is_none(),

@@ -56,7 +56,7 @@ impl BrowserAction for SelectText {
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
         let mut args = target_args(input)?;
-        if let Some(t) = input.get("text") {
+        if let Some(t) = input.get("text").filter(|t| !t.is_null()) {
             let t = t
                 .as_str()
                 .ok_or_else(|| invalid("`text` must be a string (the phrase to select)"))?;
