@@ -891,11 +891,309 @@
     return out;
   }
 
+  // ---- action helpers: select_text, scroll ----
+  // Used by tools/select_text.rs (selectTextPlan, selectionText) and tools/scroll.rs (scrollPlan,
+  // scrollState, scrollSet). Everything they return that comes from the page (texts, `describe`)
+  // is fenced by the Rust side.
+
+  const noWs = (s) => String(s == null ? '' : s).replace(/\s+/g, '');
+  const MAX_SELECT_CHARS = 200000;
+
+  // The next node up: parent element, or the host of a shadow root.
+  function upOf(e) {
+    return e.parentElement || (e.getRootNode && e.getRootNode().host) || null;
+  }
+
+  // Rendered text of `root` as its non-space characters, each mapped to [text node, offset].
+  // Matching ignores whitespace, so text that wraps, spans blocks or is indented still matches.
+  function flatText(root) {
+    const doc = root.ownerDocument;
+    const tw = doc.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    let s = '';
+    const map = [];
+    const seen = new Map(); // parent element -> rendered?
+    for (let n = tw.nextNode(); n && s.length < MAX_SELECT_CHARS; n = tw.nextNode()) {
+      const p = n.parentElement;
+      if (!p || SKIP_TAGS.has(p.tagName) || p.tagName === 'OPTION') continue;
+      let shown = seen.get(p);
+      if (shown === undefined) {
+        shown = p.checkVisibility({ visibilityProperty: true, contentVisibilityAuto: true }) && !ariaHidden(p);
+        seen.set(p, shown);
+      }
+      if (!shown) continue;
+      const d = n.data;
+      for (let i = 0; i < d.length && s.length < MAX_SELECT_CHARS; i++) {
+        const c = d[i];
+        if (c === ' ' || c === '\n' || c === '\t' || c === '\r' || c === '\f' || c === '\u00a0' || /\s/.test(c)) continue;
+        s += c;
+        map.push([n, i]);
+      }
+    }
+    return { s, map };
+  }
+
+  // Offsets of `needle` in `hay` (non-overlapping), at most 1000.
+  function occurrences(hay, needle) {
+    const out = [];
+    if (!needle) return out;
+    for (let i = hay.indexOf(needle); i >= 0 && out.length < 1000; i = hay.indexOf(needle, i + needle.length)) out.push(i);
+    return out;
+  }
+
+  // The client rect of one character (the first with an area), or null.
+  function charRect(node, offset) {
+    const doc = node.ownerDocument;
+    const r = doc.createRange();
+    const code = node.data.charCodeAt(offset);
+    const end = Math.min(node.data.length, offset + (code >= 0xd800 && code <= 0xdbff ? 2 : 1));
+    r.setStart(node, offset);
+    r.setEnd(node, end);
+    for (const rc of Array.from(r.getClientRects())) if (rc.width > 0 && rc.height > 0) return rc;
+    return null;
+  }
+
+  function isPageScroller(e) {
+    const doc = e.ownerDocument;
+    return e === (doc.scrollingElement || doc.documentElement);
+  }
+
+  // The inner box of a scroll container in its document's viewport coordinates.
+  function innerBox(c) {
+    const doc = c.ownerDocument;
+    if (isPageScroller(c)) {
+      const w = doc.documentElement.clientWidth || win(c).innerWidth;
+      const h = doc.documentElement.clientHeight || win(c).innerHeight;
+      return { left: 0, top: 0, right: w, bottom: h };
+    }
+    const r = c.getBoundingClientRect();
+    const left = r.left + c.clientLeft, top = r.top + c.clientTop;
+    return { left, top, right: left + c.clientWidth, bottom: top + c.clientHeight };
+  }
+
+  // Whether `e` scrolls along `axis` ('x', 'y' or 'any') by more than a pixel.
+  function scrolls(e, axis) {
+    const doc = e.ownerDocument;
+    if (isPageScroller(e)) {
+      const box = innerBox(e);
+      const y = e.scrollHeight - (box.bottom - box.top) > 1;
+      const x = e.scrollWidth - (box.right - box.left) > 1;
+      return axis === 'y' ? y : (axis === 'x' ? x : x || y);
+    }
+    // The body's overflow moves to the viewport when <html> has none of its own.
+    if (e === doc.body && style(doc.documentElement).overflow === 'visible') return false;
+    const st = style(e);
+    const ok = (o) => o === 'auto' || o === 'scroll' || o === 'overlay';
+    const y = ok(st.overflowY) && e.scrollHeight - e.clientHeight > 1;
+    const x = ok(st.overflowX) && e.scrollWidth - e.clientWidth > 1;
+    return axis === 'y' ? y : (axis === 'x' ? x : x || y);
+  }
+
+  // The scroll containers around `node`, innermost first, ending with the document's scroller.
+  function scrollersOf(node) {
+    const out = [];
+    const doc = node.ownerDocument;
+    for (let e = node.nodeType === 1 ? node : upOf(node), i = 0; e && i < 256; e = upOf(e), i++) {
+      if (e === doc.documentElement) break;
+      if (scrolls(e, 'any')) out.push(e);
+    }
+    out.push(doc.scrollingElement || doc.documentElement);
+    return out;
+  }
+
+  // Scroll every container around `node` so the rect `rectOf()` returns is centred in it (when
+  // it is not already inside), then bring enclosing frames into view.
+  function reveal(node, rectOf) {
+    for (const c of scrollersOf(node)) {
+      const r = rectOf();
+      if (!r) return;
+      const b = innerBox(c);
+      if (r.top < b.top || r.bottom > b.bottom) c.scrollTop += (r.top + r.bottom) / 2 - (b.top + b.bottom) / 2;
+      if (r.left < b.left || r.right > b.right) c.scrollLeft += (r.left + r.right) / 2 - (b.left + b.right) / 2;
+    }
+    for (let w = node.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+      w.frameElement.scrollIntoView({ block: 'nearest', inline: 'nearest', behavior: 'instant' });
+    }
+  }
+
+  // Whether the point (document coordinates) is inside the top viewport and hits `node`'s element.
+  function pointHits(node, x, y) {
+    const doc = node.ownerDocument;
+    const off = frameOffset(doc);
+    const vw = document.documentElement.clientWidth || innerWidth;
+    const vh = document.documentElement.clientHeight || innerHeight;
+    const tx = x + off.x, ty = y + off.y;
+    if (tx < 0 || ty < 0 || tx >= vw || ty >= vh) return { inView: false, cover: '' };
+    let hit = doc.elementFromPoint(x, y);
+    for (let i = 0; hit && hit.shadowRoot && i < 16; i++) {
+      const inner = hit.shadowRoot.elementFromPoint(x, y);
+      if (!inner || inner === hit) break;
+      hit = inner;
+    }
+    const p = node.nodeType === 1 ? node : node.parentElement;
+    if (!hit) return { inView: true, cover: '' };
+    for (let n = hit; n; n = n.parentNode || n.host) { if (n === p) return { inView: true, cover: '' }; }
+    if (p && p.contains(hit)) return { inView: true, cover: '' };
+    return { inView: true, cover: describe(hit) };
+  }
+
+  // Find `text` (occurrence `occurrence`, default the element's whole text) in the target's
+  // rendered text, scroll it into view, and give the viewport points where a selecting drag
+  // starts (before the first character) and ends (after the last). `phase: 'end'` reveals the
+  // last character instead (for a selection taller than the viewport).
+  function selectTextPlan(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const el = t.el;
+    if (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT') return { ref: t.ref, error: 'form-field' };
+    if (!el.checkVisibility({ visibilityProperty: true })) return { ref: t.ref, error: 'not-visible' };
+    const flat = flatText(el);
+    if (!flat.s) return { ref: t.ref, error: 'no-text' };
+    const want = args.text == null ? '' : noWs(args.text);
+    if (args.text != null && !want) return { ref: t.ref, error: 'empty-text' };
+    let start = 0, len = flat.s.length, count = 1;
+    const occurrence = Math.max(1, Math.floor(+args.occurrence || 1));
+    if (want) {
+      const hits = occurrences(flat.s, want);
+      count = hits.length;
+      if (!hits.length || occurrence > hits.length) {
+        const folded = occurrences(flat.s.toLowerCase(), want.toLowerCase()).length;
+        return { ref: t.ref, error: 'not-found', count: hits.length, ignoringCase: folded, excerpt: textOf(el, 160) };
+      }
+      start = hits[occurrence - 1];
+      len = want.length;
+    } else if (occurrence > 1) {
+      return { ref: t.ref, error: 'not-found', count: 1, ignoringCase: 1, excerpt: textOf(el, 160) };
+    }
+    const [sn, so] = flat.map[start];
+    const [en, eo] = flat.map[start + len - 1];
+    const range = el.ownerDocument.createRange();
+    range.setStart(sn, so);
+    range.setEnd(en, Math.min(en.data.length, eo + 1));
+    const expected = range.toString();
+    const off = () => frameOffset(el.ownerDocument);
+    const vh = document.documentElement.clientHeight || innerHeight;
+    if (args.phase === 'end') {
+      reveal(en, () => charRect(en, eo));
+      const er = charRect(en, eo);
+      if (!er) return { ref: t.ref, error: 'not-visible' };
+      const ex = er.right - Math.min(er.width * 0.2, 2), ey = er.top + er.height / 2;
+      const hit = pointHits(en, ex, ey);
+      return { ref: t.ref, x: ex + off().x, y: ey + off().y, inView: hit.inView, cover: hit.cover };
+    }
+    // The whole range when it fits in 80% of the viewport, else its first character.
+    const rectOf = () => {
+      const b = range.getBoundingClientRect();
+      if (b.height > 0 && b.height <= vh * 0.8) return b;
+      return charRect(sn, so);
+    };
+    reveal(sn, rectOf);
+    const sr = charRect(sn, so), er = charRect(en, eo);
+    if (!sr || !er) return { ref: t.ref, error: 'not-visible' };
+    const sx = sr.left + Math.min(sr.width * 0.2, 2), sy = sr.top + sr.height / 2;
+    const ex = er.right - Math.min(er.width * 0.2, 2), ey = er.top + er.height / 2;
+    const sh = pointHits(sn, sx, sy);
+    if (!sh.inView) return { ref: t.ref, error: 'not-visible' };
+    if (sh.cover) return { ref: t.ref, error: 'covered', cover: sh.cover };
+    const eh = pointHits(en, ex, ey);
+    const o = off();
+    return {
+      ref: t.ref, occurrence, count, expected, chars: expected.length,
+      start: { x: sx + o.x, y: sy + o.y },
+      end: { x: ex + o.x, y: ey + o.y },
+      endInView: eh.inView && !eh.cover,
+    };
+  }
+
+  // The selection of the target's document as text.
+  function selectionText(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const sel = win(t.el).getSelection();
+    return { ref: t.ref, text: sel ? sel.toString() : '' };
+  }
+
+  function scrollPos(c) {
+    const b = innerBox(c);
+    const h = b.bottom - b.top, w = b.right - b.left;
+    return {
+      top: c.scrollTop, left: c.scrollLeft,
+      maxTop: Math.max(0, c.scrollHeight - h), maxLeft: Math.max(0, c.scrollWidth - w),
+      height: h, width: w,
+    };
+  }
+
+  // The container `browser_scroll` acts on: the target itself when it scrolls along the axis,
+  // else its nearest ancestor that does, else its document's scroller; without a target, the
+  // page. Returns its ref, position, and the visible centre where a wheel reaches it (viewport
+  // coordinates), with what covers that centre.
+  function scrollPlan(args) {
+    const axis = args.axis === 'x' ? 'x' : 'y';
+    let c;
+    if (args.ref || args.selector) {
+      const t = target(args);
+      if (t.error) return t;
+      c = null;
+      for (let e = t.el, i = 0; e && i < 256; e = upOf(e), i++) {
+        if (e === e.ownerDocument.documentElement) break;
+        if (scrolls(e, axis)) { c = e; break; }
+      }
+      if (!c) c = t.el.ownerDocument.scrollingElement || t.el.ownerDocument.documentElement;
+    } else {
+      c = document.scrollingElement || document.documentElement;
+    }
+    const doc = c.ownerDocument;
+    const page = isPageScroller(c);
+    const vbox = () => {
+      const b = innerBox(c);
+      const vw = doc.documentElement.clientWidth || win(c).innerWidth;
+      const vh = doc.documentElement.clientHeight || win(c).innerHeight;
+      return { left: Math.max(0, b.left), top: Math.max(0, b.top), right: Math.min(vw, b.right), bottom: Math.min(vh, b.bottom) };
+    };
+    let b = vbox();
+    if (!page && (b.right - b.left < 4 || b.bottom - b.top < 4)) {
+      c.scrollIntoView({ block: 'nearest', inline: 'nearest', behavior: 'instant' });
+      b = vbox();
+    }
+    for (let w = doc.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+      w.frameElement.scrollIntoView({ block: 'nearest', inline: 'nearest', behavior: 'instant' });
+    }
+    const visible = b.right - b.left >= 1 && b.bottom - b.top >= 1;
+    const cx = (b.left + b.right) / 2, cy = (b.top + b.bottom) / 2;
+    const hit = visible && !page ? pointHits(c, cx, cy) : { inView: visible, cover: '' };
+    const off = frameOffset(doc);
+    const fp = framePath(doc);
+    return Object.assign({
+      ref: refName(c), page: page && !fp.length, framePage: page && fp.length ? 'f' + fp[fp.length - 1] : '',
+      x: cx + off.x, y: cy + off.y, inView: visible && hit.inView, cover: hit.cover,
+    }, scrollPos(c));
+  }
+
+  function scrollState(args) {
+    const t = target(args);
+    if (t.error) return t;
+    return Object.assign({ ref: t.ref }, scrollPos(t.el));
+  }
+
+  // Set the container's scroll position directly (the fallback when it ignores wheel events).
+  function scrollSet(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const o = { behavior: 'instant' };
+    if (typeof args.top === 'number') o.top = args.top;
+    if (typeof args.left === 'number') o.left = args.left;
+    t.el.scrollTo(o);
+    return Object.assign({ ref: t.ref }, scrollPos(t.el));
+  }
+
+  const actionHelpers = { selectTextPlan, selectionText, scrollPlan, scrollState, scrollSet };
+  // ---- end of action helpers: select_text, scroll ----
+
   return {
     frameElement, frameBox,
     observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     ready: () => ({ state: document.readyState, url: location.href }),
     ...ACTIONS,
+    ...actionHelpers,
   };
 })()

@@ -32,6 +32,8 @@ pub const BROWSER_TOOLS: &[&str] = &[
     "browser_extract",
     "browser_screenshot",
     "browser_drag",
+    "browser_select_text",
+    "browser_scroll",
     "browser_upload",
 ];
 

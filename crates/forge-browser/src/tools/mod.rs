@@ -39,7 +39,9 @@ mod hover;
 mod navigate;
 mod press;
 mod screenshot;
+mod scroll;
 mod select;
+mod select_text;
 mod state;
 mod tabs;
 mod upload;
@@ -86,6 +88,8 @@ pub fn browser_tools(
         tool(extract::Extract, m, o),
         tool(screenshot::Screenshot, m, o),
         tool(drag::Drag, m, o),
+        tool(select_text::SelectText, m, o),
+        tool(scroll::Scroll, m, o),
         tool(upload::Upload, m, o),
     ]
 }
@@ -560,13 +564,13 @@ mod tests {
         let mgr = Arc::new(BrowserManager::new(crate::BrowserConfig::default()));
         let tools = browser_tools(mgr, BrowserToolOptions::default());
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 15);
         for t in &tools {
             assert_eq!(t.input_schema()["type"], "object", "{}", t.name());
             assert!(!t.description().is_empty());
         }
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 15);
     }
 }
