@@ -33,6 +33,7 @@ pub use error::{Error, SourceDiagnostic};
 pub use miette;
 pub use skill::{
     parse_skill, parse_tool_sections, BinRequirement, BrowserGuardrails, Capability,
-    EnvRequirements, ForgeMeta, Guardrails, Origin, OutputAction, OutputRule, PatternRule,
-    Requires, Skill, SkillSource, ToolSection, TrustHints, Use, BROWSER_TOOLS, KNOWN_CAPABILITIES,
+    EnvRequirements, FilesystemAccess, ForgeMeta, Guardrails, Origin, OutputAction, OutputRule,
+    PatternRule, Requires, Skill, SkillSource, ToolSection, TrustHints, Use, BROWSER_TOOLS,
+    FILESYSTEM_MODES, KNOWN_CAPABILITIES, USE_TYPES,
 };
