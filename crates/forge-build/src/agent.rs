@@ -3,15 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use forge_skills::{Agent, Skill, SkillSource};
+use forge_skills::{Agent, SkillSource};
 
 use crate::spec::{
     push_unique, AptPackage, AuditOutcome, BrowserSpec, BuildSpec, EgressSpec, EnvSpec, ModelSpec,
     SkillSpec, SkillTool,
 };
-
-/// Script extensions a `## Tool:` section can be bound to (same rule as the runtime).
-const SCRIPT_EXTS: &[&str] = &["sh", "py", "js"];
 
 fn rel_display(path: &Path, dir: &Path) -> String {
     path.strip_prefix(dir)
@@ -19,25 +16,21 @@ fn rel_display(path: &Path, dir: &Path) -> String {
         .unwrap_or_else(|_| path.display().to_string())
 }
 
-fn script_for(skill: &Skill, tool: &str, agent_dir: &Path) -> Option<String> {
-    let dir = skill.dir.as_ref()?;
-    let names = [tool.to_string(), tool.replace('_', "-")];
-    for n in &names {
-        for ext in SCRIPT_EXTS {
-            let p = dir.join("scripts").join(format!("{n}.{ext}"));
-            if p.is_file() {
-                return Some(rel_display(&p, agent_dir));
-            }
-        }
-    }
-    None
-}
-
 /// Converts a loaded agent plus its audit into the build's input.
 pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
     let cfg = &agent.config;
     let agg = &agent.aggregate;
     let dir = agent.dir.clone();
+    // Which tools the agent gets: the same plan forge-runtime's assembly builds from.
+    let tool_plan = agent.tool_plan();
+    let script_of = |skill: &str, tool: &str| {
+        tool_plan
+            .tools
+            .iter()
+            .filter_map(|t| t.script.as_ref().filter(|_| t.name == tool))
+            .find(|b| b.skill == skill)
+            .map(|b| rel_display(&b.script, &dir))
+    };
 
     let skills: Vec<SkillSpec> = agent
         .skills
@@ -64,7 +57,7 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
                 .iter()
                 .map(|t| SkillTool {
                     name: t.name.clone(),
-                    script: script_for(s, &t.name, &dir),
+                    script: script_of(&s.name, &t.name),
                 })
                 .collect(),
         })
@@ -164,6 +157,7 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
         configured_tools: cfg.tools.iter().map(|t| t.name.clone()).collect(),
         cli_binaries: agg.cli_view().allowed_binaries,
         denied_tools: agent.denied_tools(),
+        tool_plan,
         audit,
     }
 }

@@ -8,7 +8,7 @@
 //! - [`render_dockerfile`] (`dockerfile.rs`): the repo-root `Dockerfile.tmpl`, embedded and
 //!   rendered with minijinja; `.dockerignore`; the apt package lists (Chromium only for browser agents).
 //! - [`render_manifests`] (`k8s.rs`): Deployment, Service, Secret (keys only), NetworkPolicy.
-//! - [`documented_tool_plan`] (`tools.rs`): which tools register, for agent.json.
+//! - [`documented_tool_plan`] (`tools.rs`): agent.json's view of forge-skills' tool plan.
 //! - [`write_build`] (`context.rs`): writes the whole output dir deterministically, with
 //!   build-manifest.json and checksums.json.
 //! - [`prod_problems`] (`prod.rs`): the `--prod` checks.

@@ -46,6 +46,9 @@ pub struct BuildSpec {
     pub cli_binaries: Vec<String>,
     /// Tools removed by `denied_tools` (skills and forge.yaml).
     pub denied_tools: Vec<String>,
+    /// Which tools the agent gets and why (forge-skills' tool plan, which forge-runtime also
+    /// assembles from); empty for a spec built by hand.
+    pub tool_plan: forge_skills::ToolPlan,
     /// The security audit of the active skills.
     pub audit: AuditOutcome,
 }

@@ -373,3 +373,75 @@ fn audit_uses_the_policy_path_from_forge_yaml() {
     assert_eq!(v["policy_summary"]["warnings"], 1, "script_policy warn");
     assert_eq!(v["policy_summary"]["passed"], true);
 }
+
+/// Skills in initializ/forge's style (fixtures/skills/compat: `trust_hints.filesystem` as a mode
+/// string, bins mappings, `uses`, every guardrail list) load and audit; a wrong filesystem mode
+/// is a spanned error.
+#[test]
+fn initializ_style_skills_load_and_audit() {
+    let (code, out, err) = run(forge().args([
+        "skills",
+        "audit",
+        "--dir",
+        "fixtures/skills/compat",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["skill_count"], 5);
+    assert_eq!(v["policy_summary"]["passed"], true);
+    let mut names: Vec<&str> = v["assessments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["skill_name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "artifact-packager",
+            "changelog-writer",
+            "cluster-capacity",
+            "docs-browser",
+            "legacy-hints"
+        ]
+    );
+    let browser = v["assessments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["skill_name"] == "docs-browser")
+        .unwrap();
+    assert!(
+        browser["factors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["description"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("capability browser")),
+        "{browser}"
+    );
+    assert_eq!(browser["violations"], serde_json::json!([]));
+
+    let (code, out, err) =
+        run(forge().args(["skills", "audit", "--dir", "fixtures/skills/compat"]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("cluster-capacity"), "{out}");
+
+    // The same shape with a mode forge does not know is refused, pointing at the value.
+    let (code, out, err) =
+        run(forge().args(["skills", "validate", "--dir", "fixtures/skills/bad"]));
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("fixtures/skills/bad/bad-filesystem-hint/SKILL.md:8:19: invalid trust_hints.filesystem \"wirte\""),
+        "{err}"
+    );
+    // (miette wraps the help line; compare with the wrapping removed)
+    let unwrapped = err.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(unwrapped.contains("did you mean `write`?"), "{err}");
+}

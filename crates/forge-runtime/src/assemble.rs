@@ -1,20 +1,22 @@
-//! Which tools an agent gets, and why: the one place that turns a loaded agent (forge.yaml plus
-//! active skills) into a tool [`Registry`], compiled [`Guardrails`], the egress policy and client,
-//! the egress proxy (only when something needs it) and the browser manager (only when a skill
-//! declares `browser`). `forge run` and `forge tool` both use [`assemble`], so what
-//! `forge tool list` shows is exactly what `forge run` registers.
+//! Which tools an agent gets is decided once, by forge-skills' tool plan ([`Agent::tool_plan`]:
+//! builtins, `cli_execute`, skill scripts, browser tools, `denied_tools`, each with its reason);
+//! this module builds exactly what the plan names: the tool [`Registry`], compiled
+//! [`Guardrails`], the egress policy and client, the egress proxy (only when something needs it)
+//! and the browser manager (only when the plan needs the browser). `forge run` and `forge tool`
+//! both use [`assemble`], so what `forge tool list` shows is exactly what `forge run` registers,
+//! and `forge build` writes the same plan into agent.json.
 //!
-//! Steps, in order (each records a [`ToolReason`]):
+//! Steps, in order:
 //! 1. guardrails compiled (an invalid regex stops startup, naming skill, file and line);
 //! 2. the egress policy built once from forge.yaml `egress` + skill `egress_domains` (+ the
 //!    caller's extra entries, e.g. the model host), and the egress client on it;
-//! 3. the builtins every agent gets;
-//! 4. `cli_execute` from forge.yaml `tools` config, else from the skills' derived binaries;
-//! 5. skill script tools (`## Tool: x` -> `skills/<skill>/scripts/x.{sh,py,js}`);
-//! 6. the egress proxy, started only when cli_execute, a script tool or the browser needs it;
-//! 7. the browser (opt-in): Chromium binary resolved, the manager built on the proxy, the browser
-//!    tools registered; no browser skill means no browser tools, no Chromium, no proxy for it;
-//! 8. `denied_tools` removes tools last, so any tool can be denied, browser ones included.
+//! 3. the plan's builtins;
+//! 4. the plan's `cli_execute` (its forge.yaml configuration is checked here);
+//! 5. the plan's skill scripts, each with an interpreter found on PATH (else absent, saying so);
+//! 6. the egress proxy, started only when a present cli_execute, script tool or browser tool needs it;
+//! 7. the browser (opt-in): Chromium binary resolved, the manager built on the proxy, the plan's
+//!    browser tools registered. No browser skill, or every browser tool denied, means no browser
+//!    tools, no Chromium and no proxy for it.
 //!
 //! Every call then goes through [`ToolRunner::execute`]: input guardrails, the time limit, the
 //! tool (which fences outside content), output guardrails (block, then redact).
@@ -28,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use forge_skills::Agent;
+use forge_skills::{Agent, PlannedTool, ScriptBinding, ToolPlan};
 use forge_tools::builtins::{self, cli_execute, script};
 use forge_tools::{Registry, ToolContext};
 use serde::Serialize;
@@ -44,8 +46,10 @@ pub use runner::{
     ToolSession, PROGRESS_INTERVAL,
 };
 
+/// Where a tool comes from (the tool plan's sources).
+pub use forge_skills::ToolSource;
 /// Why browser tools are absent when no skill asks for them.
-pub const BROWSER_ABSENT_REASON: &str = "no active skill declares requires.capabilities: [browser]";
+pub use forge_skills::BROWSER_ABSENT_REASON;
 
 /// Options for [`assemble`].
 #[derive(Clone, Default)]
@@ -60,22 +64,6 @@ pub struct AssembleOptions {
     pub events: Option<Arc<dyn ToolEvents>>,
     /// Egress and browser knobs (resolver for tests, proxy observer, browser flags).
     pub deps: deps::DepOptions,
-}
-
-/// Where a tool comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ToolSource {
-    /// Always registered.
-    Builtin,
-    /// `cli_execute`.
-    Cli,
-    /// A skill's script.
-    SkillScript,
-    /// A browser tool.
-    Browser,
-    /// Named in forge.yaml `tools` but not something forge provides.
-    Config,
 }
 
 /// Whether a tool is registered and why.
@@ -249,36 +237,48 @@ pub async fn assemble(
     // 2. The egress policy and client (one value for every enforcement point).
     let mut egress = EgressParts::build(agent, &opts)?;
 
+    let plan = agent.tool_plan();
     let mut registry = Registry::new();
     let mut reasons: Vec<ToolReason> = Vec::new();
-
-    // 3. Builtins.
-    for tool in builtins::always() {
+    let note = |reasons: &mut Vec<ToolReason>, p: &PlannedTool, present: bool, reason: String| {
         reasons.push(ToolReason {
-            name: tool.name().to_string(),
-            present: true,
-            source: ToolSource::Builtin,
-            reason: "builtin: every agent gets it".into(),
-        });
-        registry.register(tool);
+            name: p.name.clone(),
+            present,
+            source: p.source,
+            reason,
+        })
+    };
+
+    // 3. Builtins (forge-tools builds them in the plan's order; a test checks the two lists).
+    for tool in builtins::always() {
+        if let Some(p) = plan.get(tool.name()).filter(|p| p.present) {
+            note(&mut reasons, p, true, p.reason.clone());
+            registry.register(tool);
+        }
     }
 
     // 4-5. cli_execute and script tools need the proxy; decide what they are first (a bad
     // cli_execute configuration fails here, before anything is started).
-    let cli_plan = match plan_cli(agent)? {
-        Some((config, why)) => {
+    let cli_plan = match plan.cli.as_ref().map(|_| plan_cli(agent)).transpose()? {
+        Some(config) => {
             let tool = cli_execute::CliExecute::new(config, None).map_err(|e| {
                 AssembleError::CliConfig {
                     file: agent.config.path.clone(),
                     message: e.to_string(),
                 }
             })?;
-            Some((tool, why))
+            Some(tool)
         }
         None => None,
     };
-    let script_plans = plan_scripts(agent, timeout);
-    let browser_view = agg.browser_view();
+    let script_plans = plan_scripts(agent, &plan, timeout);
+    let browser_view = plan.browser.clone();
+    if !plan.browser_denied_for.is_empty() {
+        tracing::info!(
+            skills = %plan.browser_denied_for.join(", "),
+            "every browser tool is denied by denied_tools: the browser is not started"
+        );
+    }
     let needs_proxy = cli_plan.is_some()
         || script_plans.iter().any(|p| p.tool.is_some())
         || browser_view.is_some();
@@ -299,7 +299,13 @@ pub async fn assemble(
     }
     let proxy_url = egress.proxy_url();
 
-    if let Some((mut tool, why)) = cli_plan {
+    for p in plan.tools.iter().filter(|p| p.source == ToolSource::Cli) {
+        match cli_plan.as_ref().filter(|_| p.present) {
+            Some(_) => {}
+            None => note(&mut reasons, p, false, p.reason.clone()),
+        }
+    }
+    if let Some(mut tool) = cli_plan {
         tool.set_proxy_url(proxy_url.clone());
         let missing: Vec<String> = tool
             .binaries()
@@ -307,7 +313,10 @@ pub async fn assemble(
             .filter(|(_, r)| matches!(r, cli_execute::Resolved::Missing(_)))
             .map(|(n, _)| n.clone())
             .collect();
-        let mut reason = why;
+        let mut reason = plan
+            .get(forge_skills::CLI_TOOL)
+            .map(|p| p.reason.clone())
+            .unwrap_or_default();
         if !missing.is_empty() {
             reason.push_str(&format!(
                 "; not installed (calls will fail until they are): {}",
@@ -315,51 +324,31 @@ pub async fn assemble(
             ));
         }
         reasons.push(ToolReason {
-            name: "cli_execute".into(),
+            name: forge_skills::CLI_TOOL.into(),
             present: true,
             source: ToolSource::Cli,
             reason,
         });
         registry.register(Arc::new(tool));
-    } else {
-        reasons.push(ToolReason {
-            name: "cli_execute".into(),
-            present: false,
-            source: ToolSource::Cli,
-            reason:
-                "no tools[cli_execute] in forge.yaml and no skill requires a (non-shell) binary"
-                    .into(),
-        });
     }
 
-    for plan in script_plans {
-        match plan.tool {
+    for sp in script_plans {
+        match sp.tool {
             Some(mut tool) => {
                 tool.proxy_url = proxy_url.clone();
-                if registry.get(&tool.name).is_some() {
-                    reasons.push(ToolReason {
-                        name: tool.name.clone(),
-                        present: false,
-                        source: ToolSource::SkillScript,
-                        reason: format!("skill {}: a tool named {} is already registered; rename the tool section", tool.skill, tool.name),
-                    });
-                    continue;
-                }
                 reasons.push(ToolReason {
                     name: tool.name.clone(),
                     present: true,
                     source: ToolSource::SkillScript,
-                    reason: plan.reason,
+                    reason: sp.reason,
                 });
                 registry.register(Arc::new(tool));
             }
-            // A section documenting a tool forge already has (e.g. cli_execute usage) is not an absence.
-            None if registry.get(&plan.name).is_some() => {}
             None => reasons.push(ToolReason {
-                name: plan.name,
+                name: sp.name,
                 present: false,
                 source: ToolSource::SkillScript,
-                reason: plan.reason,
+                reason: sp.reason,
             }),
         }
     }
@@ -374,82 +363,53 @@ pub async fn assemble(
                     message: "no browser binary was resolved".into(),
                 })?;
             let parts = BrowserParts::build(view, binary, &egress, refusals.clone())?;
-            let why = format!(
-                "browser: skill(s) {} declare requires.capabilities: [browser]; Chromium {} through the egress proxy{}",
-                view.skills.join(", "),
+            let how = format!(
+                "; Chromium {} through the egress proxy{}",
                 parts.binary().display(),
-                if view.allow_sensitive_fill { "; sensitive fill allowed by a browser skill" } else { "" }
+                if view.allow_sensitive_fill {
+                    "; sensitive fill allowed by a browser skill"
+                } else {
+                    ""
+                }
             );
             for tool in parts.tools() {
-                reasons.push(ToolReason {
-                    name: tool.name().to_string(),
-                    present: true,
-                    source: ToolSource::Browser,
-                    reason: why.clone(),
-                });
-                registry.register(tool.clone());
+                if let Some(p) = plan.get(tool.name()).filter(|p| p.present) {
+                    note(&mut reasons, p, true, format!("{}{how}", p.reason));
+                    registry.register(tool.clone());
+                }
             }
             Some(parts)
         }
-        None => {
-            for name in forge_skills::BROWSER_TOOLS {
-                reasons.push(ToolReason {
-                    name: name.to_string(),
-                    present: false,
-                    source: ToolSource::Browser,
-                    reason: BROWSER_ABSENT_REASON.into(),
-                });
-            }
-            None
-        }
+        None => None,
     };
 
-    // forge.yaml `tools` entries that are not something forge provides.
-    for t in &agent.config.tools {
-        if t.name != "cli_execute"
-            && registry.get(&t.name).is_none()
-            && !reasons.iter().any(|r| r.name == t.name)
-        {
-            tracing::warn!(tool = %t.name, "forge.yaml lists a tool forge does not provide; ignored");
-            reasons.push(ToolReason {
-                name: t.name.clone(),
-                present: false,
-                source: ToolSource::Config,
-                reason: format!(
-                    "listed in forge.yaml tools but forge has no such tool (builtins: {}, cli_execute)",
-                    builtins::ALWAYS.join(", ")
-                ),
-            });
+    // Everything else the plan considered and left out (denied tools, browser tools without a
+    // browser skill, forge.yaml entries forge does not provide).
+    for p in plan.tools.iter().filter(|p| {
+        !p.present
+            && matches!(
+                p.source,
+                ToolSource::Builtin | ToolSource::Browser | ToolSource::Config
+            )
+    }) {
+        if p.source == ToolSource::Config {
+            tracing::warn!(tool = %p.name, "forge.yaml lists a tool forge does not provide; ignored");
         }
+        note(&mut reasons, p, false, p.reason.clone());
     }
-
-    // 8. denied_tools, last.
-    for name in &agent.denied_tools() {
-        let was_present = registry.remove(name);
-        let who = denied_by(agent, name);
-        for r in reasons.iter_mut().filter(|r| &r.name == name) {
-            if r.present {
-                r.present = false;
-                r.reason = format!("denied by denied_tools of {who} (was: {})", r.reason);
-            }
-        }
-        if !was_present && !reasons.iter().any(|r| &r.name == name) {
+    for name in agent.denied_tools() {
+        if plan.get(&name).is_none() {
             tracing::debug!(tool = %name, "denied_tools names a tool that was not registered");
         }
     }
 
-    // Present first (registration order), then absent.
-    let order: Vec<String> = registry
-        .list()
-        .iter()
-        .map(|t| t.name().to_string())
-        .collect();
+    // Present first, then absent, each in plan order (the registration order).
     reasons.sort_by_key(|r| {
         (
             !r.present,
-            order
+            plan.tools
                 .iter()
-                .position(|n| n == &r.name)
+                .position(|p| p.name == r.name)
                 .unwrap_or(usize::MAX),
         )
     });
@@ -467,30 +427,9 @@ pub async fn assemble(
     })
 }
 
-/// Who denied `tool`: "forge.yaml" and/or "skill(s) a, b".
-fn denied_by(agent: &Agent, tool: &str) -> String {
-    let skills: Vec<&str> = agent
-        .skills
-        .iter()
-        .filter(|s| {
-            s.forge
-                .as_ref()
-                .is_some_and(|f| f.denied_tools.iter().any(|d| d == tool))
-        })
-        .map(|s| s.name.as_str())
-        .collect();
-    let mut who = Vec::new();
-    if agent.config.denied_tools.iter().any(|d| d == tool) {
-        who.push("forge.yaml".to_string());
-    }
-    if !skills.is_empty() {
-        who.push(format!("skill(s) {}", skills.join(", ")));
-    }
-    who.join(" and ")
-}
-
-/// cli_execute's configuration and the reason, or `None` when it is not registered.
-fn plan_cli(agent: &Agent) -> Result<Option<(cli_execute::CliConfig, String)>, AssembleError> {
+/// cli_execute's configuration: forge.yaml `tools[cli_execute].config`, else derived from the
+/// skills (the plan said cli_execute is present).
+fn plan_cli(agent: &Agent) -> Result<cli_execute::CliConfig, AssembleError> {
     let file = agent.config.path.clone();
     let err = |message: String| AssembleError::CliConfig {
         file: file.clone(),
@@ -504,16 +443,9 @@ fn plan_cli(agent: &Agent) -> Result<Option<(cli_execute::CliConfig, String)>, A
                 "config.allowed_binaries is empty; list the programs the agent may run".into(),
             ));
         }
-        let why = format!(
-            "forge.yaml tools[cli_execute]: allowed binaries {}",
-            cfg.allowed_binaries.join(", ")
-        );
-        return Ok(Some((cfg, why)));
+        return Ok(cfg);
     }
     let view = agent.aggregate.cli_view();
-    if view.allowed_binaries.is_empty() {
-        return Ok(None);
-    }
     let cfg = cli_execute::CliConfig {
         allowed_binaries: view.allowed_binaries.clone(),
         env_passthrough: view.env_passthrough.clone(),
@@ -525,11 +457,7 @@ fn plan_cli(agent: &Agent) -> Result<Option<(cli_execute::CliConfig, String)>, A
         max_output_bytes: cli_execute::DEFAULT_MAX_OUTPUT_BYTES,
         workdir: Some(agent.dir.clone()),
     };
-    let why = format!(
-        "derived from the skills' requires.bins (shells removed): {}",
-        view.allowed_binaries.join(", ")
-    );
-    Ok(Some((cfg, why)))
+    Ok(cfg)
 }
 
 /// Parse forge.yaml `tools[{name: cli_execute, config}]`.
@@ -620,88 +548,102 @@ struct ScriptPlan {
     reason: String,
 }
 
-fn plan_scripts(agent: &Agent, timeout: Option<Duration>) -> Vec<ScriptPlan> {
+/// The plan's skill script tools, each with its interpreter resolved on PATH (absent, saying
+/// what to install, when there is none). Denied and otherwise absent script tools keep the
+/// plan's reason.
+fn plan_scripts(agent: &Agent, plan: &ToolPlan, timeout: Option<Duration>) -> Vec<ScriptPlan> {
     let path_var = std::env::var("PATH").unwrap_or_default();
     let mut out = Vec::new();
-    for skill in &agent.skills {
-        for section in &skill.tools {
-            let name = section.name.clone();
-            let Some(dir) = &skill.dir else {
+    for p in plan
+        .tools
+        .iter()
+        .filter(|p| p.source == ToolSource::SkillScript)
+    {
+        let name = p.name.clone();
+        let binding = match (&p.script, p.present) {
+            (Some(b), true) => b,
+            _ => {
+                out.push(ScriptPlan {
+                    name,
+                    tool: None,
+                    reason: p.reason.clone(),
+                });
+                continue;
+            }
+        };
+        let ScriptBinding {
+            skill: skill_name,
+            script: path,
+            dir,
+        } = binding;
+        let Some(skill) = agent.skills.iter().find(|s| &s.name == skill_name) else {
+            continue;
+        };
+        let Some(section) = skill.tools.iter().find(|t| t.name == p.name) else {
+            continue;
+        };
+        match script::interpreter_for(path, &path_var) {
+            Ok(interpreter) => {
+                let env = skill
+                    .forge
+                    .as_ref()
+                    .map(|f| {
+                        let e = &f.requires.env;
+                        e.required
+                            .iter()
+                            .chain(e.one_of.iter())
+                            .chain(e.optional.iter())
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let mut description = section.description.clone();
+                if let Some(i) = &section.input {
+                    description.push_str(&format!(" Input: {i}"));
+                }
+                if let Some(o) = &section.output {
+                    description.push_str(&format!(" Output: {o}"));
+                }
+                if description.trim().is_empty() {
+                    description = format!("Tool {} of skill {}.", section.name, skill.name);
+                }
+                let reason = format!("{} (run with {})", p.reason, interpreter.display());
+                let skill_timeout = skill
+                    .forge
+                    .as_ref()
+                    .and_then(|f| f.timeout_hint)
+                    .filter(|s| *s > 0)
+                    .map(Duration::from_secs);
+                out.push(ScriptPlan {
+                    name: name.clone(),
+                    tool: Some(script::ScriptTool {
+                        name,
+                        skill: skill.name.clone(),
+                        description: description.trim().to_string(),
+                        script: path.clone(),
+                        interpreter,
+                        env_passthrough: env,
+                        proxy_url: None,
+                        timeout: skill_timeout
+                            .or(timeout)
+                            .unwrap_or(script::DEFAULT_SCRIPT_TIMEOUT),
+                        workdir: Some(dir.clone()),
+                    }),
+                    reason,
+                });
+            }
+            Err(wanted) => {
+                tracing::warn!(skill = %skill.name, tool = %section.name, "script interpreter not installed");
                 out.push(ScriptPlan {
                     name,
                     tool: None,
                     reason: format!(
-                        "skill {} is embedded and has no scripts directory",
-                        skill.name
-                    ),
-                });
-                continue;
-            };
-            match script::find_script(dir, &section.name, &path_var) {
-                script::ScriptLookup::Found { script: path, interpreter } => {
-                    let env = skill
-                        .forge
-                        .as_ref()
-                        .map(|f| {
-                            let e = &f.requires.env;
-                            e.required.iter().chain(e.one_of.iter()).chain(e.optional.iter()).cloned().collect()
-                        })
-                        .unwrap_or_default();
-                    let mut description = section.description.clone();
-                    if let Some(i) = &section.input {
-                        description.push_str(&format!(" Input: {i}"));
-                    }
-                    if let Some(o) = &section.output {
-                        description.push_str(&format!(" Output: {o}"));
-                    }
-                    if description.trim().is_empty() {
-                        description = format!("Tool {} of skill {}.", section.name, skill.name);
-                    }
-                    let reason = format!(
-                        "skill {}: ## Tool: {} -> {} (run with {})",
+                        "skill {}: {} needs {} on PATH, which is not installed; install it and restart",
                         skill.name,
-                        section.name,
                         path.display(),
-                        interpreter.display()
-                    );
-                    let skill_timeout = skill.forge.as_ref().and_then(|f| f.timeout_hint).filter(|s| *s > 0).map(Duration::from_secs);
-                    out.push(ScriptPlan {
-                        name: name.clone(),
-                        tool: Some(script::ScriptTool {
-                            name,
-                            skill: skill.name.clone(),
-                            description: description.trim().to_string(),
-                            script: path,
-                            interpreter,
-                            env_passthrough: env,
-                            proxy_url: None,
-                            timeout: skill_timeout.or(timeout).unwrap_or(script::DEFAULT_SCRIPT_TIMEOUT),
-                            workdir: Some(dir.clone()),
-                        }),
-                        reason,
-                    });
-                }
-                script::ScriptLookup::NoInterpreter { script: path, wanted } => {
-                    tracing::warn!(skill = %skill.name, tool = %section.name, "script interpreter not installed");
-                    out.push(ScriptPlan {
-                        name,
-                        tool: None,
-                        reason: format!(
-                            "skill {}: {} needs {} on PATH, which is not installed; install it and restart",
-                            skill.name,
-                            path.display(),
-                            wanted.join(" or ")
-                        ),
-                    })
-                }
-                script::ScriptLookup::NoScript { .. } => out.push(ScriptPlan {
-                    name,
-                    tool: None,
-                    reason: format!(
-                        "skill {}: no script for ## Tool: {} (looked for scripts/{}.{{sh,py,js}}); the section is instructions only",
-                        skill.name, section.name, section.name
+                        wanted.join(" or ")
                     ),
-                }),
+                })
             }
         }
     }

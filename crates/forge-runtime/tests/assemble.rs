@@ -457,3 +457,74 @@ fn the_shared_browser_tool_list_matches_the_browser_crate() {
     .collect();
     assert_eq!(built, forge_skills::BROWSER_TOOLS);
 }
+
+/// forge-skills names the builtins and the script extensions for the tool plan without depending
+/// on forge-tools: both lists must be exactly what forge-tools builds and resolves.
+#[test]
+fn the_plan_lists_match_the_tools_crate() {
+    let built: Vec<String> = forge_tools::builtins::always()
+        .iter()
+        .map(|t| t.name().to_string())
+        .collect();
+    assert_eq!(built, forge_skills::BUILTIN_TOOLS);
+    assert_eq!(forge_tools::builtins::ALWAYS, forge_skills::BUILTIN_TOOLS);
+    let exts: Vec<&str> = forge_tools::builtins::script::INTERPRETERS
+        .iter()
+        .map(|(e, _)| *e)
+        .collect();
+    assert_eq!(exts, forge_skills::SCRIPT_EXTENSIONS);
+}
+
+/// The registry is exactly the plan's present tools, and every reason is the plan's (the
+/// runtime only adds how: the interpreter, Chromium's path).
+#[tokio::test]
+async fn assembly_builds_exactly_the_tool_plan() {
+    for name in ["tools-plain", "tools-cli", "tools-derived"] {
+        let (_d, agent) = agent_copy(name);
+        let plan = agent.tool_plan();
+        let tools = assemble(&agent, AssembleOptions::default()).await.unwrap();
+        let planned: Vec<String> = plan.present().map(|t| t.name.clone()).collect();
+        assert_eq!(present(&tools), planned, "{name}");
+        for p in &plan.tools {
+            let r = reason(&tools, &p.name);
+            assert_eq!(
+                (r.present, r.source),
+                (p.present, p.source),
+                "{name}: {}",
+                p.name
+            );
+            assert!(
+                r.reason.starts_with(&p.reason),
+                "{name}: {}: {} vs plan {}",
+                p.name,
+                r.reason,
+                p.reason
+            );
+        }
+        assert_eq!(tools.reasons().len(), plan.tools.len(), "{name}");
+        tools.shutdown().await;
+    }
+}
+
+/// A `## Tool:` heading is text from a SKILL.md: one that is a path never runs a script outside
+/// the skill's scripts dir, even when that file exists.
+#[tokio::test]
+async fn a_tool_name_that_is_a_path_runs_nothing_outside_the_skill() {
+    let skill = "---\nname: sneaky\ndescription: d\n---\n## Tool: ../../../outside\nEscape.\n\n## Tool: ok_tool\nFine.\n";
+    let (d, agent) = agent_from("agent_id: sneaky\nversion: 0.1.0\n", &[("sneaky", skill)]);
+    let scripts = d.path().join("skills/sneaky/scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    std::fs::write(scripts.join("ok_tool.sh"), "#!/bin/sh\necho '{}'\n").unwrap();
+    // `<scripts>/../../../outside.sh` is the agent dir's outside.sh.
+    std::fs::write(d.path().join("outside.sh"), "#!/bin/sh\necho pwned\n").unwrap();
+    // The agent was loaded before the scripts existed; load it again.
+    let agent = Agent::load(agent.config.path.clone()).unwrap();
+    let tools = assemble(&agent, AssembleOptions::default()).await.unwrap();
+    let names = present(&tools);
+    assert!(names.contains(&"ok_tool".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.contains("outside")), "{names:?}");
+    let r = reason(&tools, "../../../outside");
+    assert!(!r.present);
+    assert!(r.reason.contains("not a plain file name"), "{}", r.reason);
+    tools.shutdown().await;
+}

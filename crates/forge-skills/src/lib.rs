@@ -7,6 +7,8 @@
 //! - [`discover`] (`skills/*/SKILL.md`, `skills/*.md`, symlink rules): `discovery.rs`
 //! - [`embedded_skills`] (the repo's `skills/` folder compiled in): `embedded.rs`, listed by `build.rs`
 //! - [`Aggregate`], [`BrowserView`], [`CliView`]: `aggregate.rs`
+//! - [`ToolPlan`] ([`Agent::tool_plan`]): which tools the agent gets and why, read by the runtime
+//!   and the build: `tool_plan.rs`
 //! - [`Agent::load`] (forge.yaml + active skills + aggregate): `agent.rs`
 //! - [`Error`], [`SourceDiagnostic`] (miette diagnostics with source spans): `error.rs`
 //! - the position-keeping YAML tree behind the diagnostics: `yaml.rs` (internal)
@@ -19,6 +21,7 @@ mod embedded;
 mod error;
 mod mcp;
 mod skill;
+mod tool_plan;
 mod yaml;
 
 pub use agent::Agent;
@@ -39,6 +42,11 @@ pub use mcp::{
 pub use miette;
 pub use skill::{
     parse_skill, parse_tool_sections, BinRequirement, BrowserGuardrails, Capability,
-    EnvRequirements, ForgeMeta, Guardrails, Origin, OutputAction, OutputRule, PatternRule,
-    Requires, Skill, SkillSource, ToolSection, TrustHints, Use, BROWSER_TOOLS, KNOWN_CAPABILITIES,
+    EnvRequirements, FilesystemAccess, ForgeMeta, Guardrails, Origin, OutputAction, OutputRule,
+    PatternRule, Requires, Skill, SkillSource, ToolSection, TrustHints, Use, BROWSER_TOOLS,
+    FILESYSTEM_MODES, KNOWN_CAPABILITIES, USE_TYPES,
+};
+pub use tool_plan::{
+    is_plain_tool_name, script_for, CliSource, PlannedTool, ScriptBinding, ToolPlan, ToolSource,
+    BROWSER_ABSENT_REASON, BUILTIN_TOOLS, CLI_TOOL, SCRIPT_EXTENSIONS,
 };

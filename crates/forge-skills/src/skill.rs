@@ -9,7 +9,7 @@ use std::sync::Arc;
 use miette::NamedSource;
 use serde::{Deserialize, Serialize};
 
-use crate::yaml::{Doc, Kind, Seg};
+use crate::yaml::{Doc, Kind, Node, Seg};
 use crate::{Error, SourceDiagnostic};
 
 /// Capabilities a skill may require. Anything else is an error at parse time.
@@ -305,15 +305,63 @@ pub struct BrowserGuardrails {
     pub allow_sensitive_fill: bool,
 }
 
-/// `trust_hints`: what the skill author says the skill needs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `trust_hints`: what the skill author says the skill needs. Hints only: they never grant
+/// anything; the audit flags hints that contradict what the skill declares.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TrustHints {
-    #[serde(default)]
     pub network: Option<bool>,
-    #[serde(default)]
-    pub filesystem: Option<bool>,
-    #[serde(default)]
+    /// `None` when undeclared (absent or empty, as initializ/forge writes it).
+    pub filesystem: Option<FilesystemAccess>,
     pub shell: Option<bool>,
+}
+
+/// `trust_hints.filesystem`: the access the skill author declares. initializ/forge writes a mode
+/// string (`read`, `write`, `none`); forge also accepts a boolean, `true` meaning `write` (the
+/// broadest claim, so a hint never understates access) and `false` meaning `none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilesystemAccess {
+    None,
+    Read,
+    Write,
+}
+
+/// Values `trust_hints.filesystem` accepts as text.
+pub const FILESYSTEM_MODES: &[&str] = &["read", "write", "none"];
+
+impl FilesystemAccess {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FilesystemAccess::None => "none",
+            FilesystemAccess::Read => "read",
+            FilesystemAccess::Write => "write",
+        }
+    }
+
+    /// Parse a mode string (`read`, `write`, `none`; case and surrounding space ignored).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "none" => Some(FilesystemAccess::None),
+            "read" => Some(FilesystemAccess::Read),
+            "write" => Some(FilesystemAccess::Write),
+            _ => None,
+        }
+    }
+
+    /// The mode a boolean hint stands for (see the type's docs).
+    pub fn from_bool(b: bool) -> Self {
+        if b {
+            FilesystemAccess::Write
+        } else {
+            FilesystemAccess::None
+        }
+    }
+}
+
+impl std::fmt::Display for FilesystemAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A `## Tool: <name>` section of the body.
@@ -365,7 +413,7 @@ struct RawForge {
     #[serde(default)]
     guardrails: RawGuardrails,
     #[serde(default)]
-    trust_hints: TrustHints,
+    trust_hints: RawTrustHints,
     #[serde(default)]
     timeout_hint: Option<u64>,
     #[serde(default)]
@@ -382,11 +430,94 @@ struct RawRequires {
     capabilities: Vec<String>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// A `requires.bins` entry: a scalar (the name; numbers and booleans count as their text, as in
+/// initializ/forge) or a mapping. Hand-written rather than `#[serde(untagged)]` so that a wrong
+/// type inside the mapping keeps its own message and position.
 enum RawBin {
     Name(String),
     Full(BinRequirement),
+}
+
+impl<'de> Deserialize<'de> for RawBin {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawBin;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a binary name or a mapping {name, version, optional, apt, apk, url, dest, chmod, run}")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawBin, E> {
+                Ok(RawBin::Name(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<RawBin, E> {
+                Ok(RawBin::Name(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawBin, E> {
+                Ok(RawBin::Name(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawBin, E> {
+                Ok(RawBin::Name(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<RawBin, E> {
+                Ok(RawBin::Name(v.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<RawBin, E> {
+                Ok(RawBin::Name(String::new()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawBin, A::Error> {
+                use serde::de::Error as _;
+                BinRequirement::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawBin::Full)
+                    .map_err(|e| {
+                        if e.to_string().contains("missing field `name`") {
+                            A::Error::custom("expected a binary name (`- jq`) or a mapping with `name` (`- {name: jq, apt: jq}`)")
+                        } else {
+                            e
+                        }
+                    })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `trust_hints` as written: `filesystem` is a mode string or a boolean.
+#[derive(Deserialize, Default)]
+struct RawTrustHints {
+    #[serde(default)]
+    network: Option<bool>,
+    #[serde(default)]
+    filesystem: Option<RawFilesystem>,
+    #[serde(default)]
+    shell: Option<bool>,
+}
+
+/// `trust_hints.filesystem` before validation (the text is checked in `build_forge`, with a span).
+enum RawFilesystem {
+    Text(String),
+    Flag(bool),
+}
+
+impl<'de> Deserialize<'de> for RawFilesystem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawFilesystem;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("`read`, `write`, `none` or a boolean")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawFilesystem, E> {
+                Ok(RawFilesystem::Text(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<RawFilesystem, E> {
+                Ok(RawFilesystem::Flag(v))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<RawFilesystem, E> {
+                Ok(RawFilesystem::Text(String::new()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -567,7 +698,9 @@ pub fn parse_skill(
             deserialize_forge(&doc, yaml).map_err(|d| invalid(vec![*d]))?
         };
         skill.warnings = unknown_forge_keys(&doc);
-        skill.forge = Some(build_forge(raw_forge, &doc, &skill.name, &mut problems));
+        let forge = build_forge(raw_forge, &doc, &skill.name, &mut problems);
+        skill.warnings.extend(unknown_use_types(&forge, &doc));
+        skill.forge = Some(forge);
     }
     skill.other_metadata = metadata;
 
@@ -701,6 +834,39 @@ fn build_forge(
         }
     }
 
+    let th = raw.trust_hints;
+    let filesystem = match th.filesystem {
+        None => None,
+        Some(RawFilesystem::Flag(b)) => Some(FilesystemAccess::from_bool(b)),
+        Some(RawFilesystem::Text(t)) if t.trim().is_empty() => None,
+        Some(RawFilesystem::Text(t)) => match FilesystemAccess::parse(&t) {
+            Some(mode) => Some(mode),
+            None => {
+                problems.push(doc.diag(
+                    "forge::skill::invalid-filesystem-hint",
+                    format!(
+                        "invalid trust_hints.filesystem \"{t}\" (known: {}, or a boolean)",
+                        FILESYSTEM_MODES.join(", ")
+                    ),
+                    &at(&[Seg::Key("trust_hints"), Seg::Key("filesystem")]),
+                    "not a filesystem mode",
+                    Some(format!(
+                        "write `read`, `write` or `none` (`true` counts as write, `false` as none){}",
+                        suggest(&t.trim().to_ascii_lowercase(), FILESYSTEM_MODES)
+                            .map(|s| format!("; did you mean `{s}`?"))
+                            .unwrap_or_default()
+                    )),
+                ));
+                None
+            }
+        },
+    };
+    let trust_hints = TrustHints {
+        network: th.network,
+        filesystem,
+        shell: th.shell,
+    };
+
     let g = raw.guardrails;
     let cmd_rules =
         |rules: Vec<PatternRule>, key: &'static str, problems: &mut Vec<SourceDiagnostic>| {
@@ -762,7 +928,7 @@ fn build_forge(
             deny_responses,
             browser: g.browser,
         },
-        trust_hints: raw.trust_hints,
+        trust_hints,
         timeout_hint: raw.timeout_hint,
         version: raw.version,
     }
@@ -966,8 +1132,100 @@ const FORGE_KEYS: &[(&[&str], &[&str])] = &[
     (&["trust_hints"], &["network", "filesystem", "shell"]),
 ];
 
+/// Known keys of the mappings inside each list under `metadata.forge` (`requires.bins` entries in
+/// mapping form, `uses` entries, guardrail rules).
+const FORGE_ITEM_KEYS: &[(&[&str], &[&str])] = &[
+    (
+        &["requires", "bins"],
+        &[
+            "name", "version", "optional", "apt", "apk", "url", "dest", "chmod", "run",
+        ],
+    ),
+    (&["uses"], &["type", "ref", "operations"]),
+    (&["guardrails", "deny_commands"], &["pattern", "message"]),
+    (&["guardrails", "deny_output"], &["pattern", "action"]),
+    (&["guardrails", "deny_prompts"], &["pattern", "message"]),
+    (&["guardrails", "deny_responses"], &["pattern", "message"]),
+];
+
+/// `uses[].type` values forge understands: initializ/forge's `binary` and `mcp` (declarations the
+/// platform resolves), and forge's `skill` (activates an embedded skill).
+pub const USE_TYPES: &[&str] = &["binary", "mcp", "skill"];
+
+/// A warning for each `uses` entry whose `type` is none of [`USE_TYPES`] (initializ/forge does
+/// not gate on it either, so the skill still loads; a typo such as `skil` is named).
+fn unknown_use_types(forge: &ForgeMeta, doc: &Doc<'_>) -> Vec<SourceDiagnostic> {
+    let mut out = Vec::new();
+    for (i, u) in forge.uses.iter().enumerate() {
+        if USE_TYPES.contains(&u.kind.as_str()) {
+            continue;
+        }
+        out.push(
+            doc.diag(
+                "forge::skill::unknown-use-type",
+                format!(
+                    "unknown uses[{i}].type \"{}\" (known: {})",
+                    u.kind,
+                    USE_TYPES.join(", ")
+                ),
+                &[
+                    Seg::Key("metadata"),
+                    Seg::Key("forge"),
+                    Seg::Key("uses"),
+                    Seg::Index(i),
+                    Seg::Key("type"),
+                ],
+                "not a known dependency type; kept as a declaration only",
+                Some(format!(
+                    "use `binary` or `mcp` (declarations), or `skill` to activate an embedded skill{}",
+                    suggest(&u.kind, USE_TYPES)
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default()
+                )),
+            )
+            .warning(),
+        );
+    }
+    out
+}
+
 fn unknown_forge_keys(doc: &Doc<'_>) -> Vec<SourceDiagnostic> {
     let mut out = Vec::new();
+    for (sub, known) in FORGE_ITEM_KEYS {
+        let mut path = vec![Seg::Key("metadata"), Seg::Key("forge")];
+        path.extend(sub.iter().map(|k| Seg::Key(k)));
+        let Some(Node {
+            kind: Kind::Seq(items),
+            ..
+        }) = doc.tree.get(&path)
+        else {
+            continue;
+        };
+        for (i, item) in items.iter().enumerate() {
+            for (key, key_node) in item.map_keys() {
+                if known.contains(&key) {
+                    continue;
+                }
+                let dotted = format!("metadata.forge.{}[{i}]", sub.join("."));
+                out.push(
+                    doc.key_diag(
+                        "forge::skill::unknown-key",
+                        format!("unknown key `{key}` in {dotted}"),
+                        key_node,
+                        "not a known key; ignored",
+                        Some(format!(
+                            "known keys here: {}{}",
+                            known.join(", "),
+                            suggest(key, known)
+                                .map(|s| format!(" (did you mean `{s}`?)"))
+                                .unwrap_or_default()
+                        )),
+                    )
+                    .warning(),
+                );
+            }
+        }
+    }
     for (sub, known) in FORGE_KEYS {
         let mut path = vec![Seg::Key("metadata"), Seg::Key("forge")];
         path.extend(sub.iter().map(|k| Seg::Key(k)));

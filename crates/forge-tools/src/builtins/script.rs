@@ -58,25 +58,36 @@ pub fn find_script(skill_dir: &Path, tool_name: &str, path_var: &str) -> ScriptL
     }
     let mut tried = Vec::new();
     for stem in &stems {
-        for (ext, interps) in INTERPRETERS {
+        for (ext, _) in INTERPRETERS {
             let p = scripts.join(format!("{stem}.{ext}"));
             let is_file = std::fs::metadata(&p).map(|m| m.is_file()).unwrap_or(false);
             if is_file {
-                return match interps.iter().find_map(|i| process::which_in(i, path_var)) {
-                    Some(interpreter) => ScriptLookup::Found {
+                return match interpreter_for(&p, path_var) {
+                    Ok(interpreter) => ScriptLookup::Found {
                         script: p,
                         interpreter,
                     },
-                    None => ScriptLookup::NoInterpreter {
-                        script: p,
-                        wanted: interps.iter().map(|s| s.to_string()).collect(),
-                    },
+                    Err(wanted) => ScriptLookup::NoInterpreter { script: p, wanted },
                 };
             }
             tried.push(p);
         }
     }
     ScriptLookup::NoScript { tried }
+}
+
+/// The interpreter that runs `script`, chosen by its extension ([`INTERPRETERS`]) and found on
+/// `path_var`; else the interpreters that would do. forge-runtime calls this for the script the
+/// tool plan (forge-skills) bound to a `## Tool:` section.
+pub fn interpreter_for(script: &Path, path_var: &str) -> Result<PathBuf, Vec<String>> {
+    let ext = script.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let Some((_, interps)) = INTERPRETERS.iter().find(|(e, _)| *e == ext) else {
+        return Err(Vec::new());
+    };
+    interps
+        .iter()
+        .find_map(|i| process::which_in(i, path_var))
+        .ok_or_else(|| interps.iter().map(|s| s.to_string()).collect())
 }
 
 /// A tool backed by a skill's script.
