@@ -374,6 +374,8 @@ impl NavWatch {
         let mut requested = false;
         loop {
             tokio::select! {
+                // Events already received come first, also when `quick` is zero.
+                biased;
                 f = self.started.next() => match f {
                     Some(f) if f == format!("s:{}", self.frame) => { out.navigated = true; break; }
                     Some(f) if f == format!("r:{}", self.frame) && !requested => {
@@ -786,14 +788,14 @@ impl BrowserTool {
             .clamp(1, 3);
         // A same-tab link or submit button gets a longer window for its navigation to start; the
         // wait ends as soon as it does.
-        let quick = if info
+        let nav_likely = info
             .get("navLikely")
             .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
+            .unwrap_or(false);
+        let quick = if nav_likely {
             Duration::from_millis(1000)
         } else {
-            Duration::from_millis(25)
+            Duration::ZERO
         };
         let mut watch = NavWatch::new(&page).await?;
         mouse(&page, DispatchMouseEventType::MouseMoved, x, y, None, 0).await?;
@@ -816,6 +818,11 @@ impl BrowserTool {
                 c,
             )
             .await?;
+        }
+        if !nav_likely {
+            // A navigation the click starts is announced while the page handles it or in the work
+            // it queues (0 ms timers, promise jobs): let that run, then look, with no fixed wait.
+            observe::let_page_run(&page, Duration::from_millis(500)).await;
         }
         let out = watch.settle(&self.manager, quick, limit * 3 / 5).await;
         let mut what = self.outcome(session, st, &out, &page, limit).await?;
@@ -1072,9 +1079,13 @@ impl BrowserTool {
         let quick = if press.key == "Enter" {
             Duration::from_millis(300)
         } else {
-            Duration::from_millis(25)
+            Duration::ZERO
         };
         key(&page, &press).await?;
+        if quick.is_zero() {
+            // As for a click: let the work the key queued run, then look, with no fixed wait.
+            observe::let_page_run(&page, Duration::from_millis(500)).await;
+        }
         let out = watch.settle(&self.manager, quick, limit * 3 / 5).await;
         let what = self.outcome(session, st, &out, &page, limit).await?;
         self.observed(
