@@ -53,6 +53,7 @@ pub struct Tab {
 impl Drop for Tab {
     fn drop(&mut self) {
         self.dialog_task.abort();
+        crate::observe::forget(&self.target_id);
     }
 }
 
@@ -774,7 +775,10 @@ pub fn launch_args(
         "--webrtc-ip-handling-policy=disable_non_proxied_udp".into(),
         // NetworkTimeServiceQuerying: the network-time tracker polls clients2.google.com at start;
         // the proxy refuses it anyway, but it would show up as noise in every audit log.
-        "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,OptimizationHints,Translate,AutofillServerCommunication,InterestFeedContentSuggestions,NetworkTimeServiceQuerying".into(),
+        // WebUIOmniboxPopup, WebUIOmniboxAimPopup: headless Chromium 156 otherwise preloads the
+        // omnibox popup's WebUI pages (two `browser_ui` targets) in a renderer of their own, about
+        // 150 MB that nothing headless ever shows.
+        "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,OptimizationHints,Translate,AutofillServerCommunication,InterestFeedContentSuggestions,NetworkTimeServiceQuerying,WebUIOmniboxPopup,WebUIOmniboxAimPopup".into(),
         "--disable-dev-shm-usage".into(),
         "--disable-hang-monitor".into(),
         "--disable-prompt-on-repost".into(),
@@ -793,7 +797,9 @@ pub fn launch_args(
     if needs_no_sandbox() {
         args.push("--no-sandbox".into());
     }
-    args.push("about:blank".into());
+    // No default tab: every page forge uses lives in a session's own browser context, so a
+    // startup tab would only cost a renderer process (and its attach and set-up at connect).
+    args.push("--no-startup-window".into());
     args
 }
 

@@ -85,6 +85,8 @@ impl NavWatch {
         let mut requested = false;
         loop {
             tokio::select! {
+                // Events already received come first, also when `quick` is zero.
+                biased;
                 f = self.started.next() => match f {
                     Some(f) if f == format!("s:{}", self.frame) => { out.navigated = true; break; }
                     Some(f) if f == format!("r:{}", self.frame) && !requested => {

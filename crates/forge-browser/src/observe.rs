@@ -18,15 +18,24 @@
 //! ...
 //! ```
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex as StdMutex};
 use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::dom::ResolveNodeParams;
 use chromiumoxide::cdp::browser_protocol::dom_debugger::GetEventListenersParams;
-use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
+use chromiumoxide::cdp::browser_protocol::page::{
+    CreateIsolatedWorldParams, EventFrameNavigated, FrameId,
+};
+use chromiumoxide::cdp::browser_protocol::target::TargetId;
 use chromiumoxide::cdp::js_protocol::runtime::{
-    CallFunctionOnParams, EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
+    CallArgument, CallFunctionOnParams, EvaluateParams, EventExecutionContextCreated,
+    EventExecutionContextDestroyed, EventExecutionContextsCleared, ExecutionContextId,
+    ReleaseObjectGroupParams,
 };
 use chromiumoxide::Page;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -34,6 +43,9 @@ use serde_json::Value;
 pub(crate) const LIBRARY: &str = include_str!("observe.js");
 /// The isolated world's name (one per frame document; Chromium reuses it for the same name).
 pub(crate) const WORLD: &str = "forge";
+/// What a call returns when the library is not installed in the world it ran in (the library's
+/// own results never carry this key: they are objects the library builds).
+const NOT_INSTALLED: &str = "__forgeNotInstalled";
 
 /// Why a call into the page library failed.
 #[derive(Debug, thiserror::Error)]
@@ -46,52 +58,185 @@ pub enum PageError {
     Script(String),
 }
 
-/// Run `cmd(args)` of the page library in the isolated world of `page`'s main frame.
-pub async fn call(page: &Page, cmd: &str, args: &Value) -> Result<Value, PageError> {
-    let ctx = isolated_context(page).await?;
-    call_in(page, ctx, cmd, args).await
+/// forge's isolated world in one page's main-frame document, kept between calls so a call is one
+/// `Runtime.evaluate` instead of `Page.createIsolatedWorld` + an evaluate that re-sends the
+/// library.
+///
+/// Safety of the cache: the world is addressed by its `uniqueId`, which Chromium never reuses
+/// (numeric context ids restart in every renderer process, so after a cross-process navigation a
+/// stale numeric id could name another world, even the page's own). Before each use, the events
+/// seen since the world was created are checked: a main-frame navigation, cleared contexts or the
+/// world's destruction drop it, and the next call creates the world afresh in the new document
+/// (exactly what an uncached call does). A call that still meets a vanished world (the document
+/// changed while the call was in flight) fails with a CDP error and is retried once on a fresh
+/// world.
+struct World {
+    frame: FrameId,
+    id: ExecutionContextId,
+    /// None when Chromium's creation event was not seen (the world existed before): such a world
+    /// is used for this call only, addressed by its numeric id as it was just returned.
+    unique_id: Option<String>,
+    installed: bool,
+    /// Yields when the document (and with it the world) may be gone.
+    gone: BoxStream<'static, ()>,
 }
 
-/// The execution context of forge's isolated world in the main frame's current document.
-pub(crate) async fn isolated_context(page: &Page) -> Result<ExecutionContextId, PageError> {
-    let frame = main_frame(page).await?;
-    let ctx = page
+/// Worlds by target id. Entries are removed when a tab closes ([`forget`]); the cap bounds what
+/// pages not opened as tabs (diagnostics, the benchmark) can leave behind.
+static WORLDS: LazyLock<StdMutex<HashMap<String, World>>> =
+    LazyLock::new(|| StdMutex::new(HashMap::new()));
+const MAX_WORLDS: usize = 256;
+
+/// Forget the cached world of a closed page.
+pub fn forget(target: &TargetId) {
+    WORLDS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(target.as_ref());
+}
+
+fn take_cached(page: &Page) -> Option<World> {
+    WORLDS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(page.target_id().as_ref())
+}
+
+fn keep(page: &Page, world: World) {
+    if world.unique_id.is_none() {
+        return;
+    }
+    let mut worlds = WORLDS.lock().unwrap_or_else(|p| p.into_inner());
+    if worlds.len() >= MAX_WORLDS {
+        worlds.clear();
+    }
+    worlds.insert(page.target_id().as_ref().to_string(), world);
+}
+
+/// Whether `world` is still the world of the current main-frame document as far as the events
+/// received so far tell.
+fn still_valid(world: &mut World, frame: &FrameId) -> bool {
+    if &world.frame != frame {
+        return false;
+    }
+    // Pending: nothing arrived. An event (the document may be gone) or the end of the page's
+    // event stream: not valid.
+    world.gone.next().now_or_never().is_none()
+}
+
+/// A fresh world in the main frame's current document: subscribe to the events that end it,
+/// create it, and learn its `uniqueId` from the creation event.
+async fn create_world(page: &Page, frame: FrameId) -> Result<World, PageError> {
+    let cdp = |e: chromiumoxide::error::CdpError| PageError::Cdp(e.to_string());
+    let mut created = page
+        .event_listener::<EventExecutionContextCreated>()
+        .await
+        .map_err(cdp)?;
+    let main = frame.as_ref().to_string();
+    let navigated = page
+        .event_listener::<EventFrameNavigated>()
+        .await
+        .map_err(cdp)?
+        .filter(move |e| futures::future::ready(e.frame.id.as_ref() == main))
+        .map(|_| ());
+    let cleared = page
+        .event_listener::<EventExecutionContextsCleared>()
+        .await
+        .map_err(cdp)?
+        .map(|_| ());
+    let destroyed = page
+        .event_listener::<EventExecutionContextDestroyed>()
+        .await
+        .map_err(cdp)?;
+    let id = page
         .execute(
             CreateIsolatedWorldParams::builder()
-                .frame_id(frame)
+                .frame_id(frame.clone())
                 .world_name(WORLD)
                 .grant_univeral_access(false)
                 .build()
                 .map_err(PageError::Cdp)?,
         )
         .await
-        .map_err(|e| PageError::Cdp(e.to_string()))?
+        .map_err(cdp)?
         .result
         .execution_context_id;
-    Ok(ctx)
+    // Chromium sends the creation event before the command's answer, and the CDP handler hands
+    // events to listeners in arrival order, so a new world's event is already queued here.
+    let mut unique_id = None;
+    while let Some(Some(ev)) = created.next().now_or_never() {
+        let in_frame = ev
+            .context
+            .aux_data
+            .as_ref()
+            .and_then(|a| a.get("frameId"))
+            .and_then(Value::as_str)
+            == Some(frame.as_ref());
+        if ev.context.id == id && ev.context.name == WORLD && in_frame {
+            unique_id = Some(ev.context.unique_id.clone());
+            break;
+        }
+    }
+    let mine = unique_id.clone().unwrap_or_default();
+    let destroyed = destroyed
+        .filter(move |e| futures::future::ready(e.execution_context_unique_id == mine))
+        .map(|_| ());
+    let gone = futures::stream::select(navigated, futures::stream::select(cleared, destroyed));
+    Ok(World {
+        frame,
+        id,
+        unique_id,
+        installed: false,
+        gone: gone.boxed(),
+    })
 }
 
-async fn call_in(
+/// The world to use now: the cached one while it is valid, else a fresh one. The flag says
+/// whether it came from the cache (and so may be retried on a fresh world).
+async fn world(page: &Page) -> Result<(World, bool), PageError> {
+    let frame = main_frame(page).await?;
+    if let Some(mut w) = take_cached(page) {
+        if still_valid(&mut w, &frame) {
+            return Ok((w, true));
+        }
+    }
+    Ok((create_world(page, frame).await?, false))
+}
+
+/// What to run in the world: a library command, or a plain expression.
+enum Job<'a> {
+    Lib(&'a str, &'a Value),
+    Raw(&'a str),
+}
+
+/// Evaluate in `world`; only its address crosses the await (a `World` holds a stream that is
+/// not `Sync`).
+fn evaluate<'a>(
+    page: &'a Page,
+    world: &World,
+    expression: String,
+) -> impl std::future::Future<Output = Result<Value, PageError>> + Send + 'a {
+    let (unique_id, id) = (world.unique_id.clone(), world.id);
+    evaluate_at(page, unique_id, id, expression)
+}
+
+async fn evaluate_at(
     page: &Page,
-    ctx: ExecutionContextId,
-    cmd: &str,
-    args: &Value,
+    unique_id: Option<String>,
+    id: ExecutionContextId,
+    expression: String,
 ) -> Result<Value, PageError> {
-    let expression = format!(
-        "(globalThis.__forgeLib || (globalThis.__forgeLib = {LIBRARY}))[{cmd}]({args})",
-        cmd = serde_json::to_string(cmd).unwrap_or_default(),
-        args = args
-    );
-    let params = EvaluateParams::builder()
+    let mut params = EvaluateParams::builder()
         .expression(expression)
-        .context_id(ctx)
         .return_by_value(true)
         .await_promise(true)
-        .silent(true)
-        .build()
-        .map_err(PageError::Cdp)?;
+        .silent(true);
+    params = match unique_id {
+        Some(u) => params.unique_context_id(u),
+        None => params.context_id(id),
+    };
     let resp = page
-        .execute(params)
+        .execute(params.build().map_err(PageError::Cdp)?)
         .await
         .map_err(|e| PageError::Cdp(e.to_string()))?;
     if let Some(ex) = &resp.result.exception_details {
@@ -103,6 +248,90 @@ async fn call_in(
         return Err(PageError::Script(detail));
     }
     Ok(resp.result.result.value.clone().unwrap_or(Value::Null))
+}
+
+async fn run_in(page: &Page, world: &mut World, job: &Job<'_>) -> Result<Value, PageError> {
+    let (cmd, args) = match job {
+        Job::Raw(expr) => return evaluate(page, world, expr.to_string()).await,
+        Job::Lib(cmd, args) => (serde_json::to_string(cmd).unwrap_or_default(), *args),
+    };
+    if world.installed {
+        let v = evaluate(
+            page,
+            world,
+            format!(
+                "globalThis.__forgeLib ? globalThis.__forgeLib[{cmd}]({args}) : {{{NOT_INSTALLED}: true}}"
+            ),
+        )
+        .await?;
+        if v.get(NOT_INSTALLED) != Some(&Value::Bool(true)) {
+            return Ok(v);
+        }
+        world.installed = false;
+    }
+    let v = evaluate(
+        page,
+        world,
+        format!("(globalThis.__forgeLib || (globalThis.__forgeLib = {LIBRARY}))[{cmd}]({args})"),
+    )
+    .await?;
+    world.installed = true;
+    Ok(v)
+}
+
+/// Run `job` in forge's world of the main frame's current document; returns the result and the
+/// world's numeric id (valid for follow-up commands in the same document).
+async fn run(page: &Page, job: Job<'_>) -> Result<(Value, ExecutionContextId), PageError> {
+    let (mut w, cached) = world(page).await?;
+    match run_in(page, &mut w, &job).await {
+        Ok(v) => {
+            let id = w.id;
+            keep(page, w);
+            Ok((v, id))
+        }
+        // The cached world vanished under the call (the document changed): once more, fresh.
+        Err(PageError::Cdp(_)) if cached => {
+            let frame = main_frame(page).await?;
+            let mut w = create_world(page, frame).await?;
+            let v = run_in(page, &mut w, &job).await?;
+            let id = w.id;
+            keep(page, w);
+            Ok((v, id))
+        }
+        Err(e) => {
+            if matches!(e, PageError::Script(_)) {
+                // The world is fine; the script threw.
+                keep(page, w);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The numeric id of forge's isolated world in the main frame's current document, with the
+/// library installed (for commands that need a context id: object groups, raw expressions). Valid
+/// until that document goes away.
+pub(crate) async fn isolated_context(page: &Page) -> Result<ExecutionContextId, PageError> {
+    if let Some(id) = installed_world(page).await {
+        return Ok(id);
+    }
+    Ok(run(page, Job::Lib("ready", &Value::Null)).await?.1)
+}
+
+/// Run `cmd(args)` of the page library in the isolated world of `page`'s main frame.
+pub async fn call(page: &Page, cmd: &str, args: &Value) -> Result<Value, PageError> {
+    Ok(run(page, Job::Lib(cmd, args)).await?.0)
+}
+
+/// Let the page run what an input event just queued (timers of 0 ms, promise jobs), then return:
+/// a navigation such work starts has been announced (`Page.frameRequestedNavigation`) before this
+/// returns. Bounded by `limit`; an error (the document went away) also ends the wait.
+pub async fn let_page_run(page: &Page, limit: Duration) {
+    let _ = tokio::time::timeout(
+        limit,
+        run(page, Job::Raw("new Promise(r => setTimeout(r, 0))")),
+    )
+    .await;
 }
 
 /// The main frame's id (the frame tree's root).
@@ -192,7 +421,7 @@ pub struct Frame {
     pub walked: bool,
 }
 
-/// Most elements with JS click listeners marked per observation (each costs two CDP calls).
+/// Most elements with JS click listeners marked per observation.
 const MAX_LISTENER_MARKS: usize = 60;
 const OBJECT_GROUP: &str = "forge-observe";
 
@@ -233,6 +462,7 @@ async fn mark_click_listeners_inner(page: &Page, ctx: ExecutionContextId) -> Opt
         .await
         .ok()?;
     let mut seen = std::collections::HashSet::new();
+    let mut nodes = Vec::new();
     for l in &listeners.result.listeners {
         if !matches!(
             l.r#type.as_str(),
@@ -243,49 +473,69 @@ async fn mark_click_listeners_inner(page: &Page, ctx: ExecutionContextId) -> Opt
         let Some(node) = l.backend_node_id else {
             continue;
         };
-        if !seen.insert(*node.inner()) || seen.len() > MAX_LISTENER_MARKS {
-            continue;
+        if nodes.len() < MAX_LISTENER_MARKS && seen.insert(*node.inner()) {
+            nodes.push(node);
         }
-        let Ok(obj) = page
-            .execute(
-                ResolveNodeParams::builder()
-                    .backend_node_id(node)
-                    .execution_context_id(ctx)
-                    .object_group(OBJECT_GROUP)
-                    .build(),
-            )
-            .await
-        else {
-            continue;
-        };
-        let Some(oid) = obj.result.object.object_id.clone() else {
-            continue;
-        };
-        let _ = page
-            .execute(
-                CallFunctionOnParams::builder()
-                    .function_declaration(
-                        "function () { if (globalThis.__forgeLib) globalThis.__forgeLib.markClickers(this); }",
-                    )
-                    .object_id(oid)
-                    .silent(true)
-                    .build()
-                    .ok()?,
-            )
-            .await;
     }
+    // Resolve every node into forge's world at once (the commands are independent), then mark
+    // them all with one call on the first.
+    let resolved = futures::future::join_all(nodes.into_iter().map(|node| {
+        page.execute(
+            ResolveNodeParams::builder()
+                .backend_node_id(node)
+                .execution_context_id(ctx)
+                .object_group(OBJECT_GROUP)
+                .build(),
+        )
+    }))
+    .await;
+    let mut objects = resolved
+        .into_iter()
+        .filter_map(|r| r.ok().and_then(|r| r.result.object.object_id.clone()));
+    let first = objects.next()?;
+    let rest: Vec<CallArgument> = objects
+        .map(|o| CallArgument::builder().object_id(o).build())
+        .collect();
+    let _ = page
+        .execute(
+            CallFunctionOnParams::builder()
+                .function_declaration(
+                    "function (...rest) { const lib = globalThis.__forgeLib; if (!lib) return; lib.markClickers(this); for (const el of rest) lib.markClickers(el); }",
+                )
+                .object_id(first)
+                .arguments(rest)
+                .silent(true)
+                .build()
+                .ok()?,
+        )
+        .await;
     Some(())
 }
 
 /// Observe the active page of `page`.
 pub async fn observe(page: &Page) -> Result<Observation, PageError> {
-    let ctx = isolated_context(page).await?;
-    // Install the library, then mark listener elements, then observe.
-    call_in(page, ctx, "ready", &Value::Null).await?;
+    // Install the library (if this document's world does not have it yet), then mark listener
+    // elements, then observe.
+    let ctx = match installed_world(page).await {
+        Some(id) => id,
+        None => run(page, Job::Lib("ready", &Value::Null)).await?.1,
+    };
     mark_click_listeners(page, ctx).await;
-    let v = call_in(page, ctx, "observe", &serde_json::json!({"maxText": 20000})).await?;
+    let v = call(page, "observe", &serde_json::json!({"maxText": 20000})).await?;
     serde_json::from_value(v)
         .map_err(|e| PageError::Script(format!("unexpected observation shape: {e}")))
+}
+
+/// The id of the cached world of the current document when it is valid and has the library.
+async fn installed_world(page: &Page) -> Option<ExecutionContextId> {
+    let frame = main_frame(page).await.ok()?;
+    let mut w = take_cached(page)?;
+    if !still_valid(&mut w, &frame) || !w.installed {
+        return None;
+    }
+    let id = w.id;
+    keep(page, w);
+    Some(id)
 }
 
 fn quote(s: &str) -> String {
@@ -498,9 +748,8 @@ pub(crate) async fn element_object(
     args: &Value,
     group: &str,
 ) -> Result<Option<chromiumoxide::cdp::js_protocol::runtime::RemoteObjectId>, PageError> {
+    // The world's id, with the library installed in it.
     let ctx = isolated_context(page).await?;
-    // Make sure the library exists in this world (a plain call creates it).
-    call_in(page, ctx, "ready", &Value::Null).await?;
     let expression = format!(
         "globalThis.__forgeLib[{cmd}]({args})",
         cmd = serde_json::to_string(cmd).unwrap_or_default(),

@@ -114,6 +114,17 @@ Object.defineProperty(window, 'forge', { value: 'FORGED' });
         "/editable.html" => "<!doctype html><title>Editable</title><div id=host contenteditable=true><p id=para>old text</p></div>".to_string(),
         "/deeplabel.html" => "<!doctype html><title>Deep label</title><label id=l for=x></label><input id=x><script>let n = document.getElementById('l'); for (let i = 0; i < 6000; i++) { const c = document.createElement('span'); n.appendChild(c); n = c; } n.textContent = 'Deep name';</script>".to_string(),
         "/popup-flood.html" => "<!doctype html><title>Flood</title><p>flood</p><script>for (let i = 0; i < 25; i++) window.open('/target.html?flood=' + i);</script>".to_string(),
+        "/jsnav.html" => "<!doctype html><title>JS nav</title><button onclick=\"setTimeout(() => { location.href = '/target.html'; }, 0)\">Go later</button> <button onclick=\"Promise.resolve().then(() => setTimeout(() => { location.href = 'http://not-allowed.example/'; }, 0))\">Go away</button> <button onclick=\"document.title = 'stayed'\">Stay</button>".to_string(),
+        "/listeners.html" => {
+            let mut s = String::from("<!doctype html><title>Listeners</title>");
+            for i in 0..40 {
+                s.push_str(&format!("<div class=row>Row item {i}</div>"));
+            }
+            s.push_str("<script>for (const d of document.querySelectorAll('.row')) d.addEventListener('click', () => { d.textContent += ' picked'; });</script>");
+            s
+        }
+        "/alpha.html" => "<!doctype html><title>Alpha</title><button onclick=\"this.textContent = 'Alpha pressed'\">Alpha button</button> <a href=\"/beta.html\">To beta</a>".to_string(),
+        "/beta.html" => "<!doctype html><title>Beta</title><button>Beta button</button>".to_string(),
         "/popup.html" => "<!doctype html><title>Popup opener</title><button onclick=\"window.open('/target.html')\">Open popup</button>".to_string(),
         _ => return Response { status: 404, content_type: "text/plain".into(), headers: vec![], body: b"not found".to_vec() },
     };
@@ -1080,4 +1091,121 @@ fn a_page_cannot_open_tabs_without_a_click() {
         !list.contains("t3"),
         "a script opened tabs on its own ({tabs}): {list}"
     );
+}
+
+#[test]
+fn a_navigation_a_click_queues_is_reported_and_a_refused_one_is_blocked() {
+    let Some(f) = fixture() else { return };
+    let obs = f.ok(
+        "jsnav",
+        "browser_navigate",
+        json!({"url": f.server.url("/jsnav.html")}),
+    );
+    // Plain buttons (no link, no submit): the handler navigates from a 0 ms timer.
+    let out = f.ok(
+        "jsnav",
+        "browser_click",
+        json!({"ref": ref_of(&obs, "Go later")}),
+    );
+    assert!(out.contains("navigated (HTTP 200)"), "{out}");
+    assert!(out.contains("page: Target page"), "{out}");
+    let obs = f.ok(
+        "jsnav",
+        "browser_navigate",
+        json!({"url": f.server.url("/jsnav.html")}),
+    );
+    let err = f
+        .call(
+            "jsnav",
+            "browser_click",
+            json!({"ref": ref_of(&obs, "Go away")}),
+        )
+        .expect_err("refused navigation");
+    assert!(matches!(err, ToolError::Blocked(_)), "{err:?}");
+    assert!(err.to_string().contains("not-allowed.example"), "{err}");
+    let obs = f.ok(
+        "jsnav",
+        "browser_navigate",
+        json!({"url": f.server.url("/jsnav.html")}),
+    );
+    let out = f.ok(
+        "jsnav",
+        "browser_click",
+        json!({"ref": ref_of(&obs, "Stay")}),
+    );
+    assert!(out.starts_with("clicked e3: no navigation"), "{out}");
+    assert!(out.contains("page: stayed"), "{out}");
+}
+
+#[test]
+fn the_isolated_world_follows_navigation_back_and_reload() {
+    let Some(f) = fixture() else { return };
+    let s = "world";
+    let a = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/alpha.html")}),
+    );
+    assert!(a.contains("button \"Alpha button\""), "{a}");
+    let b = f.ok(s, "browser_click", json!({"ref": ref_of(&a, "To beta")}));
+    assert!(b.contains("page: Beta"), "{b}");
+    assert!(
+        b.contains("button \"Beta button\"") && !b.contains("Alpha"),
+        "{b}"
+    );
+    // Back (the page may come from the back/forward cache): refs and clicks act on Alpha.
+    let back = f.ok(s, "browser_back", json!({}));
+    assert!(back.contains("page: Alpha"), "{back}");
+    let st = f.ok(s, "browser_state", json!({}));
+    assert!(st.contains("button \"Alpha button\""), "{st}");
+    let out = f.ok(
+        s,
+        "browser_click",
+        json!({"ref": ref_of(&st, "Alpha button")}),
+    );
+    assert!(out.contains("button \"Alpha pressed\""), "{out}");
+    // Navigating to the same URL again gives a new document: its observation starts over.
+    let again = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/alpha.html")}),
+    );
+    assert!(again.contains("button \"Alpha button\""), "{again}");
+    // A page that plants a fake library in its own world still cannot reach forge's.
+    let h = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/hostile.html")}),
+    );
+    assert!(
+        h.contains("button \"Real Button\"") && !h.contains("FORGED"),
+        "{h}"
+    );
+    let h2 = f.ok(s, "browser_state", json!({}));
+    assert!(
+        h2.contains("button \"Real Button\"") && !h2.contains("FORGED"),
+        "{h2}"
+    );
+}
+
+#[test]
+fn every_listener_element_is_marked_clickable() {
+    let Some(f) = fixture() else { return };
+    let obs = f.ok(
+        "listeners",
+        "browser_navigate",
+        json!({"url": f.server.url("/listeners.html")}),
+    );
+    for i in [0, 17, 39] {
+        assert!(
+            obs.contains(&format!("clickable \"Row item {i}\"")),
+            "row {i}: {obs}"
+        );
+    }
+    let out = f.ok(
+        "listeners",
+        "browser_click",
+        json!({"ref": ref_of(&obs, "Row item 17\"")}),
+    );
+    assert!(out.contains("clickable \"Row item 17 picked\""), "{out}");
 }

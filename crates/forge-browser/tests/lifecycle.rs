@@ -327,3 +327,54 @@ fetch('/ping').then(() => {{ document.title = 'control reached'; }});
     assert_eq!(hits.load(Ordering::SeqCst), 0, "the canary was reached");
     m.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browser_has_no_default_tab_and_outlives_its_last_session() {
+    if browser_or_skip("no default tab").is_none() {
+        return;
+    }
+    let server = simple_server().await;
+    let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let m = Arc::new(manager(addr, log, tmp.path()));
+    let ctx = ToolContext::new("only", tmp.path().join("files"));
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("nav");
+    let page = m.active_page("only").await.expect("page");
+    let targets = page
+        .execute(chromiumoxide::cdp::browser_protocol::target::GetTargetsParams::default())
+        .await
+        .expect("targets")
+        .result
+        .target_infos;
+    let kinds: Vec<String> = targets
+        .iter()
+        .map(|t| format!("{} {}", t.r#type, t.url))
+        .collect();
+    // The session's tab only: no startup tab, no preloaded browser UI pages.
+    assert_eq!(
+        targets.iter().filter(|t| t.r#type == "page").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(
+        targets.iter().all(|t| t.r#type != "browser_ui"),
+        "{kinds:?}"
+    );
+    let pid = m.browser_pid().await.expect("pid");
+    m.close_session("only").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        m.browser_pid().await,
+        Some(pid),
+        "still running with no tab"
+    );
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("nav again");
+    assert_eq!(m.launch_count(), 1, "no relaunch");
+    m.shutdown().await;
+}

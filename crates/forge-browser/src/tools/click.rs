@@ -88,14 +88,14 @@ impl BrowserAction for Click {
             .clamp(1, 3);
         // A same-tab link or submit button gets a longer window for its navigation to start; the
         // wait ends as soon as it does.
-        let quick = if info
+        let nav_likely = info
             .get("navLikely")
             .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
+            .unwrap_or(false);
+        let quick = if nav_likely {
             Duration::from_millis(1000)
         } else {
-            Duration::from_millis(25)
+            Duration::ZERO
         };
         let mut watch = NavWatch::new(&page).await?;
         cx.move_pointer(&page, (x, y), None).await?;
@@ -140,6 +140,11 @@ impl BrowserAction for Click {
                 c,
             )
             .await?;
+        }
+        if !nav_likely {
+            // A navigation the click starts is announced while the page handles it or in the work
+            // it queues (0 ms timers, promise jobs): let that run, then look, with no fixed wait.
+            crate::observe::let_page_run(&page, Duration::from_millis(500)).await;
         }
         let out = watch.settle(cx.manager, quick, cx.limit * 3 / 5).await;
         let mut what = cx.outcome(&out, &page).await?;

@@ -67,9 +67,13 @@ impl BrowserAction for Press {
         let quick = if press.key == "Enter" {
             Duration::from_millis(300)
         } else {
-            Duration::from_millis(25)
+            Duration::ZERO
         };
         press_key(&page, &press).await?;
+        if quick.is_zero() {
+            // As for a click: let the work the key queued run, then look, with no fixed wait.
+            crate::observe::let_page_run(&page, Duration::from_millis(500)).await;
+        }
         let out = watch.settle(cx.manager, quick, cx.limit * 3 / 5).await;
         let what = cx.outcome(&out, &page).await?;
         let mut status = format!(
