@@ -472,6 +472,13 @@
   const ROLE_RANK = new Map([['clickable', 0], ['focusable', 0], ['link', 1], ['button', 1]]);
   const rank = (r) => (ROLE_RANK.has(r) ? ROLE_RANK.get(r) : 2);
 
+  // Whether a block is nothing but one link or button (which has a ref of its own).
+  function onlyControl(el) {
+    if (el.children.length !== 1 || !['A', 'BUTTON'].includes(el.children[0].tagName)) return false;
+    for (const c of Array.from(el.childNodes)) if (c.nodeType === 3 && c.data.trim()) return false;
+    return true;
+  }
+
   function observe(opts) {
     const maxText = opts.maxText || 20000;
     const vw = document.documentElement.clientWidth || innerWidth;
@@ -593,7 +600,7 @@
               box: { left: left0, top: top0, right: left0 + (el.clientWidth || rect.width), bottom: top0 + (el.clientHeight || rect.height) } });
           }
           // A text block of the excerpt, named by a ref.
-          if (!block && !textFull && !item && TEXT_BLOCKS.has(el.tagName) && !el.querySelector(TEXT_BLOCK_SEL)) {
+          if (!block && !textFull && !item && TEXT_BLOCKS.has(el.tagName) && !el.querySelector(TEXT_BLOCK_SEL) && !onlyControl(el)) {
             block = el;
             pushText('\n\u0001' + refName(el) + ' ' + el.tagName.toLowerCase() + '\u0002');
           }

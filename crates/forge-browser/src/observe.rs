@@ -9,14 +9,38 @@
 //! viewport: 1280x800, scrolled 0 of 2400px
 //! elements (in view, reading order):
 //! e1 link "Home" -> /
-//! e2 textbox "Email" type=email value="" required
+//! e2 textbox "Email" type=email value=" a@b.example\n" required
 //! e3 button "Buy" [covered by div#cookie "We use cookies"]
+//! e4 button hint="star"
+//! e9 row "From Jane: Lunch?"
+//!   e10 button hint="star"
+//!   e11 button hint="trash"
+//! e12 clickable "Documents" has children, collapsed
+//! e13 scrollable hint="results" scroll 0/1,450px, 12 more items below in this list
+//! e14 option "Apricot" [scrolled out of its list]
 //! f1: iframe "Payment" same-origin http://127.0.0.1:8080
 //! f1e4 button "Pay"
 //! 12 more below, 3 above (browser_state with scroll=1 or a larger max_chars to see them)
 //! text:
-//! ...
+//! e20 h1 "Sign up"
+//! e21 p "Create an account to …"
+//! loose text outside blocks
 //! ```
+//!
+//! - `hint=` (never a name) for a control without an accessible name: an inner svg `<title>` or
+//!   `<use href="#icon-…">`, an icon-font class (`fa-star`) or ligature (`material-icons`),
+//!   words of its class list and id, a `data-action`-like attribute, a background image's file.
+//! - `row "…"`: the text of a repeated item (list row, post, card, table row) whose controls are
+//!   listed under it, indented. When the item is itself a control its own line is the header.
+//! - Values are exact: JSON-escaped (`\n`, `\t`, `\"`), spaces kept; over 60 chars the first 60
+//!   plus `…` and `(N chars)`.
+//! - `expanded`/`collapsed` from `aria-expanded` or `<details>`; `has children, collapsed` when
+//!   inferred from an item's nested list.
+//! - Scroll containers (vertical): `scroll <top>/<max>px`, the items below (and above) the
+//!   visible part; controls they clip are `[scrolled out of its list]` (at most three per list),
+//!   `[clipped by its container]` for overflow-hidden ancestors.
+//! - Text blocks (p, li, td, th, headings, ...) holding no other block carry a ref, usable by
+//!   `scroll_to`, hover and click like any other.
 
 use std::time::Duration;
 
