@@ -759,10 +759,13 @@
         const controls = inside.concat(self && !self.item.merged ? [self] : []);
         const nameless = inside.some((c) => !c.item.name && c.item.role !== 'scrollable');
         const r = a.getBoundingClientRect();
-        if (controls.length <= 15 && (controls.length >= 2 || nameless) && r.height <= vh * 0.6) {
+        if (controls.length <= 10 && (controls.length >= 2 || nameless) && r.height <= vh * 0.6) {
           const t = clip(contentText(a).replace(PUA, ''), 400);
-          let rest = t;
-          for (const c of controls) if (c.item.name) rest = rest.split(c.item.name).join(' ');
+          // Its text beside the controls' names (longest first, so "World" does not eat
+          // "World Home"; a clipped name without its ellipsis).
+          let rest = contentText(a).replace(PUA, '').replace(/\s+/g, ' ');
+          const names = controls.map((c) => c.item.name.replace(/…$/, '')).filter(Boolean).sort((x, y) => y.length - x.length);
+          for (const n of names) rest = rest.split(n).join(' ');
           if (/[\p{L}\p{N}].*[\p{L}\p{N}].*[\p{L}\p{N}]/u.test(rest)) {
             row = { ref: refName(a), text: clip(t, 60) };
             rows.push(row);
