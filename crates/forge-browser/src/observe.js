@@ -173,12 +173,16 @@
     return t || clip(el.title || '', 80);
   }
 
-  const ICON_LIGATURE = '[class*="material-icons"],[class*="material-symbols"]';
+  const ICON_LIGATURE = '.material-icons, .material-icons-outlined, .material-icons-round, .material-icons-sharp, .material-icons-two-tone, .material-symbols-outlined, .material-symbols-rounded, .material-symbols-sharp';
   // An element's rendered text for its name: without its nested lists (a tree item's children
   // are not its name) and without icon-font ligatures (`<i class="material-icons">star</i>` is a
   // glyph; it becomes a hint).
   function contentText(el) {
-    const skip = el.querySelector(':scope > ul, :scope > ol, :scope > [role="group"], ' + ICON_LIGATURE);
+    let skip = false;
+    for (const c of Array.from(el.children)) {
+      if (c.tagName === 'UL' || c.tagName === 'OL' || c.getAttribute('role') === 'group') { skip = true; break; }
+    }
+    if (!skip && el.firstElementChild) skip = !!el.querySelector(ICON_LIGATURE);
     if (!skip) return el.innerText !== undefined ? el.innerText : el.textContent;
     let out = '';
     const rec = (n, depth) => {
@@ -465,7 +469,6 @@
 
   // Blocks of the text excerpt that get a ref (when they hold no such block themselves).
   const TEXT_BLOCKS = new Set(['P', 'LI', 'TD', 'TH', 'DT', 'DD', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'BLOCKQUOTE', 'PRE', 'FIGCAPTION', 'CAPTION']);
-  const TEXT_BLOCK_SEL = 'p, li, td, th, dt, dd, h1, h2, h3, h4, h5, h6, blockquote, pre, figcaption, caption';
   const SCROLLS = new Set(['auto', 'scroll', 'overlay']);
   // Most clipped controls listed per scroll container (the container line counts the rest).
   const MAX_CLIPPED_PER_LIST = 3;
@@ -599,8 +602,10 @@
             clips.push({ el, scroll: SCROLLS.has(st.overflowY) || SCROLLS.has(st.overflowX), item: scrolls ? item : null,
               box: { left: left0, top: top0, right: left0 + (el.clientWidth || rect.width), bottom: top0 + (el.clientHeight || rect.height) } });
           }
-          // A text block of the excerpt, named by a ref.
-          if (!block && !textFull && !item && TEXT_BLOCKS.has(el.tagName) && !el.querySelector(TEXT_BLOCK_SEL) && !onlyControl(el)) {
+          // A text block of the excerpt, named by a ref. A block inside another ends the outer
+          // one's line (whose text so far was its own: a tree item's label before its list).
+          if (!textFull && !item && TEXT_BLOCKS.has(el.tagName) && !onlyControl(el)) {
+            if (block) pushText('\u0003\n');
             block = el;
             pushText('\n\u0001' + refName(el) + ' ' + el.tagName.toLowerCase() + '\u0002');
           }
