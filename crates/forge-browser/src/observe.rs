@@ -39,8 +39,9 @@
 //! - Scroll containers (vertical): `scroll <top>/<max>px`, the items below (and above) the
 //!   visible part; controls they clip are `[scrolled out of its list]` (at most three per list),
 //!   `[clipped by its container]` for overflow-hidden ancestors.
-//! - Text blocks (p, li, td, th, headings, ...) holding no other block carry a ref, usable by
-//!   `scroll_to`, hover and click like any other.
+//! - Text blocks (p, li, td, th, headings, ...) carry a ref, usable by `scroll_to`, hover and
+//!   click like any other; a nested block ends the outer one's line, and a block that is only a
+//!   link or button gets none (the control has a ref).
 
 use std::time::Duration;
 
@@ -287,6 +288,10 @@ async fn mark_click_listeners_inner(
         )
         .await
         .ok()?;
+    // Most pages have none: skip the property read for an empty array.
+    if roots.result.result.description.as_deref() == Some("Array(0)") {
+        return Some(());
+    }
     let roots_id = roots.result.result.object_id.clone()?;
     let props = page
         .execute(
