@@ -14,15 +14,29 @@
     clickers: new WeakSet(),
   };
 
-  const SKIP_TAGS = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'TITLE']);
+  // (SVG's own elements keep their lower-case names: an <svg><title> is not page text.)
+  const SKIP_TAGS = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'TITLE', 'title', 'desc', 'script', 'style']);
   const INTERACTIVE_ROLES = new Set(['button', 'link', 'checkbox', 'radio', 'tab', 'menuitem',
     'menuitemcheckbox', 'menuitemradio', 'option', 'switch', 'textbox', 'combobox', 'searchbox',
     'slider', 'spinbutton', 'treeitem', 'listbox']);
+  const CONTAINER_ITEM = new Map([['listbox', 'option'], ['menu', 'menuitem'], ['menubar', 'menuitem'], ['tree', 'treeitem'], ['tablist', 'tab']]);
   const BLOCK = new Set(['block', 'flex', 'grid', 'list-item', 'table', 'table-row', 'flow-root', 'table-caption']);
 
   const clip = (s, n) => {
     s = String(s == null ? '' : s).replace(/\s+/g, ' ').trim();
     return s.length > n ? s.slice(0, n - 1) + '…' : s;
+  };
+
+  // Private-use code points are icon-font glyphs, not words.
+  const PUA = /[\uE000-\uF8FF]/g;
+  // Page text must not carry the markers the text excerpt uses for its block refs.
+  const MARKS = /[\u0001-\u0003]/g;
+
+  // A field value as it is (no whitespace folding): the first 60 chars, with the full length
+  // when longer. Escaping happens where it is rendered.
+  const exact = (v, st) => {
+    v = String(v == null ? '' : v);
+    if (v.length > 60) { st.value = v.slice(0, 60) + '…'; st.valueLength = v.length; } else st.value = v;
   };
 
   function win(el) { return el.ownerDocument.defaultView; }
@@ -79,6 +93,13 @@
   function isInteractive(el, st) {
     const r = role(el);
     if (r && (INTERACTIVE_ROLES.has(r) || implicitRole(el))) return r;
+    // The items of a listbox, menu or tree are options, menu items or tree items even without
+    // a role of their own (autocomplete menus): each gets its own line.
+    const p = el.parentElement;
+    if (!r && p) {
+      const item = CONTAINER_ITEM.get(role(p));
+      if (item && (el.tagName === 'LI' || !p.querySelector(':scope > li'))) return item;
+    }
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') return null;
     if (el.hasAttribute('onclick') || S.clickers.has(el)) return 'clickable';
     const ti = el.getAttribute('tabindex');
@@ -144,16 +165,139 @@
       return clip(el.name || '', 80);
     }
     if (tag === 'IMG') return clip(el.alt || el.title, 80);
-    let t = textOf(el, 80);
+    let t = clip(contentText(el).replace(PUA, ''), 80);
     if (!t) {
       const img = el.querySelector('img[alt]');
       if (img) t = clip(img.alt, 80);
     }
-    if (!t) {
-      const svgTitle = el.querySelector('svg title');
-      if (svgTitle) t = clip(svgTitle.textContent, 80);
-    }
     return t || clip(el.title || '', 80);
+  }
+
+  const ICON_LIGATURE = '.material-icons, .material-icons-outlined, .material-icons-round, .material-icons-sharp, .material-icons-two-tone, .material-symbols-outlined, .material-symbols-rounded, .material-symbols-sharp';
+  // An element's rendered text for its name: without its nested lists (a tree item's children
+  // are not its name) and without icon-font ligatures (`<i class="material-icons">star</i>` is a
+  // glyph; it becomes a hint).
+  function contentText(el) {
+    let skip = false;
+    for (const c of Array.from(el.children)) {
+      if (c.tagName === 'UL' || c.tagName === 'OL' || c.getAttribute('role') === 'group') { skip = true; break; }
+    }
+    if (!skip && el.firstElementChild) skip = !!el.querySelector(ICON_LIGATURE);
+    if (!skip) return el.innerText !== undefined ? el.innerText : el.textContent;
+    let out = '';
+    const rec = (n, depth) => {
+      if (depth > 32) return;
+      for (const c of Array.from(n.childNodes)) {
+        if (c.nodeType === 3) out += c.data;
+        else if (c.nodeType === 1) {
+          if (SKIP_TAGS.has(c.tagName) || c.matches(ICON_LIGATURE)) continue;
+          if (n === el && (c.tagName === 'UL' || c.tagName === 'OL' || c.getAttribute('role') === 'group')) continue;
+          const cs = style(c);
+          if (cs.display === 'none' || cs.visibility !== 'visible') continue;
+          if (BLOCK.has(cs.display)) out += ' ';
+          rec(c, depth + 1);
+        }
+      }
+    };
+    rec(el, 0);
+    return out;
+  }
+
+  // ---- name hints for nameless controls ----
+  // Words that say what an icon-only control does; found first when a class list or id mixes
+  // them with layout words.
+  const MEANING = new Set(('star unstar favorite favourite trash delete remove reply retweet repost like unlike '
+    + 'love heart share send close expand collapse edit menu search archive snooze pin unpin flag bookmark '
+    + 'download upload print copy paste cut refresh reload settings cog gear more add plus minus new compose '
+    + 'next prev previous back forward play pause stop mute unmute volume mic camera video phone call mail email '
+    + 'attach attachment emoji comment comments vote upvote downvote follow subscribe bell notification notifications '
+    + 'user profile account home cart basket filter sort zoom info help save cancel check done undo redo '
+    + 'up down left right arrow chevron caret dots ellipsis kebab hamburger bars lock unlock eye hide show '
+    + 'open fullscreen minimize maximize dismiss clear logout login calendar date tag label link unlink '
+    + 'bold italic underline strike list quote code image photo map location rotate crop move drag grip handle '
+    + 'toggle select lightbulb sun moon theme translate language report block mark read unread spam').split(' '));
+  // Layout, state and framework words that say nothing about what a control does.
+  const NOISE = new Set(('btn button buttons icon icons ico js col cols fa fas far fab fal fad fass bi glyph glyphicon '
+    + 'glyphicons mdi material symbols outlined outline round rounded sharp two tone fill filled solid regular '
+    + 'light thin alt sm lg md xs xl xxl small large big mini tiny primary secondary tertiary default ghost flat '
+    + 'plain text item items wrapper wrap inner outer container box el ui cmp component control ctrl action '
+    + 'actions pull float clearfix flex inline block hover focus active disabled selected is has no not the and '
+    + 'of to svg img image bg background pointer cursor clickable interactive hidden visible dark white black '
+    + 'gray grey color theme row cell grid span div react vue ng css sc jsx emotion style styled module root '
+    + 'base main content element widget tool tools bar nav style lucide feather octicon codicon ion ionicon '
+    + 'ti la lni ri ph tabler heroicon heroicons remix boxicons bx bxs data test testid qa id cy ml mr mt mb '
+    + 'px py pt pb pl pr mx my svelte with for on off').split(' '));
+  const ICON_CLASS = /^(?:fa|fas|far|fab|fal|fad|bi|icon|glyphicon|mdi|ion|ionicon|ti|la|las|lni|feather|octicon|codicon|ri|ph|bx|bxs|bxl|gg|uil|lucide|heroicon|icofont|wi|flaticon|si|zmdi)-(.+)$/i;
+
+  // Up to `max` words of `s` (split on non-letters and camelCase), meaningful ones first.
+  function hintWords(sources, max) {
+    const words = [];
+    for (const src of sources) {
+      for (const token of String(src || '').split(/\s+/)) {
+        // Hashed class names (css-1x2y3z, Button_root__3kX9a, sc-AxjAm) carry no words.
+        if (!token || /\d/.test(token) || /^(?:sc|css|jsx|emotion|svelte|chakra|mui|tw)-/i.test(token)) continue;
+        for (const w of token.replace(/([a-z])([A-Z])/g, '$1 $2').toLowerCase().split(/[^a-z]+/)) {
+          if (w.length >= 2 && !NOISE.has(w) && !words.includes(w)) words.push(w);
+        }
+      }
+    }
+    const meaningful = words.filter((w) => MEANING.has(w));
+    const plausible = words.filter((w) => !MEANING.has(w) && w.length >= 3 && w.length <= 14 && /[aeiouy]/.test(w));
+    return meaningful.concat(plausible).slice(0, max).join(' ');
+  }
+
+  const fileWords = (url) => {
+    const m = /([^/#?]+?)(?:\.[a-z0-9]{2,5})?(?:[?#].*)?$/i.exec(String(url || '').split('#').pop() || '');
+    return m ? m[1] : '';
+  };
+
+  // A short hint for a control without a name, or ''.
+  function hintOf(el) {
+    // An inner <svg><title>, or the symbol an inner <use> points at.
+    const title = el.querySelector('svg title');
+    if (title && clip(title.textContent, 40)) return clip(title.textContent, 40);
+    const use = el.querySelector('svg use');
+    if (use) {
+      const h = hintWords([fileWords(use.getAttribute('href') || use.getAttribute('xlink:href'))], 2);
+      if (h) return h;
+    }
+    // An icon-font glyph: fa-star, bi-trash, material-icons text.
+    const glyphs = [el].concat(Array.from(el.querySelectorAll('i, span, em')).slice(0, 6));
+    for (const g of glyphs) {
+      if (g.matches(ICON_LIGATURE)) {
+        const t = clip(g.textContent.replace(/_/g, ' '), 30);
+        if (t) return t;
+      }
+      for (const c of Array.from(g.classList)) {
+        const m = ICON_CLASS.exec(c);
+        if (m) { const h = hintWords([m[1]], 2); if (h) return h; }
+      }
+    }
+    // Words in its own class list and id.
+    const own = hintWords([el.getAttribute('class'), el.id], 2);
+    if (own) return own;
+    // A data-* action attribute.
+    for (const a of Array.from(el.attributes)) {
+      if (/^data-(?:action|act|cmd|command|icon|testid|test-id|test|qa|cy|tooltip|title|label|name|type|role|event|track|ga)$/.test(a.name)) {
+        const h = hintWords([a.value], 2);
+        if (h) return h;
+      }
+    }
+    // A background image's file name (trash-icon.png -> trash), its own or a child's.
+    for (const b of [el].concat(Array.from(el.children).slice(0, 3))) {
+      const bg = style(b).backgroundImage || '';
+      const m = /url\(["']?([^"')]+)["']?\)/.exec(bg);
+      if (m && !/^data:/.test(m[1])) {
+        const h = hintWords([fileWords(m[1])], 2);
+        if (h) return h;
+      }
+    }
+    // Words in a child's class list (a bare <i class="star">).
+    for (const c of Array.from(el.children).slice(0, 3)) {
+      const h = hintWords([c.getAttribute('class')], 2);
+      if (h) return h;
+    }
+    return '';
   }
 
   const SENSITIVE_AC = /^(cc-.*|current-password|new-password|one-time-code)$/;
@@ -276,7 +420,8 @@
       if (!['text', 'textarea', 'checkbox', 'radio'].includes(type)) st.type = type;
       if (type === 'checkbox' || type === 'radio') st.checked = el.checked;
       else if (!['button', 'submit', 'reset', 'image', 'file'].includes(type)) {
-        st.value = type === 'password' ? (el.value ? '(' + el.value.length + ' chars hidden)' : '') : clip(el.value, 60);
+        if (type === 'password') st.value = el.value ? '(' + el.value.length + ' chars hidden)' : '';
+        else exact(el.value, st);
       }
       if (el.required) st.required = true;
       if (el.readOnly) st.readonly = true;
@@ -288,12 +433,13 @@
       if (el.multiple) st.multiple = true;
       if (el.required) st.required = true;
     } else if (el.isContentEditable) {
-      st.value = textOf(el, 60);
+      exact(el.innerText, st);
     }
     const ac = el.getAttribute('aria-checked');
     if (ac && st.checked === undefined) st.checked = ac === 'true' ? true : (ac === 'mixed' ? 'mixed' : false);
     const ae = el.getAttribute('aria-expanded');
     if (ae) st.expanded = ae === 'true';
+    else if (tag === 'SUMMARY' && el.parentElement && el.parentElement.tagName === 'DETAILS') st.expanded = el.parentElement.open;
     const as = el.getAttribute('aria-selected');
     if (as === 'true') st.selectedItem = true;
     if (el.disabled || el.getAttribute('aria-disabled') === 'true') st.disabled = true;
@@ -307,23 +453,43 @@
   function isBlock(st) { return BLOCK.has(st.display); }
 
   // Walk the flattened tree (open shadow roots, slots, same-origin iframes) in document order.
-  function walk(root, visit, depth) {
+  // `leave(el)`, when given, runs after an element's children were walked.
+  function walk(root, visit, depth, leave) {
     if (depth > 64) return;
     const kids = root.shadowRoot ? [root.shadowRoot] : (root.tagName === 'SLOT' ? root.assignedNodes({ flatten: true }) : null);
     const list = kids && kids.length ? kids : root.childNodes;
     for (const n of Array.from(list)) {
-      if (n.nodeType === 11) { walk(n, visit, depth + 1); continue; }
-      if (visit(n) !== false && n.nodeType === 1) walk(n, visit, depth + 1);
+      if (n.nodeType === 11) { walk(n, visit, depth + 1, leave); continue; }
+      if (visit(n) !== false && n.nodeType === 1) {
+        walk(n, visit, depth + 1, leave);
+        if (leave) leave(n);
+      }
     }
+  }
+
+  // Blocks of the text excerpt that get a ref (when they hold no such block themselves).
+  const TEXT_BLOCKS = new Set(['P', 'LI', 'TD', 'TH', 'DT', 'DD', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'BLOCKQUOTE', 'PRE', 'FIGCAPTION', 'CAPTION']);
+  const SCROLLS = new Set(['auto', 'scroll', 'overlay']);
+  // Most clipped controls listed per scroll container (the container line counts the rest).
+  const MAX_CLIPPED_PER_LIST = 3;
+  const ROLE_RANK = new Map([['clickable', 0], ['focusable', 0], ['link', 1], ['button', 1]]);
+  const rank = (r) => (ROLE_RANK.has(r) ? ROLE_RANK.get(r) : 2);
+
+  // Whether a block is nothing but one link or button (which has a ref of its own).
+  function onlyControl(el) {
+    if (el.children.length !== 1 || !['A', 'BUTTON'].includes(el.children[0].tagName)) return false;
+    for (const c of Array.from(el.childNodes)) if (c.nodeType === 3 && c.data.trim()) return false;
+    return true;
   }
 
   function observe(opts) {
     const maxText = opts.maxText || 20000;
-    const topWin = window;
     const vw = document.documentElement.clientWidth || innerWidth;
     const vh = document.documentElement.clientHeight || innerHeight;
     const elements = [];
     const frames = [];
+    // Listed elements with their DOM node, for the passes after the walk.
+    const listed = [];
     let text = '';
     let textFull = false;
     const pushText = (s) => {
@@ -333,9 +499,21 @@
     };
     const visitDoc = (doc) => {
       const off = frameOffset(doc);
+      const root = doc.scrollingElement || doc.documentElement;
+      // Clipping ancestors of the node being visited (nearest last): {el, box, scroll, item}.
+      const clips = [];
+      let block = null;
+      const clippedBy = (rect) => {
+        const cx = rect.left + rect.width / 2, cy = rect.top + rect.height / 2;
+        for (let i = clips.length - 1; i >= 0; i--) {
+          const b = clips[i].box;
+          if (cx < b.left || cx >= b.right || cy < b.top || cy >= b.bottom) return clips[i];
+        }
+        return null;
+      };
       const visit = (n) => {
         if (n.nodeType === 3) {
-          const t = n.data.replace(/\s+/g, ' ');
+          const t = n.data.replace(MARKS, '').replace(/\s+/g, ' ');
           if (t) pushText(t);
           return false;
         }
@@ -368,24 +546,83 @@
           return false;
         }
         if (!hiddenSelf) {
-          const r = isInteractive(el, st);
-          if (r) {
-            const top = rect.top + off.y, left = rect.left + off.x;
-            const where = top + rect.height <= 0 ? 'above' : (top >= vh ? 'below' : (left + rect.width <= 0 || left >= vw ? 'side' : 'in'));
-            const item = { ref: refName(el), role: r, name: accName(el, r), state: elementState(el, rect), where };
-            if (where === 'in') {
+          const top = rect.top + off.y, left = rect.left + off.x;
+          let where = top + rect.height <= 0 ? 'above' : (top >= vh ? 'below' : (left + rect.width <= 0 || left >= vw ? 'side' : 'in'));
+          let r = isInteractive(el, st);
+          // A scroll container (vertical): listed with its position, even when not a control.
+          const scrolls = el !== root && el !== doc.body && SCROLLS.has(st.overflowY) && el.scrollHeight > el.clientHeight + 2 && el.tagName !== 'TEXTAREA';
+          let item = null;
+          if (r || scrolls) {
+            const state = r ? elementState(el, rect) : {};
+            item = { ref: refName(el), role: r || 'scrollable', name: r ? accName(el, r) : (clip(labelText(el), 60) || textOf(el, 40)), state, where };
+            let clip0 = clippedBy(rect);
+            // Something that escapes its clipping ancestor (position: fixed) and is hit at its
+            // centre is not clipped.
+            if (clip0 && where === 'in') {
+              const cx = rect.left + rect.width / 2, cy = rect.top + rect.height / 2;
+              const dvw = doc.documentElement.clientWidth || win(el).innerWidth;
+              const dvh = doc.documentElement.clientHeight || win(el).innerHeight;
+              if (cx >= 0 && cy >= 0 && cx < dvw && cy < dvh && !coverOf(el, rect)) clip0 = null;
+            }
+            if (clip0) {
+              // Clipped by an ancestor that scrolls (or hides overflow): not a cover.
+              item.clipped = clip0.scroll ? 'list' : 'clip';
+              if (clip0.scroll && clip0.item) {
+                clip0.clippedListed = (clip0.clippedListed || 0) + 1;
+                if (clip0.clippedListed > MAX_CLIPPED_PER_LIST) item.where = where = 'inlist';
+                else if (clip0.item.where === 'in' && where !== 'in') item.where = where = 'in';
+              }
+            } else if (where === 'in') {
               const cover = coverOf(el, rect);
               if (cover) item.coveredBy = cover;
             }
             elements.push(item);
-            // A control's own text is its name; keep it out of the text excerpt only for form fields.
-            if (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA') return false;
+            listed.push({ el, item, doc });
+          }
+          if (scrolls) {
+            const max = el.scrollHeight - el.clientHeight;
+            item.state.scroll = { y: Math.round(el.scrollTop), max: Math.round(max) };
+            // Items of the list: its children, or those of a lone wrapper child.
+            let box = el;
+            for (let i = 0; i < 2 && box.children.length === 1; i++) box = box.children[0];
+            const cb = el.getBoundingClientRect();
+            const inTop = cb.top + el.clientTop, inBottom = inTop + el.clientHeight;
+            let below = 0, above = 0;
+            for (const c of Array.from(box.children).slice(0, 2000)) {
+              const r2 = c.getBoundingClientRect();
+              if (r2.height <= 0) continue;
+              if (r2.top >= inBottom - 1) below++;
+              else if (r2.bottom <= inTop + 1) above++;
+            }
+            if (below) item.state.itemsBelow = below;
+            if (above) item.state.itemsAbove = above;
+          }
+          if (st.overflowX !== 'visible' || st.overflowY !== 'visible') {
+            const left0 = rect.left + el.clientLeft, top0 = rect.top + el.clientTop;
+            clips.push({ el, scroll: SCROLLS.has(st.overflowY) || SCROLLS.has(st.overflowX), item: scrolls ? item : null,
+              box: { left: left0, top: top0, right: left0 + (el.clientWidth || rect.width), bottom: top0 + (el.clientHeight || rect.height) } });
+          }
+          // A text block of the excerpt, named by a ref. A block inside another ends the outer
+          // one's line (whose text so far was its own: a tree item's label before its list).
+          if (!textFull && !item && TEXT_BLOCKS.has(el.tagName) && !onlyControl(el)) {
+            if (block) pushText('\u0003\n');
+            block = el;
+            pushText('\n\u0001' + refName(el) + ' ' + el.tagName.toLowerCase() + '\u0002');
+          }
+          // A control's own text is its name; keep it out of the text excerpt only for form fields.
+          if (r && (el.tagName === 'SELECT' || el.tagName === 'TEXTAREA')) {
+            leave(el);
+            return false;
           }
         } else if (st.visibility !== 'visible') {
           // visibility:hidden children may override with visibility:visible; keep walking.
           return true;
         }
         return true;
+      };
+      const leave = (el) => {
+        if (clips.length && clips[clips.length - 1].el === el) clips.pop();
+        if (block === el) { block = null; pushText('\u0003\n'); }
       };
       // Hidden text: text nodes are only kept when their parent element is rendered and visible.
       const textVisit = (n) => {
@@ -398,19 +635,160 @@
         }
         return visit(n);
       };
-      if (doc.body) walk(doc.body, textVisit, 0);
+      if (doc.body) walk(doc.body, textVisit, 0, leave);
     };
     visitDoc(document);
+    const rows = structure(listed, vh);
     const se = document.scrollingElement || document.documentElement;
     return {
       url: location.href,
       title: clip(document.title, 120),
       viewport: { width: vw, height: vh },
       scroll: { y: Math.round(se.scrollTop), height: Math.round(se.scrollHeight) },
-      elements,
+      elements: elements.filter((item) => !item.merged),
       frames,
-      text: text.replace(/[ \t]*\n[ \t\n]*/g, '\n').replace(/[ \t]+/g, ' ').trim(),
+      rows,
+      text: textBlocks(text.replace(/[ \t]*\n[ \t\n]*/g, '\n').replace(/[ \t]+/g, ' ').trim()),
     };
+  }
+
+  // The excerpt's marked blocks (\u0001ref tag\u0002 text \u0003) as `ref tag "text"` lines.
+  function textBlocks(t) {
+    let out = '';
+    let open = null;
+    let buf = '';
+    const flush = () => {
+      const b = buf.replace(/\s+/g, ' ').trim();
+      if (b) out += '\n' + open + ' ' + JSON.stringify(b) + '\n';
+      open = null; buf = '';
+    };
+    for (const part of t.split(/(\u0001[^\u0001-\u0003]*\u0002|\u0003)/)) {
+      if (part.charAt(0) === '\u0001') { if (open) flush(); open = part.slice(1, -1); }
+      else if (part === '\u0003') { if (open) flush(); }
+      else if (open) buf += part;
+      else out += part;
+    }
+    if (open) flush();
+    return out.replace(/\s*\n\s*/g, '\n').trim();
+  }
+
+  const norm = (s) => String(s || '').replace(/\s+/g, ' ').trim().toLowerCase();
+
+  // After the walk: list each node once, name the nameless, infer tree state and group controls
+  // under the repeated item (row, card, post) they belong to. Returns the rows' headers.
+  function structure(listed, vh) {
+    const entryOf = new Map();
+    for (const e of listed) entryOf.set(e.el, e);
+    // Listed descendants of each ancestor (12 levels up).
+    const under = new Map();
+    for (const e of listed) {
+      let n = e.el.parentElement;
+      for (let i = 0; n && i < 12; i++, n = n.parentElement) {
+        const l = under.get(n);
+        if (l) l.push(e); else under.set(n, [e]);
+      }
+    }
+    const alive = (n) => (under.get(n) || []).filter((e) => !e.item.merged);
+    // One line per node: a wrapper listed together with its only control (a clickable <li>
+    // around a link, a menuitem around an <a>) becomes one line, with the more specific role.
+    for (let i = listed.length - 1; i >= 0; i--) {
+      const e = listed[i];
+      if (e.item.role === 'scrollable') continue;
+      const inner = alive(e.el);
+      if (inner.length !== 1 || inner[0].item.role === 'scrollable') continue;
+      const d = inner[0];
+      if (e.item.name && d.item.name && norm(e.item.name) !== norm(d.item.name)) continue;
+      if (rank(e.item.role) > rank(d.item.role)) d.item.role = e.item.role;
+      if (!d.item.name) d.item.name = e.item.name;
+      for (const k of ['expanded', 'selectedItem', 'checked', 'disabled', 'href', 'newTab']) {
+        if (e.item.state[k] !== undefined && d.item.state[k] === undefined) d.item.state[k] = e.item.state[k];
+      }
+      e.item.merged = true;
+    }
+    const live = listed.filter((e) => !e.item.merged);
+    for (const e of live) {
+      const item = e.item;
+      // A container of several controls (a menu, a listbox, a card) is not named by their
+      // joined text: each control has its own line.
+      if (alive(e.el).length >= 2) item.name = clip(labelText(e.el) || e.el.title || '', 80);
+      if (!item.name) {
+        const h = hintOf(e.el);
+        if (h) item.hint = h;
+      }
+      // Trees and disclosure without ARIA: the nested list of the item's <li> says it.
+      if (item.state.expanded === undefined) {
+        let li = null;
+        for (let n = e.el, i = 0; n && i < 4; n = n.parentElement, i++) {
+          if (n.tagName === 'LI' || n.getAttribute('role') === 'treeitem') { li = n; break; }
+        }
+        if (li) {
+          const sub = Array.from(li.children).find((c) => (c.tagName === 'UL' || c.tagName === 'OL' || c.getAttribute('role') === 'group') && !c.contains(e.el));
+          if (sub && sub.children.length) {
+            item.state.children = true;
+            const r = sub.getBoundingClientRect();
+            item.state.expanded = sub.checkVisibility({ visibilityProperty: true }) && r.width > 0 && r.height > 0;
+          }
+        }
+      }
+    }
+    // Rows: the nearest repeated container (siblings with the same tag, role and first class,
+    // each holding controls) with text of its own beside two or more controls or a nameless one.
+    const sig = (n) => n.tagName + '|' + (n.getAttribute('role') || '') + '|' + (n.classList.length ? n.classList[0].replace(/\d+/g, '') : '');
+    const groups = new Map();
+    const repeated = (a) => {
+      const p = a.parentElement;
+      if (!p) return false;
+      let m = groups.get(p);
+      if (!m) {
+        m = new Map();
+        for (const c of Array.from(p.children).slice(0, 1000)) {
+          if (!under.has(c) && !entryOf.has(c)) continue;
+          const k = sig(c);
+          m.set(k, (m.get(k) || 0) + 1);
+        }
+        groups.set(p, m);
+      }
+      return (m.get(sig(a)) || 0) >= 2;
+    };
+    const rowOf = new Map();
+    const rows = [];
+    const rowFor = (a) => {
+      if (rowOf.has(a)) return rowOf.get(a);
+      let row = null;
+      // Classless <div>s repeat everywhere; an item is a list item, a table row, an article or
+      // something with a class or role.
+      const marked = ['LI', 'TR', 'ARTICLE'].includes(a.tagName) || a.classList.length > 0 || a.hasAttribute('role');
+      if (marked && repeated(a)) {
+        const inside = alive(a);
+        const self = entryOf.get(a);
+        const controls = inside.concat(self && !self.item.merged ? [self] : []);
+        const nameless = inside.some((c) => !c.item.name && c.item.role !== 'scrollable');
+        const r = a.getBoundingClientRect();
+        if (controls.length <= 10 && (controls.length >= 2 || nameless) && r.height <= vh * 0.6) {
+          const t = clip(contentText(a).replace(PUA, ''), 400);
+          // Its text beside the controls' names (longest first, so "World" does not eat
+          // "World Home"; a clipped name without its ellipsis).
+          let rest = contentText(a).replace(PUA, '').replace(/\s+/g, ' ');
+          const names = controls.map((c) => c.item.name.replace(/…$/, '')).filter(Boolean).sort((x, y) => y.length - x.length);
+          for (const n of names) rest = rest.split(n).join(' ');
+          if (/[\p{L}\p{N}].*[\p{L}\p{N}].*[\p{L}\p{N}]/u.test(rest)) {
+            row = { ref: refName(a), text: clip(t, 60) };
+            rows.push(row);
+          }
+        }
+      }
+      rowOf.set(a, row);
+      return row;
+    };
+    for (const e of live) {
+      if (e.item.where !== 'in' || e.item.role === 'scrollable') continue;
+      const body = e.el.ownerDocument.body;
+      for (let n = e.el, i = 0; n && i < 10 && n !== body && n !== e.el.ownerDocument.documentElement; n = n.parentElement, i++) {
+        const row = rowFor(n);
+        if (row) { e.item.row = row.ref; break; }
+      }
+    }
+    return rows;
   }
 
   function lookup(ref) {
@@ -687,6 +1065,26 @@
     const body = document.body ? document.body.innerText : '';
     if (body.includes(w)) return { found: 'text' };
     return { found: '' };
+  }
+
+  // Same-origin frame documents and open shadow roots (at most 30, 8 levels deep), whose JS
+  // click listeners forge reads through CDP; the top document is read on its own.
+  function listenerRoots() {
+    const out = [];
+    const scan = (root, depth) => {
+      if (depth > 8) return;
+      for (const el of Array.from(root.querySelectorAll('*'))) {
+        if (out.length >= 30) return;
+        if (el.shadowRoot) { out.push(el.shadowRoot); scan(el.shadowRoot, depth + 1); }
+        if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') {
+          let d = null;
+          try { d = el.contentDocument; } catch (_) { d = null; }
+          if (d && d.documentElement) { out.push(d); scan(d, depth + 1); }
+        }
+      }
+    };
+    scan(document, 0);
+    return out;
   }
 
   // Listeners on the document, <html> or <body> are delegation, not a control.
@@ -1192,6 +1590,7 @@
     frameElement, frameBox,
     observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
+    listenerRoots,
     ready: () => ({ state: document.readyState, url: location.href }),
     ...ACTIONS,
     ...actionHelpers,

@@ -9,20 +9,45 @@
 //! viewport: 1280x800, scrolled 0 of 2400px
 //! elements (in view, reading order):
 //! e1 link "Home" -> /
-//! e2 textbox "Email" type=email value="" required
+//! e2 textbox "Email" type=email value=" a@b.example\n" required
 //! e3 button "Buy" [covered by div#cookie "We use cookies"]
+//! e4 button hint="star"
+//! e9 row "From Jane: Lunch?"
+//!   e10 button hint="star"
+//!   e11 button hint="trash"
+//! e12 clickable "Documents" has children, collapsed
+//! e13 scrollable hint="results" scroll 0/1,450px, 12 more items below in this list
+//! e14 option "Apricot" [scrolled out of its list]
 //! f1: iframe "Payment" same-origin http://127.0.0.1:8080
 //! f1e4 button "Pay"
 //! 12 more below, 3 above (browser_state with scroll=1 or a larger max_chars to see them)
 //! text:
-//! ...
+//! e20 h1 "Sign up"
+//! e21 p "Create an account to …"
+//! loose text outside blocks
 //! ```
+//!
+//! - `hint=` (never a name) for a control without an accessible name: an inner svg `<title>` or
+//!   `<use href="#icon-…">`, an icon-font class (`fa-star`) or ligature (`material-icons`),
+//!   words of its class list and id, a `data-action`-like attribute, a background image's file.
+//! - `row "…"`: the text of a repeated item (list row, post, card, table row) whose controls are
+//!   listed under it, indented. When the item is itself a control its own line is the header.
+//! - Values are exact: JSON-escaped (`\n`, `\t`, `\"`), spaces kept; over 60 chars the first 60
+//!   plus `…` and `(N chars)`.
+//! - `expanded`/`collapsed` from `aria-expanded` or `<details>`; `has children, collapsed` when
+//!   inferred from an item's nested list.
+//! - Scroll containers (vertical): `scroll <top>/<max>px`, the items below (and above) the
+//!   visible part; controls they clip are `[scrolled out of its list]` (at most three per list),
+//!   `[clipped by its container]` for overflow-hidden ancestors.
+//! - Text blocks (p, li, td, th, headings, ...) carry a ref, usable by `scroll_to`, hover and
+//!   click like any other; a nested block ends the outer one's line, and a block that is only a
+//!   link or button gets none (the control has a ref).
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex as StdMutex};
 use std::time::Duration;
 
-use chromiumoxide::cdp::browser_protocol::dom::ResolveNodeParams;
+use chromiumoxide::cdp::browser_protocol::dom::{DescribeNodeParams, ResolveNodeParams};
 use chromiumoxide::cdp::browser_protocol::dom_debugger::GetEventListenersParams;
 use chromiumoxide::cdp::browser_protocol::page::{
     CreateIsolatedWorldParams, EventFrameNavigated, FrameId,
@@ -31,7 +56,7 @@ use chromiumoxide::cdp::browser_protocol::target::TargetId;
 use chromiumoxide::cdp::js_protocol::runtime::{
     CallArgument, CallFunctionOnParams, EvaluateParams, EventExecutionContextCreated,
     EventExecutionContextDestroyed, EventExecutionContextsCleared, ExecutionContextId,
-    ReleaseObjectGroupParams,
+    GetPropertiesParams, ReleaseObjectGroupParams, RemoteObjectId,
 };
 use chromiumoxide::Page;
 use futures::stream::BoxStream;
@@ -373,6 +398,17 @@ pub struct Observation {
     pub scroll: Scroll,
     pub elements: Vec<Element>,
     pub frames: Vec<Frame>,
+    /// Headers of the repeated items (rows, posts, cards) that controls are grouped under.
+    #[serde(default)]
+    pub rows: Vec<Row>,
+    pub text: String,
+}
+
+/// A repeated item (mail row, post, card, table row) whose controls are listed under it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Row {
+    #[serde(rename = "ref")]
+    pub reference: String,
     pub text: String,
 }
 
@@ -401,6 +437,17 @@ pub struct Element {
     pub location: String,
     #[serde(rename = "coveredBy", default)]
     pub covered_by: Option<String>,
+    /// For a control without a name: words from its icon, classes, data attributes or
+    /// background image (`star`, `trash`).
+    #[serde(default)]
+    pub hint: Option<String>,
+    /// The ref of the repeated item (row) it belongs to.
+    #[serde(default)]
+    pub row: Option<String>,
+    /// `list` when its scroll container has it scrolled out of view, `clip` when an
+    /// overflow-hidden ancestor cuts it off.
+    #[serde(default)]
+    pub clipped: Option<String>,
 }
 
 /// A frame (iframe) on the page.
@@ -427,20 +474,30 @@ const OBJECT_GROUP: &str = "forge-observe";
 
 /// Tell the page library which elements have JS click/pointer listeners (invisible to page JS;
 /// read through DOMDebugger), so they count as interactive. Best effort: failures are ignored.
-/// Only the top document's light DOM is read: with `pierce: true` on a page with iframes,
-/// Chromium 156 stopped answering `Page.createIsolatedWorld` after the next navigation.
+///
+/// `DOMDebugger.getEventListeners` reports only the listeners of the world its object lives in,
+/// so each root is read through a page-world object: the top document first, then every
+/// same-origin frame document and open shadow root, which the isolated world lists
+/// (`listenerRoots`) and CDP maps to the page world (`DOM.describeNode` -> backend node ->
+/// `DOM.resolveNode` without a context, i.e. the main world of the node's own frame). Always
+/// `pierce: false`: with `pierce: true` on a page with iframes, Chromium 156 stopped answering
+/// `Page.createIsolatedWorld` after the next navigation.
 async fn mark_click_listeners(page: &Page, ctx: ExecutionContextId) {
-    let _ = mark_click_listeners_inner(page, ctx).await;
+    let mut seen = std::collections::HashSet::new();
+    let _ = mark_click_listeners_inner(page, ctx, &mut seen).await;
     let _ = page
         .execute(ReleaseObjectGroupParams::new(OBJECT_GROUP))
         .await;
 }
 
-async fn mark_click_listeners_inner(page: &Page, ctx: ExecutionContextId) -> Option<()> {
+async fn mark_click_listeners_inner(
+    page: &Page,
+    ctx: ExecutionContextId,
+    seen: &mut std::collections::HashSet<i64>,
+) -> Option<()> {
     let doc = page
         .execute(
-            // The page's own world: without `pierce`, DOMDebugger reports only the listeners of
-            // the object's world. `document` is unforgeable, so the page cannot substitute it.
+            // The page's own world. `document` is unforgeable, so the page cannot substitute it.
             EvaluateParams::builder()
                 .expression("document")
                 .object_group(OBJECT_GROUP)
@@ -450,10 +507,83 @@ async fn mark_click_listeners_inner(page: &Page, ctx: ExecutionContextId) -> Opt
         .await
         .ok()?;
     let doc_id = doc.result.result.object_id.clone()?;
+    mark_listeners_under(page, ctx, doc_id, seen).await;
+    // Frame documents and open shadow roots, found in the isolated world (whose DOM view the
+    // page cannot change), as isolated-world objects.
+    let roots = page
+        .execute(
+            EvaluateParams::builder()
+                .expression("globalThis.__forgeLib ? globalThis.__forgeLib.listenerRoots() : []")
+                .context_id(ctx)
+                .object_group(OBJECT_GROUP)
+                .return_by_value(false)
+                .silent(true)
+                .build()
+                .ok()?,
+        )
+        .await
+        .ok()?;
+    // Most pages have none: skip the property read for an empty array.
+    if roots.result.result.description.as_deref() == Some("Array(0)") {
+        return Some(());
+    }
+    let roots_id = roots.result.result.object_id.clone()?;
+    let props = page
+        .execute(
+            GetPropertiesParams::builder()
+                .object_id(roots_id)
+                .own_properties(true)
+                .build()
+                .ok()?,
+        )
+        .await
+        .ok()?;
+    for p in &props.result.result {
+        if seen.len() > MAX_LISTENER_MARKS {
+            break;
+        }
+        if p.name.parse::<u32>().is_err() {
+            continue;
+        }
+        let Some(oid) = p.value.as_ref().and_then(|v| v.object_id.clone()) else {
+            continue;
+        };
+        let Ok(node) = page
+            .execute(DescribeNodeParams::builder().object_id(oid).build())
+            .await
+        else {
+            continue;
+        };
+        let Ok(main) = page
+            .execute(
+                ResolveNodeParams::builder()
+                    .backend_node_id(node.result.node.backend_node_id)
+                    .object_group(OBJECT_GROUP)
+                    .build(),
+            )
+            .await
+        else {
+            continue;
+        };
+        if let Some(main_id) = main.result.object.object_id.clone() {
+            mark_listeners_under(page, ctx, main_id, seen).await;
+        }
+    }
+    Some(())
+}
+
+/// Mark the elements under `root` (a page-world document or shadow root) that have click-ish
+/// listeners, at most `MAX_LISTENER_MARKS` in all.
+async fn mark_listeners_under(
+    page: &Page,
+    ctx: ExecutionContextId,
+    root: RemoteObjectId,
+    seen: &mut std::collections::HashSet<i64>,
+) -> Option<()> {
     let listeners = page
         .execute(
             GetEventListenersParams::builder()
-                .object_id(doc_id)
+                .object_id(root)
                 .depth(-1)
                 .pierce(false)
                 .build()
@@ -461,7 +591,6 @@ async fn mark_click_listeners_inner(page: &Page, ctx: ExecutionContextId) -> Opt
         )
         .await
         .ok()?;
-    let mut seen = std::collections::HashSet::new();
     let mut nodes = Vec::new();
     for l in &listeners.result.listeners {
         if !matches!(
@@ -473,7 +602,7 @@ async fn mark_click_listeners_inner(page: &Page, ctx: ExecutionContextId) -> Opt
         let Some(node) = l.backend_node_id else {
             continue;
         };
-        if nodes.len() < MAX_LISTENER_MARKS && seen.insert(*node.inner()) {
+        if seen.len() < MAX_LISTENER_MARKS && seen.insert(*node.inner()) {
             nodes.push(node);
         }
     }
@@ -548,13 +677,19 @@ pub fn element_line(e: &Element) -> String {
     if !e.name.is_empty() {
         line.push(' ');
         line.push_str(&quote(&e.name));
+    } else if let Some(h) = e.hint.as_deref().filter(|h| !h.is_empty()) {
+        line.push_str(&format!(" hint={}", quote(h)));
     }
     let st = &e.state;
     if let Some(t) = st.get("type").and_then(Value::as_str) {
         line.push_str(&format!(" type={t}"));
     }
     if let Some(v) = st.get("value").and_then(Value::as_str) {
+        // Exact: JSON escaping keeps spaces and shows newlines, tabs and quotes as \n, \t, \".
         line.push_str(&format!(" value={}", quote(v)));
+        if let Some(n) = st.get("valueLength").and_then(Value::as_u64) {
+            line.push_str(&format!(" ({} chars)", thousands(n)));
+        }
     }
     match st.get("checked") {
         Some(Value::Bool(true)) => line.push_str(" checked"),
@@ -590,10 +725,26 @@ pub fn element_line(e: &Element) -> String {
             line.push_str(flag);
         }
     }
+    let children = if st.get("children") == Some(&Value::Bool(true)) {
+        " has children,"
+    } else {
+        ""
+    };
     match st.get("expanded") {
-        Some(Value::Bool(true)) => line.push_str(" expanded"),
-        Some(Value::Bool(false)) => line.push_str(" collapsed"),
+        Some(Value::Bool(true)) => line.push_str(&format!("{children} expanded")),
+        Some(Value::Bool(false)) => line.push_str(&format!("{children} collapsed")),
         _ => {}
+    }
+    if let Some(sc) = st.get("scroll").and_then(Value::as_object) {
+        let y = sc.get("y").and_then(Value::as_u64).unwrap_or(0);
+        let max = sc.get("max").and_then(Value::as_u64).unwrap_or(0);
+        line.push_str(&format!(" scroll {}/{}px", thousands(y), thousands(max)));
+        if let Some(n) = st.get("itemsBelow").and_then(Value::as_u64) {
+            line.push_str(&format!(", {n} more items below in this list"));
+        }
+        if let Some(n) = st.get("itemsAbove").and_then(Value::as_u64) {
+            line.push_str(&format!(", {n} above"));
+        }
     }
     if st.get("selectedItem") == Some(&Value::Bool(true)) {
         line.push_str(" selected");
@@ -607,10 +758,28 @@ pub fn element_line(e: &Element) -> String {
             line.push_str(" (new tab)");
         }
     }
+    match e.clipped.as_deref() {
+        Some("list") => line.push_str(" [scrolled out of its list]"),
+        Some(_) => line.push_str(" [clipped by its container]"),
+        None => {}
+    }
     if let Some(c) = &e.covered_by {
         line.push_str(&format!(" [covered by {c}]"));
     }
     line
+}
+
+/// `1450` as `1,450`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Render `obs` in about `budget` characters: header, in-view elements in reading order, a
@@ -633,6 +802,8 @@ pub fn render(obs: &Observation, budget: usize) -> String {
     let mut listed = 0usize;
     let mut lines = String::new();
     let mut frames_done: Vec<&str> = Vec::new();
+    // The row whose controls are being listed, and whether its header is a listed control.
+    let mut current_row: Option<&str> = None;
     for e in &obs.elements {
         match e.location.as_str() {
             "above" => {
@@ -643,9 +814,21 @@ pub fn render(obs: &Observation, budget: usize) -> String {
                 below += 1;
                 continue;
             }
+            // Scrolled out of its list beyond the first few: the list's line counts them.
+            "inlist" => continue,
             _ => {}
         }
         let mut line = String::new();
+        let row = e.row.as_deref();
+        if row != current_row {
+            if let Some(r) = row.filter(|r| *r != e.reference) {
+                if let Some(h) = obs.rows.iter().find(|h| h.reference == r) {
+                    line.push_str(&format!("{} row {}\n", h.reference, quote(&h.text)));
+                }
+            }
+        }
+        let header_row = current_row;
+        current_row = row;
         // Introduce a frame before its first element.
         if let Some(fnum) = e
             .reference
@@ -661,10 +844,15 @@ pub fn render(obs: &Observation, budget: usize) -> String {
                 }
             }
         }
+        if row.is_some_and(|r| r != e.reference) {
+            line.push_str("  ");
+        }
         line.push_str(&element_line(e));
         line.push('\n');
         if out.len() + lines.len() + line.len() > element_budget {
             cut += 1;
+            // Its row header (if it carried one) was not printed either.
+            current_row = header_row;
             continue;
         }
         lines.push_str(&line);
@@ -712,7 +900,11 @@ pub fn render(obs: &Observation, budget: usize) -> String {
     if text.chars().count() <= left {
         out.push_str(text);
     } else {
-        let cut_at: String = text.chars().take(left.saturating_sub(80)).collect();
+        let mut cut_at: String = text.chars().take(left.saturating_sub(80)).collect();
+        // End on a whole line (a block's ref line stays whole) when that loses little.
+        if let Some(i) = cut_at.rfind('\n').filter(|i| *i >= cut_at.len() * 3 / 4) {
+            cut_at.truncate(i);
+        }
         let total = text.chars().count();
         out.push_str(&cut_at);
         out.push_str(&format!(
@@ -785,6 +977,9 @@ mod tests {
             state: state.as_object().cloned().unwrap_or_default(),
             location: loc.into(),
             covered_by: None,
+            hint: None,
+            row: None,
+            clipped: None,
         }
     }
 
@@ -851,6 +1046,7 @@ mod tests {
             },
             elements,
             frames: vec![],
+            rows: vec![],
             text: "word ".repeat(5000),
         };
         let out = render(&obs, 6000);
@@ -859,5 +1055,114 @@ mod tests {
         assert!(out.contains("198 more below"));
         assert!(out.contains("browser_extract for the full text"));
         assert_eq!(render(&obs, 6000), out, "deterministic");
+    }
+
+    #[test]
+    fn values_are_exact_hints_trees_scroll_and_clips_render() {
+        let v = el(
+            "e1",
+            "textbox",
+            "Note",
+            "in",
+            serde_json::json!({"value": " a \"b\"\n\tc "}),
+        );
+        assert_eq!(
+            element_line(&v),
+            "e1 textbox \"Note\" value=\" a \\\"b\\\"\\n\\tc \""
+        );
+        let long = el(
+            "e2",
+            "textbox",
+            "Long",
+            "in",
+            serde_json::json!({"value": format!("{}…", "x".repeat(60)), "valueLength": 1450}),
+        );
+        assert!(element_line(&long).ends_with("…\" (1,450 chars)"));
+        let mut h = el("e3", "button", "", "in", serde_json::json!({}));
+        h.hint = Some("star".into());
+        assert_eq!(element_line(&h), "e3 button hint=\"star\"");
+        let t = el(
+            "e4",
+            "clickable",
+            "Documents",
+            "in",
+            serde_json::json!({"children": true, "expanded": false}),
+        );
+        assert_eq!(
+            element_line(&t),
+            "e4 clickable \"Documents\" has children, collapsed"
+        );
+        let s = el(
+            "e5",
+            "scrollable",
+            "",
+            "in",
+            serde_json::json!({"scroll": {"y": 0, "max": 1450}, "itemsBelow": 12}),
+        );
+        assert_eq!(
+            element_line(&s),
+            "e5 scrollable scroll 0/1,450px, 12 more items below in this list"
+        );
+        let mut c = el("e6", "button", "Item 9", "in", serde_json::json!({}));
+        c.clipped = Some("list".into());
+        assert_eq!(
+            element_line(&c),
+            "e6 button \"Item 9\" [scrolled out of its list]"
+        );
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn controls_of_a_row_are_grouped_under_its_header() {
+        let mut elements = Vec::new();
+        for (i, row) in [(1, "e10"), (3, "e11")] {
+            for (j, hint) in ["star", "trash"].iter().enumerate() {
+                let mut b = el(
+                    &format!("e{}", i + j),
+                    "button",
+                    "",
+                    "in",
+                    serde_json::json!({}),
+                );
+                b.hint = Some((*hint).into());
+                b.row = Some(row.into());
+                elements.push(b);
+            }
+        }
+        elements.push(el("e5", "link", "Next", "in", serde_json::json!({})));
+        let obs = Observation {
+            url: "http://127.0.0.1/".into(),
+            title: "Mail".into(),
+            viewport: Viewport {
+                width: 1280.0,
+                height: 800.0,
+            },
+            scroll: Scroll {
+                y: 0.0,
+                height: 800.0,
+            },
+            elements,
+            frames: vec![],
+            rows: vec![
+                Row {
+                    reference: "e10".into(),
+                    text: "From Jane: Lunch?".into(),
+                },
+                Row {
+                    reference: "e11".into(),
+                    text: "From Bob: Report".into(),
+                },
+            ],
+            text: String::new(),
+        };
+        let out = render(&obs, 6000);
+        assert!(
+            out.contains(
+                "e10 row \"From Jane: Lunch?\"\n  e1 button hint=\"star\"\n  e2 button hint=\"trash\"\ne11 row \"From Bob: Report\"\n  e3 button hint=\"star\"\n  e4 button hint=\"trash\"\ne5 link \"Next\"\n"
+            ),
+            "{out}"
+        );
     }
 }
