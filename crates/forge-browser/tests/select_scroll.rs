@@ -502,7 +502,11 @@ fn scroll_a_terms_box_to_the_end_enables_accept() {
         "browser_click",
         json!({"ref": ref_of(&out, "button \"Accept\"")}),
     );
-    assert!(out.contains("Accepted the terms"), "{out}");
+    assert!(out.starts_with("clicked e"), "{out}");
+    // The page's text after the click (the observation's text excerpt is budgeted and the long
+    // terms come first, so read the result element itself).
+    let res = f.ok(s, "browser_extract", json!({"selector": "#result"}));
+    assert!(res.contains("Accepted the terms"), "{res}");
 
     // Again, by pages, from a link inside the box (its nearest scrollable ancestor is the box).
     let obs = f.ok(
