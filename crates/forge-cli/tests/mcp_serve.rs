@@ -548,6 +548,11 @@ async fn mcp_servers_of_forge_yaml_become_confined_tools() {
         .unwrap()
         .contains("not in mcp.servers[srv].tools.allow"));
     assert_eq!(tool("pyfiles__env_keys")["present"], true);
+    assert_eq!(
+        list["egress_added_by_forge"],
+        serde_json::json!([{"host": entry, "why": "mcp server srv"}]),
+        "{list}"
+    );
 
     // forge tool call srv__echo: the server's answer, fenced as outside content.
     let mut c = forge();

@@ -102,3 +102,50 @@ impl ToolHost for RunnerToolHost {
 pub fn host(agent_id: &str, runner: ToolRunner, policy: &EgressPolicy) -> Arc<dyn ToolHost> {
     Arc::new(RunnerToolHost::new(agent_id, runner, policy))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assemble::is_mcp_tool_name;
+    use crate::audit::events::{tool_call_event, MCP_TOOL_CALL, TOOL_EXEC};
+
+    #[test]
+    fn instructions_name_the_allowed_hosts_and_the_refusal() {
+        let p = EgressPolicy::allowlist(["example.org", "*.docs.example.com", "127.0.0.1:8080"])
+            .expect("valid entries");
+        let text = instructions("look", &p);
+        for want in [
+            "forge agent look",
+            "example.org, *.docs.example.com, 127.0.0.1:8080",
+            "Every other host is refused",
+            "blocked by egress policy",
+        ] {
+            assert!(text.contains(want), "{want} missing: {text}");
+        }
+        let none = instructions(
+            "x",
+            &EgressPolicy::new(Default::default()).expect("deny-all"),
+        );
+        assert!(
+            none.contains("deny-all") && none.contains("no host at all"),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn mcp_tool_names_are_told_apart_for_the_audit_log() {
+        for (name, mcp) in [
+            ("srv__echo", true),
+            ("linear-2__create_issue", true),
+            ("http_request", false),
+            ("browser_navigate", false),
+            ("Srv__echo", false),
+            ("srv__", false),
+            ("__echo", false),
+        ] {
+            assert_eq!(is_mcp_tool_name(name), mcp, "{name}");
+            let want = if mcp { MCP_TOOL_CALL } else { TOOL_EXEC };
+            assert_eq!(tool_call_event(name), want, "{name}");
+        }
+    }
+}
