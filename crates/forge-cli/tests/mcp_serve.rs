@@ -256,6 +256,16 @@ fn check_session(out: &Value, token: &str, site: SocketAddr) {
     assert_eq!(images.len(), 1, "{shot}");
     assert_eq!(images[0]["mime"], "image/png");
     assert!(images[0]["len"].as_u64().unwrap() > 100, "{shot}");
+    // The slow call reported progress (every second) before it was cancelled.
+    let progress = out["progress"].as_array().unwrap();
+    assert!(!progress.is_empty(), "no progress notification: {out}");
+    assert!(
+        progress[0]
+            .as_str()
+            .unwrap_or("")
+            .contains("browser_navigate running"),
+        "{progress:?}"
+    );
     // The cancelled slow call returned at the cancellation, and the session went on promptly.
     assert!(out.get("slow_not_cancelled").is_none(), "{out}");
     let cancel = out["cancel_returned_after_s"].as_f64().unwrap();

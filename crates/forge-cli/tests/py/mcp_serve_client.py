@@ -48,10 +48,17 @@ async def session_checks(client, site, out):
     out["blocked"] = dump(await client.call_tool("browser_navigate", {"url": "http://not-allowed.example/"}))
     out["screenshot"] = dump(await client.call_tool("browser_screenshot", {}))
     # Cancellation: the SDK sends notifications/cancelled when the call's scope is cancelled.
+    # Progress: with a progress token, a call longer than a second reports every second.
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append(message)
+
     started = time.monotonic()
-    with anyio.move_on_after(2.0):
-        await client.call_tool("browser_navigate", {"url": site + "/slow"})
+    with anyio.move_on_after(2.5):
+        await client.call_tool("browser_navigate", {"url": site + "/slow"}, progress_callback=on_progress)
         out["slow_not_cancelled"] = True
+    out["progress"] = progress
     out["cancel_returned_after_s"] = time.monotonic() - started
     # The session still works after the cancellation, promptly.
     started = time.monotonic()
