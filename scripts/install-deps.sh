@@ -3,13 +3,16 @@
 # - Debian's Chromium (the browser tools drive it; nothing downloads a browser of its own);
 # - Python tools the tests call (hadolint for the generated Dockerfile, kubernetes-validate for the
 #   generated manifests, the a2a-sdk client for the A2A interop test, the official MCP SDK `mcp`
-#   2.x as the counterpart of forge-mcp's interop tests).
-# Usage: scripts/install-deps.sh [browser] [python]   (no argument: everything)
+#   2.x as the counterpart of forge-mcp's interop tests);
+# - node and npm (Debian's), so `npx @modelcontextprotocol/inspector --cli` can list forge's tools
+#   in the `forge mcp serve` smoke test (crates/forge-cli/tests/mcp_serve.rs; npx fetches the
+#   inspector from npm on first use and caches it).
+# Usage: scripts/install-deps.sh [browser] [python] [node]   (no argument: everything)
 set -euo pipefail
 
 want() { [ $# -eq 0 ] && return 0; for w in "${WANTS[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
 WANTS=("$@")
-if [ ${#WANTS[@]} -eq 0 ]; then WANTS=(browser python); fi
+if [ ${#WANTS[@]} -eq 0 ]; then WANTS=(browser python node); fi
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -32,4 +35,15 @@ if want python; then
     echo "install-deps: installing ${missing[*]} (pip)" >&2
     python3 -m pip install -q --disable-pip-version-check "${missing[@]}"
   fi
+fi
+
+if want node; then
+  if ! command -v npx >/dev/null 2>&1; then
+    echo "install-deps: installing Debian's nodejs and npm (apt-get)" >&2
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+      nodejs npm >/dev/null
+  fi
+  # Warm npx's cache so the smoke test does not wait on the download.
+  npx -y @modelcontextprotocol/inspector --help >/dev/null 2>&1 || true
 fi

@@ -159,6 +159,17 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
         denied_tools: agent.denied_tools(),
         tool_plan,
         audit,
+        mcp_servers: cfg
+            .mcp
+            .servers
+            .iter()
+            .map(|m| crate::spec::McpServerSpec {
+                name: m.name.clone(),
+                transport: m.transport.as_str().to_string(),
+                url: m.url.clone(),
+                required: m.required,
+            })
+            .collect(),
     }
 }
 

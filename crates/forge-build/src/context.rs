@@ -328,6 +328,7 @@ struct EgressAllowlist<'a> {
     allowed_domains: &'a [String],
     skill_domains: &'a [String],
     model_domains: Vec<String>,
+    mcp_domains: Vec<String>,
     all_domains: Vec<String>,
 }
 
@@ -527,6 +528,7 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
         allowed_domains: &spec.egress.allowed_domains,
         skill_domains: &spec.egress.skill_domains,
         model_domains: spec.model_domains(),
+        mcp_domains: spec.mcp_domains(),
         all_domains: spec.all_domains(),
     };
     w.write("compiled/egress_allowlist.json", &json_bytes(&allow))?;

@@ -40,9 +40,9 @@ pub use package::{
     build_args, build_command, build_image, detect_builder, find_on_path, stale_reason, Builder,
     ImageManifest, ImageRequest, BUILDERS,
 };
-pub use prod::{is_open_wildcard, prod_problems, ProdProblem, DEV_ONLY_TOOLS};
+pub use prod::{is_cluster_host, is_open_wildcard, prod_problems, ProdProblem, DEV_ONLY_TOOLS};
 pub use spec::{
-    AptPackage, AuditOutcome, BrowserSpec, BuildSpec, EgressSpec, EnvSpec, ModelSpec, SkillSpec,
-    SkillTool,
+    AptPackage, AuditOutcome, BrowserSpec, BuildSpec, EgressSpec, EnvSpec, McpServerSpec,
+    ModelSpec, SkillSpec, SkillTool,
 };
 pub use tools::{documented_tool_plan, PlannedTool, BROWSER_TOOLS, BUILTIN_TOOLS};

@@ -7,7 +7,8 @@
 //! amounts to open egress (`*`, `*.*`, `*.com`-style single-label wildcards, or `*` anywhere but
 //! a leading `*.`), browser or not; dev-only tools in forge.yaml `tools`; an audit with errors;
 //! `allow_private_ips: true` without `allowed_private_cidrs` narrowing it (rejected, not warned:
-//! it opens the whole cluster network to the agent).
+//! it opens the whole cluster network to the agent); an `http://` (unencrypted) MCP server URL
+//! to a host outside the cluster ([`is_cluster_host`]).
 
 use std::fmt;
 
@@ -61,6 +62,26 @@ pub fn is_open_wildcard(entry: &str) -> bool {
         Some(rest) => rest.contains('*') || !rest.contains('.'),
         None => true,
     }
+}
+
+/// Whether `host` (lowercase, from a URL) names something inside the cluster or the pod, where
+/// plain http does not cross an untrusted network: a single-label service name (`mcp`), a
+/// Kubernetes service name (`*.svc`, `*.svc.cluster.local`, `*.cluster.local`), `localhost`, or
+/// a loopback or private IP address literal (10/8, 172.16/12, 192.168/16, fc00::/7).
+pub fn is_cluster_host(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = h.parse::<std::net::IpAddr>() {
+        return match ip {
+            std::net::IpAddr::V4(v4) => v4.is_loopback() || v4.is_private(),
+            std::net::IpAddr::V6(v6) => v6.is_loopback() || (v6.segments()[0] & 0xfe00) == 0xfc00,
+        };
+    }
+    let h = h.trim_end_matches('.');
+    !h.is_empty()
+        && (!h.contains('.')
+            || h.ends_with(".svc")
+            || h.ends_with(".svc.cluster.local")
+            || h.ends_with(".cluster.local"))
 }
 
 /// Runs every production check on `spec`.
@@ -205,6 +226,30 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
         });
     }
 
+    for (i, m) in spec.mcp_servers.iter().enumerate() {
+        let Some(url) = m.url.as_deref() else {
+            continue;
+        };
+        let Ok(u) = url::Url::parse(url) else {
+            continue;
+        };
+        if u.scheme() != "http" {
+            continue;
+        }
+        let host = u.host_str().unwrap_or_default().to_ascii_lowercase();
+        if !is_cluster_host(&host) {
+            out.push(ProdProblem {
+                file: config.clone(),
+                field: format!("mcp.servers[{i}].url"),
+                problem: format!(
+                    "MCP server `{}` is reached over plain http at {url}: its token and every tool call would cross the network unencrypted to {host}, a host outside the cluster",
+                    m.name
+                ),
+                fix: "use an https:// URL, or a cluster-internal service name (`name`, `name.namespace.svc`, `*.svc.cluster.local`)".into(),
+            });
+        }
+    }
+
     if spec.egress.allow_private_ips && spec.egress.allowed_private_cidrs.is_empty() {
         out.push(ProdProblem {
             file: config.clone(),
@@ -299,6 +344,52 @@ mod tests {
         );
         s.egress.allowed_private_cidrs = vec!["10.20.0.0/16".into()];
         assert_eq!(prod_problems(&s).len(), 2);
+    }
+
+    #[test]
+    fn plain_http_mcp_urls_are_rejected_outside_the_cluster() {
+        let mut s = browser_spec("allowlist", &["example.com"], &[]);
+        s.browser = None;
+        s.mcp_servers = vec![
+            crate::spec::McpServerSpec {
+                name: "linear".into(),
+                transport: "http".into(),
+                url: Some("http://mcp.example.com/mcp".into()),
+                required: false,
+            },
+            crate::spec::McpServerSpec {
+                name: "inside".into(),
+                transport: "http".into(),
+                url: Some("http://tools.agents.svc.cluster.local:8080/mcp".into()),
+                required: false,
+            },
+            crate::spec::McpServerSpec {
+                name: "tls".into(),
+                transport: "http".into(),
+                url: Some("https://mcp.example.com/mcp".into()),
+                required: false,
+            },
+        ];
+        let p = prod_problems(&s);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].field, "mcp.servers[0].url");
+        assert!(p[0].problem.contains("mcp.example.com"), "{p:?}");
+        assert!(p[0].fix.contains("https://"), "{p:?}");
+        for inside in ["mcp", "mcp.tools.svc", "10.0.3.4", "127.0.0.1", "localhost"] {
+            assert!(is_cluster_host(inside), "{inside}");
+        }
+        for outside in ["mcp.example.com", "8.8.8.8", "example.svc.com"] {
+            assert!(!is_cluster_host(outside), "{outside}");
+        }
+        // Their hosts count as egress.
+        assert_eq!(
+            s.all_domains(),
+            vec![
+                "example.com",
+                "mcp.example.com",
+                "tools.agents.svc.cluster.local:8080"
+            ]
+        );
     }
 
     #[test]

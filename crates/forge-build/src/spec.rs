@@ -51,6 +51,32 @@ pub struct BuildSpec {
     pub tool_plan: forge_skills::ToolPlan,
     /// The security audit of the active skills.
     pub audit: AuditOutcome,
+    /// forge.yaml `mcp.servers` (their http hosts count as egress, like the model host).
+    pub mcp_servers: Vec<McpServerSpec>,
+}
+
+/// An entry of forge.yaml `mcp.servers`, as the build sees it.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct McpServerSpec {
+    pub name: String,
+    /// `http` or `stdio`.
+    pub transport: String,
+    /// `http`: the endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub required: bool,
+}
+
+impl McpServerSpec {
+    /// The allowlist entry of an http server: its host, with the port when the URL gives one.
+    pub fn host(&self) -> Option<String> {
+        let u = url::Url::parse(self.url.as_deref()?).ok()?;
+        let host = u.host_str()?.to_ascii_lowercase();
+        Some(match u.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host,
+        })
+    }
 }
 
 /// forge.yaml `model`.
@@ -198,10 +224,22 @@ impl BuildSpec {
         out
     }
 
+    /// The hosts of the http servers of forge.yaml `mcp.servers` (added to the policy by forge,
+    /// like the model host).
+    pub fn mcp_domains(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for m in &self.mcp_servers {
+            if let Some(h) = m.host() {
+                push_unique(&mut out, h);
+            }
+        }
+        out
+    }
+
     /// The hosts the agent may actually reach, as forge's egress policy builds them: forge.yaml
-    /// domains, then skill domains, then model domains, de-duplicated keeping the first
-    /// occurrence. In `deny-all` mode forge.yaml and skill domains are ignored (as in
-    /// forge-egress) and only the model provider's hosts remain.
+    /// domains, then skill domains, then model domains, then MCP server hosts, de-duplicated
+    /// keeping the first occurrence. In `deny-all` mode forge.yaml and skill domains are ignored
+    /// (as in forge-egress) and only forge's own hosts (model providers, MCP servers) remain.
     pub fn all_domains(&self) -> Vec<String> {
         let mut all = Vec::new();
         let listed: Vec<String> = if self.egress.mode == "deny-all" {
@@ -214,7 +252,11 @@ impl BuildSpec {
                 .cloned()
                 .collect()
         };
-        for d in listed.into_iter().chain(self.model_domains()) {
+        for d in listed
+            .into_iter()
+            .chain(self.model_domains())
+            .chain(self.mcp_domains())
+        {
             push_unique(&mut all, d);
         }
         all

@@ -44,6 +44,7 @@ pub fn documented_tool_plan(spec: &BuildSpec) -> Vec<PlannedTool> {
                 ToolSource::SkillScript => "skill-script",
                 ToolSource::Browser => "browser",
                 ToolSource::Config => "configured",
+                ToolSource::Mcp => "mcp",
             },
             registered: t.present,
             reason: (t.source != ToolSource::Builtin || !t.present).then(|| t.reason.clone()),

@@ -3,7 +3,7 @@
 //! This crate only parses arguments, renders output and maps errors to exit codes; the logic lives
 //! in the library crates. Each command family has its own module:
 //! `skills` (forge skills ...), `egress` (forge egress ...), `tool` (forge tool ...),
-//! `run` (forge run, forge audit ...), `build` (forge build, forge package).
+//! `mcp` (forge mcp serve), `run` (forge run, forge audit ...), `build` (forge build, forge package).
 
 // The one crate that renders output (the workspace denies printing everywhere else).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 mod build;
 mod egress;
+mod mcp;
 mod run;
 mod skills;
 mod tool;
@@ -37,6 +38,9 @@ enum Command {
     /// List, describe and call the tools an agent would have.
     #[command(subcommand)]
     Tool(tool::ToolCommand),
+    /// Serve an agent's tools over MCP (Claude Code, Cursor, VS Code, any MCP client).
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
     /// Run an agent: one task with --once, or serve A2A.
     Run(run::RunArgs),
     /// Work with audit logs.
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
         Command::Skills(c) => skills::run(c),
         Command::Egress(c) => egress::run(c),
         Command::Tool(c) => tool::run(c),
+        Command::Mcp(c) => mcp::run(c),
         Command::Run(a) => run::run(a),
         Command::Audit(c) => run::audit(c),
         Command::Build(a) => build::build(a),

@@ -305,7 +305,7 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn wait_for_shutdown() {
+pub(crate) async fn wait_for_shutdown() {
     #[cfg(unix)]
     {
         let mut term =

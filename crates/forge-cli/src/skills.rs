@@ -497,9 +497,52 @@ fn audit(a: AuditArgs) -> ExitCode {
         None => Policy::default(),
     };
     let report = forge_analyzer::audit(&loaded.skills, &policy);
+    // forge.yaml `mcp.servers`: their http hosts are egress forge adds (like the model host).
+    let mcp: Vec<(String, String, String)> = loaded
+        .agent
+        .iter()
+        .flat_map(|ag| ag.config.mcp.servers.iter())
+        .map(|m| {
+            let reach = match (&m.url, &m.command) {
+                (Some(u), _) => {
+                    forge_runtime::assemble::mcp_egress_entry(u).unwrap_or_else(|| u.clone())
+                }
+                (None, Some(c)) => {
+                    format!("stdio command {c} (its traffic goes through the egress proxy)")
+                }
+                _ => String::new(),
+            };
+            (m.name.clone(), m.transport.as_str().to_string(), reach)
+        })
+        .collect();
     match a.format {
-        Format::Json => println!("{}", report.to_json()),
-        Format::Text => print!("{}", report.to_text()),
+        Format::Json if mcp.is_empty() => println!("{}", report.to_json()),
+        Format::Json => {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&report.to_json()).unwrap_or(serde_json::Value::Null);
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert(
+                    "mcp_servers".into(),
+                    mcp.iter()
+                        .map(
+                            |(n, t, r)| serde_json::json!({"name": n, "transport": t, "egress": r}),
+                        )
+                        .collect(),
+                );
+            }
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default())
+        }
+        Format::Text => {
+            print!("{}", report.to_text());
+            if !mcp.is_empty() {
+                println!(
+                    "MCP servers (forge.yaml mcp.servers; egress forge adds to the allowlist):"
+                );
+                for (n, t, r) in &mcp {
+                    println!("  {n} ({t}): {r}");
+                }
+            }
+        }
     }
     if report.policy_summary.passed {
         ExitCode::SUCCESS

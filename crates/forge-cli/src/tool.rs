@@ -193,6 +193,17 @@ async fn run_async(cmd: ToolCommand) -> ExitCode {
 fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Format) {
     let proxy = tools.proxy_addr().map(|a| format!("http://{a}"));
     let (c, o, p, r) = tools.guardrails().counts();
+    // Hosts forge itself adds to the allowlist (MCP servers' hosts, like the model host).
+    let forge_hosts: Vec<(String, String)> = tools
+        .egress()
+        .policy()
+        .entries()
+        .iter()
+        .filter_map(|e| match &e.source {
+            forge_egress::policy::EntrySource::Forge(why) => Some((e.text.clone(), why.clone())),
+            _ => None,
+        })
+        .collect();
     if format == Format::Json {
         let list: Vec<Value> = tools
             .reasons()
@@ -212,6 +223,7 @@ fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Forma
             "config": agent.config.path,
             "tools": list,
             "egress_proxy": proxy.is_some(),
+            "egress_added_by_forge": forge_hosts.iter().map(|(h, why)| json!({"host": h, "why": why})).collect::<Vec<_>>(),
             "browser": tools.browser().is_some(),
             "guardrails": {"deny_commands": c, "deny_output": o, "deny_prompts": p, "deny_responses": r},
         });
@@ -271,10 +283,15 @@ fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Forma
     out!(
         "egress proxy: {}",
         match &proxy {
-            Some(_) => "started for cli_execute, script tools or the browser".to_string(),
-            None => "none (no cli_execute, script tool or browser needs one)".to_string(),
+            Some(_) => "started for cli_execute, script tools, the browser or stdio MCP servers"
+                .to_string(),
+            None => "none (no cli_execute, script tool, browser or stdio MCP server needs one)"
+                .to_string(),
         }
     );
+    for (host, why) in &forge_hosts {
+        out!("egress: {host} added to the allowlist by forge ({why})");
+    }
     out!("guardrails: deny_commands {c}, deny_output {o}, deny_prompts {p}, deny_responses {r}");
 }
 

@@ -713,3 +713,59 @@ fn security_audit_json_is_what_forge_skills_audit_prints() {
     let factors = ours["assessments"][0]["factors"].to_string();
     assert!(factors.contains("browser"), "{factors}");
 }
+
+#[test]
+fn mcp_server_hosts_are_egress_and_prod_rejects_plain_http_outside_the_cluster() {
+    let (tmp, dir) = agent("build-plain");
+    let cfg = dir.join("forge.yaml");
+    let mut yaml = fs::read_to_string(&cfg).unwrap();
+    yaml.push_str(
+        "mcp:\n  servers:\n    - name: linear\n      transport: http\n      url: http://mcp.linear.example.com:8080/mcp\n      tools: { allow: [\"*\"] }\n    - name: inside\n      transport: http\n      url: http://tools.agents.svc.cluster.local/mcp\n      tools: { allow: [\"*\"] }\n",
+    );
+    fs::write(&cfg, yaml).unwrap();
+    // forge build: the MCP hosts are in agent.json's egress and the compiled allowlist.
+    let out = tmp.path().join("out");
+    let o = build(&dir, &out, None);
+    assert!(o.status.success(), "{}", text(&o));
+    let agent: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("agent.json")).unwrap()).unwrap();
+    let domains = agent["egress"]["domains"].to_string();
+    for host in [
+        "mcp.linear.example.com:8080",
+        "tools.agents.svc.cluster.local",
+    ] {
+        assert!(domains.contains(host), "{host} missing: {domains}");
+    }
+    let allow: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.join("compiled/egress_allowlist.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        allow["mcp_domains"],
+        serde_json::json!([
+            "mcp.linear.example.com:8080",
+            "tools.agents.svc.cluster.local"
+        ])
+    );
+    // forge package --prod: the plain-http URL outside the cluster is refused (the in-cluster one
+    // is not), before any builder runs.
+    let bin = tmp.path().join("bin");
+    let log = tmp.path().join("docker.log");
+    fake_builder(&bin, "docker", &log);
+    let mut c = forge();
+    c.arg("package")
+        .arg("--prod")
+        .arg("-c")
+        .arg(&cfg)
+        .arg("--forge-bin")
+        .arg(small_forge(tmp.path()))
+        .env("PATH", path_with(&bin));
+    let o = run(c);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("mcp.servers[0].url"), "{t}");
+    assert!(!t.contains("mcp.servers[1].url"), "{t}");
+    assert!(
+        !log.exists(),
+        "the builder must not run when --prod rejects"
+    );
+}

@@ -569,7 +569,8 @@ impl AgentLoop {
                 fields["error"] = json!(short(&e.to_string(), 300));
             }
         }
-        self.audit.emit(Some(task_id), events::TOOL_EXEC, fields);
+        self.audit
+            .emit(Some(task_id), events::tool_call_event(&call.name), fields);
         // Guardrail hits and egress decisions are audited where they happen (the tool runner's
         // events, the proxy's and the client's observers); tool_exec carries error_kind.
         let (ok, summary) = match &result {

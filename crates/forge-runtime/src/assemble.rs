@@ -17,6 +17,10 @@
 //! 7. the browser (opt-in): Chromium binary resolved, the manager built on the proxy, the plan's
 //!    browser tools registered. No browser skill, or every browser tool denied, means no browser
 //!    tools, no Chromium and no proxy for it.
+//! 8. forge.yaml `mcp.servers`: each server reached (http through the egress client, its host in
+//!    the policy like the model host; stdio as a confined child) and its allowed tools registered
+//!    as `<server>__<tool>`, unless `denied_tools` names them; a `required` server that fails stops
+//!    startup, any other is recorded as absent with the cause.
 //!
 //! Every call then goes through [`ToolRunner::execute`]: input guardrails, the time limit, the
 //! tool (which fences outside content), output guardrails (block, then redact).
@@ -39,7 +43,8 @@ use serde_json::Value;
 use crate::guardrails::{GuardrailError, Guardrails};
 
 pub use deps::{
-    egress_policy, egress_settings, BrowserParts, DepOptions, EgressParts, EgressPolicyError,
+    egress_policy, egress_settings, mcp_egress_entry, BrowserParts, DepOptions, EgressParts,
+    EgressPolicyError,
 };
 pub use runner::{
     CallEvent, CallProgress, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner,
@@ -51,9 +56,14 @@ pub use forge_skills::ToolSource;
 /// Why browser tools are absent when no skill asks for them.
 pub use forge_skills::BROWSER_ABSENT_REASON;
 
+/// Reads an environment variable (MCP tokens and stdio servers' `env` names; tests pass their own).
+pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// Options for [`assemble`].
 #[derive(Clone, Default)]
 pub struct AssembleOptions {
+    /// The environment MCP servers' tokens and `env` names are read from (default: the process's).
+    pub env: Option<EnvLookup>,
     /// Where tools write artifacts; default `<agent dir>/.forge/files`.
     pub files_dir: Option<PathBuf>,
     /// Extra allowlist entries forge itself needs (the model provider host), as (why, entry).
@@ -64,6 +74,15 @@ pub struct AssembleOptions {
     pub events: Option<Arc<dyn ToolEvents>>,
     /// Egress and browser knobs (resolver for tests, proxy observer, browser flags).
     pub deps: deps::DepOptions,
+}
+
+/// Whether `name` has the form of an MCP tool, `<server>__<tool>` with a valid server slug. The
+/// form is reserved: a skill script tool named like that is not registered, so the audit log can
+/// tell MCP calls (`mcp_tool_call`) from the rest by name.
+pub fn is_mcp_tool_name(name: &str) -> bool {
+    name.split_once("__").is_some_and(|(server, tool)| {
+        !tool.is_empty() && forge_skills::is_valid_server_name(server)
+    })
 }
 
 /// Whether a tool is registered and why.
@@ -101,6 +120,16 @@ pub enum AssembleError {
     /// The browser manager could not be built.
     #[error("the browser required by skill(s) {skills} could not be set up: {message}")]
     Browser { skills: String, message: String },
+    /// A required MCP server's token variable is not set (forge.yaml `mcp.servers[].auth`).
+    #[error("{0}")]
+    McpEnv(String),
+    /// A `required: true` MCP server could not be reached, refused the token, or listed no tools.
+    #[error("{file}: mcp.servers[{server}] is required and could not be used: {message}; fix the server or its token, or set `required: false` to start without its tools")]
+    McpRequired {
+        file: PathBuf,
+        server: String,
+        message: String,
+    },
 }
 
 /// An agent's assembled tools and everything they need kept alive.
@@ -114,6 +143,7 @@ pub struct AssembledTools {
     browser: Option<BrowserParts>,
     events: Option<Arc<dyn ToolEvents>>,
     stopped: Arc<AtomicBool>,
+    mcp: Vec<forge_mcp::McpConnection>,
 }
 
 impl AssembledTools {
@@ -200,6 +230,9 @@ impl AssembledTools {
     /// so a task still holding the tools cannot keep them running; later calls do nothing.
     pub async fn shutdown(&self) {
         self.stopped.store(true, Ordering::SeqCst);
+        for c in &self.mcp {
+            c.shutdown().await;
+        }
         if let Some(b) = &self.browser {
             b.shutdown().await;
         }
@@ -230,6 +263,16 @@ pub async fn assemble(
         .filter(|c| !matches!(c, std::path::Component::CurDir))
         .collect();
     let timeout = agg.timeout_hint.filter(|s| *s > 0).map(Duration::from_secs);
+    let env: EnvLookup = opts
+        .env
+        .clone()
+        .unwrap_or_else(|| Arc::new(|k: &str| std::env::var(k).ok()));
+
+    // 0. A required MCP server's token must be set before anything starts.
+    agent
+        .config
+        .check_mcp_env(&|k| env(k))
+        .map_err(|e| AssembleError::McpEnv(format!("{:?}", miette_report(e))))?;
 
     // 1. Guardrails.
     let guardrails = Arc::new(Guardrails::from_skills(&agg.guardrails)?);
@@ -279,9 +322,16 @@ pub async fn assemble(
             "every browser tool is denied by denied_tools: the browser is not started"
         );
     }
+    let mcp_stdio = agent
+        .config
+        .mcp
+        .servers
+        .iter()
+        .any(|s| s.transport == forge_skills::McpTransport::Stdio);
     let needs_proxy = cli_plan.is_some()
         || script_plans.iter().any(|p| p.tool.is_some())
-        || browser_view.is_some();
+        || browser_view.is_some()
+        || mcp_stdio;
 
     // The browser binary is resolved before anything starts, so a missing browser fails fast.
     let browser_binary = match &browser_view {
@@ -334,6 +384,15 @@ pub async fn assemble(
 
     for sp in script_plans {
         match sp.tool {
+            Some(tool) if is_mcp_tool_name(&tool.name) => reasons.push(ToolReason {
+                name: tool.name.clone(),
+                present: false,
+                source: ToolSource::SkillScript,
+                reason: format!(
+                    "skill {}: the name form <server>__<tool> is reserved for MCP tools; rename the tool section",
+                    tool.skill
+                ),
+            }),
             Some(mut tool) => {
                 tool.proxy_url = proxy_url.clone();
                 reasons.push(ToolReason {
@@ -383,6 +442,48 @@ pub async fn assemble(
         None => None,
     };
 
+    // 8. MCP servers (the plan does not know their tools: denied_tools is applied here).
+    let denied = agent.denied_tools();
+    let mcp = match connect_mcp(agent, &opts, &egress, proxy_url.as_deref(), &env).await {
+        Ok((conns, mut why)) => {
+            for c in &conns {
+                for tool in c.tools() {
+                    if denied.iter().any(|d| d == tool.name()) {
+                        let who = denied_by(agent, tool.name());
+                        for r in why.iter_mut().filter(|r| r.name == tool.name()) {
+                            r.present = false;
+                            r.reason =
+                                format!("denied by denied_tools of {who} (was: {})", r.reason);
+                        }
+                        continue;
+                    }
+                    if registry.get(tool.name()).is_some() {
+                        why.push(ToolReason {
+                            name: tool.name().to_string(),
+                            present: false,
+                            source: ToolSource::Mcp,
+                            reason: "a tool with this name is already registered".into(),
+                        });
+                        continue;
+                    }
+                    registry.register(tool);
+                }
+            }
+            reasons.extend(
+                why.into_iter()
+                    .filter(|r| !r.present || registry.get(&r.name).is_some()),
+            );
+            conns
+        }
+        Err(e) => {
+            if let Some(b) = &browser {
+                b.shutdown().await;
+            }
+            egress.shutdown().await;
+            return Err(e);
+        }
+    };
+
     // Everything else the plan considered and left out (denied tools, browser tools without a
     // browser skill, forge.yaml entries forge does not provide).
     for p in plan.tools.iter().filter(|p| {
@@ -424,7 +525,151 @@ pub async fn assemble(
         browser,
         events: opts.events.clone(),
         stopped: Arc::new(AtomicBool::new(false)),
+        mcp,
     })
+}
+
+fn miette_report(e: forge_skills::Error) -> forge_skills::miette::Report {
+    forge_skills::miette::Report::new(e)
+}
+
+/// Connect to every server of forge.yaml `mcp.servers`, in order: the connections, and a reason
+/// for every tool registered or left out (and for a server whose tools are all absent). A
+/// `required` server that fails (unreachable, 401, no tools) is an error; the connections made
+/// so far are shut down first.
+async fn connect_mcp(
+    agent: &Agent,
+    opts: &AssembleOptions,
+    egress: &EgressParts,
+    proxy_url: Option<&str>,
+    env: &EnvLookup,
+) -> Result<(Vec<forge_mcp::McpConnection>, Vec<ToolReason>), AssembleError> {
+    use forge_mcp::{EgressDeps, ServerSpec, ServerTransport};
+    use forge_skills::McpTransport;
+    let mut conns: Vec<forge_mcp::McpConnection> = Vec::new();
+    let mut reasons = Vec::new();
+    let deps = EgressDeps {
+        policy: egress.policy().clone(),
+        options: opts.deps.client.clone(),
+    };
+    for server in &agent.config.mcp.servers {
+        let bearer = server
+            .auth
+            .as_ref()
+            .and_then(|a| env(&a.token_env))
+            .filter(|t| !t.is_empty());
+        let transport = match server.transport {
+            McpTransport::Http => ServerTransport::Http {
+                url: server.url.clone().unwrap_or_default(),
+                bearer: bearer.clone(),
+            },
+            McpTransport::Stdio => ServerTransport::Stdio {
+                command: server.command.clone().unwrap_or_default(),
+                args: server.args.clone(),
+                env: forge_mcp::child::stdio_env(&server.env, &|k| env(k), proxy_url),
+                cwd: Some(agent.dir.clone()),
+            },
+        };
+        let spec = ServerSpec {
+            name: server.name.clone(),
+            transport,
+            allow: server.tools.allow.clone(),
+            deny: server.tools.deny.clone(),
+            timeout: server.timeout,
+        };
+        let location = spec.location();
+        let fail = |message: String| AssembleError::McpRequired {
+            file: agent.config.path.clone(),
+            server: server.name.clone(),
+            message,
+        };
+        let outcome = match (&server.auth, &bearer) {
+            (Some(a), None) => Err(format!(
+                "MCP server {} ({location}): its token variable {} is not set",
+                server.name, a.token_env
+            )),
+            _ => forge_mcp::connect(spec, Some(&deps))
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        let conn = match outcome {
+            Ok(c) if c.tools().is_empty() => {
+                let skipped: Vec<&str> = c.skipped().iter().map(|t| t.tool.as_str()).collect();
+                let why = format!(
+                    "MCP server {} ({location}) lists no tools that tools.allow lets through (listed and left out: {})",
+                    server.name,
+                    if skipped.is_empty() { "none".to_string() } else { skipped.join(", ") }
+                );
+                c.shutdown().await;
+                Err(why)
+            }
+            other => other,
+        };
+        match conn {
+            Ok(c) => {
+                let why = format!(
+                    "mcp server {} ({} {location})",
+                    server.name,
+                    server.transport.as_str()
+                );
+                for t in c.tools() {
+                    reasons.push(ToolReason {
+                        name: t.name().to_string(),
+                        present: true,
+                        source: ToolSource::Mcp,
+                        reason: why.clone(),
+                    });
+                }
+                for s in c.skipped() {
+                    reasons.push(ToolReason {
+                        name: server.tool_name(&s.tool),
+                        present: false,
+                        source: ToolSource::Mcp,
+                        reason: s.reason.clone(),
+                    });
+                }
+                conns.push(c);
+            }
+            Err(message) if server.required => {
+                for c in &conns {
+                    c.shutdown().await;
+                }
+                return Err(fail(message));
+            }
+            Err(message) => {
+                tracing::warn!(server = %server.name, "MCP server not used: {message}");
+                reasons.push(ToolReason {
+                    name: server.tool_name("*"),
+                    present: false,
+                    source: ToolSource::Mcp,
+                    reason: format!("not connected (required: false): {message}"),
+                });
+            }
+        }
+    }
+    Ok((conns, reasons))
+}
+
+/// Who denied `tool`: "forge.yaml" and/or "skill(s) a, b".
+fn denied_by(agent: &Agent, tool: &str) -> String {
+    let skills: Vec<&str> = agent
+        .skills
+        .iter()
+        .filter(|s| {
+            s.forge
+                .as_ref()
+                .is_some_and(|f| f.denied_tools.iter().any(|d| d == tool))
+        })
+        .map(|s| s.name.as_str())
+        .collect();
+    let mut who = Vec::new();
+    if agent.config.denied_tools.iter().any(|d| d == tool) {
+        who.push("forge.yaml".to_string());
+    }
+    if !skills.is_empty() {
+        who.push(format!("skill(s) {}", skills.join(", ")));
+    }
+    who.join(" and ")
 }
 
 /// cli_execute's configuration: forge.yaml `tools[cli_execute].config`, else derived from the

@@ -38,6 +38,16 @@ pub mod events {
     pub const LLM_CALL: &str = "llm_call";
     /// One tool execution: tool, outcome, sizes, duration (never the argument values).
     pub const TOOL_EXEC: &str = "tool_exec";
+    /// One call of an MCP server's tool (`<server>__<tool>`): the same fields as `tool_exec`.
+    pub const MCP_TOOL_CALL: &str = "mcp_tool_call";
+    /// The event of a call of tool `name`: [`MCP_TOOL_CALL`] for an MCP tool, else [`TOOL_EXEC`].
+    pub fn tool_call_event(name: &str) -> &'static str {
+        if crate::assemble::is_mcp_tool_name(name) {
+            MCP_TOOL_CALL
+        } else {
+            TOOL_EXEC
+        }
+    }
     /// The egress policy allowed a connection.
     pub const EGRESS_ALLOWED: &str = "egress_allowed";
     /// The egress policy refused a connection.

@@ -11,6 +11,8 @@
 //! - [`agent_loop`]: the tool-calling loop and system prompt (`agent_loop.rs`); its bridge to the
 //!   assembled tools and the audit observers (`agent_loop/assembled.rs`).
 //! - [`audit`]: the hash-chained NDJSON audit log and its verifier (`audit.rs`).
+//! - [`mcp_host`]: the agent's tools as an MCP server (forge-mcp's `ToolHost` over the
+//!   `ToolRunner`), served by [`runner::Runner::serve_mcp_stdio`] / `serve_mcp_http`.
 //! - [`demo_site`]: the static file server of `forge run --demo-site` (`demo_site.rs`).
 //! - [`a2a`]: the A2A 0.3 JSON-RPC server of `forge run` (`a2a.rs`: card, token;
 //!   `a2a/http.rs`: routes, SSE; `a2a/tasks.rs`: the task store).
@@ -21,6 +23,7 @@ pub mod assemble;
 pub mod audit;
 pub mod demo_site;
 pub mod guardrails;
+pub mod mcp_host;
 pub mod providers;
 pub mod runner;
 

@@ -183,6 +183,9 @@ pub enum ServeError {
     /// `FORGE_RUNTIME_TOKEN` is set but unusable.
     #[error("FORGE_RUNTIME_TOKEN must be at least 16 printable ASCII characters without spaces")]
     BadEnvToken,
+    /// The MCP server could not start (e.g. a non-loopback bind without a token).
+    #[error(transparent)]
+    Mcp(#[from] forge_mcp::McpError),
     /// The generated token could not be written.
     #[error("cannot write the bearer token to {}: {source}", path.display())]
     TokenFile {
@@ -211,6 +214,42 @@ pub struct A2aServer {
 
 impl A2aServer {
     /// Stop accepting, cancel running tasks and wait for the server to end.
+    pub async fn shutdown(self) {
+        self.handle.shutdown().await;
+    }
+}
+
+/// How MCP results are shaped (screenshot image cap) and progress reported.
+pub use forge_mcp::ServeOptions as McpServeOptions;
+
+/// Where and how to serve MCP over streamable HTTP (`forge mcp serve --transport http`).
+#[derive(Clone, Debug)]
+pub struct McpHttpOptions {
+    /// The address to bind. Anything but loopback requires a bearer token (the A2A rule).
+    pub host: IpAddr,
+    /// The port (0 picks a free one).
+    pub port: u16,
+    /// Browser origins allowed to call (exact `scheme://host[:port]`); none by default.
+    pub allowed_origins: Vec<String>,
+    /// Result shaping (image cap) and progress.
+    pub serve: forge_mcp::ServeOptions,
+}
+
+/// A running MCP HTTP server.
+pub struct McpHttpServer {
+    /// `http://HOST:PORT/mcp`.
+    pub url: String,
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The bearer token required on every request (none on loopback).
+    pub token: Option<String>,
+    /// Where the token came from.
+    pub token_origin: Option<TokenOrigin>,
+    handle: forge_mcp::HttpServerHandle,
+}
+
+impl McpHttpServer {
+    /// Stop accepting, end every MCP session (closing their browser contexts) and wait.
     pub async fn shutdown(self) {
         self.handle.shutdown().await;
     }
@@ -264,6 +303,7 @@ impl Runner {
             files_dir: options.files_dir.clone(),
             cli_egress_entries: options.allow.clone(),
             deps: options.deps.clone(),
+            env: Some(options.env.clone()),
             ..Default::default()
         };
         if let Some((primary, fallbacks)) = &models {
@@ -398,28 +438,7 @@ impl Runner {
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(ServeError::Server)?;
-        let token_path = self.agent.dir.join(".forge").join("runtime.token");
-        let from_env = (self.env)("FORGE_RUNTIME_TOKEN")
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty());
-        let (token, token_origin) = if opts.host.is_loopback() {
-            (None, None)
-        } else if let Some(t) = from_env {
-            if t.len() < 16 || !t.chars().all(|c| c.is_ascii_graphic()) {
-                return Err(ServeError::BadEnvToken);
-            }
-            (Some(t), Some(TokenOrigin::Env))
-        } else {
-            let (t, _) =
-                a2a::load_or_create_token(&token_path).map_err(|source| ServeError::TokenFile {
-                    path: token_path.clone(),
-                    source,
-                })?;
-            (Some(t), Some(TokenOrigin::File(token_path)))
-        };
-        if let (Some(t), Some(a)) = (&token, &self.audit) {
-            a.add_secret(t);
-        }
+        let (token, token_origin) = self.bearer_token(opts.host)?;
         let info = CardInfo {
             name: self.agent.id.clone(),
             description: self.agent.description.clone().unwrap_or_else(|| {
@@ -440,6 +459,81 @@ impl Runner {
         Ok(A2aServer {
             url,
             addr: local,
+            token,
+            token_origin,
+            handle,
+        })
+    }
+
+    /// The bearer token a server bound on `host` requires: none on loopback; otherwise the one
+    /// in `FORGE_RUNTIME_TOKEN`, else `.forge/runtime.token` (generated when missing). The token
+    /// is kept out of the audit log. One rule for A2A and MCP.
+    fn bearer_token(
+        &self,
+        host: IpAddr,
+    ) -> Result<(Option<String>, Option<TokenOrigin>), ServeError> {
+        let token_path = self.agent.dir.join(".forge").join("runtime.token");
+        let from_env = (self.env)("FORGE_RUNTIME_TOKEN")
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty());
+        let (token, token_origin) = if host.is_loopback() {
+            (None, None)
+        } else if let Some(t) = from_env {
+            if t.len() < 16 || !t.chars().all(|c| c.is_ascii_graphic()) {
+                return Err(ServeError::BadEnvToken);
+            }
+            (Some(t), Some(TokenOrigin::Env))
+        } else {
+            let (t, _) =
+                a2a::load_or_create_token(&token_path).map_err(|source| ServeError::TokenFile {
+                    path: token_path.clone(),
+                    source,
+                })?;
+            (Some(t), Some(TokenOrigin::File(token_path)))
+        };
+        if let (Some(t), Some(a)) = (&token, &self.audit) {
+            a.add_secret(t);
+        }
+        Ok((token, token_origin))
+    }
+
+    /// The agent's tools as an MCP [`forge_mcp::ToolHost`]: the [`ToolRunner`] path, one forge
+    /// session per MCP session, instructions naming the hosts the policy allows.
+    pub fn mcp_host(&self) -> Arc<dyn forge_mcp::ToolHost> {
+        crate::mcp_host::host(&self.agent.id, self.tools(), self.egress_policy())
+    }
+
+    /// Serve the agent's tools over MCP on this process's stdin/stdout until the client
+    /// disconnects (nothing else may write to stdout).
+    pub async fn serve_mcp_stdio(
+        &self,
+        opts: forge_mcp::ServeOptions,
+    ) -> Result<(), forge_mcp::McpError> {
+        forge_mcp::serve_stdio(self.mcp_host(), opts).await
+    }
+
+    /// Serve the agent's tools over MCP (streamable HTTP at `/mcp`). On anything but loopback a
+    /// bearer token is required, exactly as for [`Runner::serve_a2a`]; `Origin` and `Host` are
+    /// checked against DNS rebinding (see [`forge_mcp::serve_http`]).
+    pub async fn serve_mcp_http(&self, opts: McpHttpOptions) -> Result<McpHttpServer, ServeError> {
+        let addr = SocketAddr::new(opts.host, opts.port);
+        let (token, token_origin) = self.bearer_token(opts.host)?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let handle = forge_mcp::serve_http(
+            listener,
+            self.mcp_host(),
+            opts.serve,
+            forge_mcp::HttpOptions {
+                token: token.clone(),
+                allowed_origins: opts.allowed_origins,
+            },
+        )?;
+        let addr = handle.addr;
+        Ok(McpHttpServer {
+            url: format!("http://{addr}{}", forge_mcp::server::MCP_PATH),
+            addr,
             token,
             token_origin,
             handle,

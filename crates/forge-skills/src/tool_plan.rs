@@ -59,6 +59,9 @@ pub enum ToolSource {
     Browser,
     /// Named in forge.yaml `tools` but not something forge provides.
     Config,
+    /// A tool of an MCP server of forge.yaml `mcp.servers` (`<server>__<tool>`); known only once
+    /// the server is reached, so the plan itself never holds one.
+    Mcp,
 }
 
 /// The script behind a skill tool.

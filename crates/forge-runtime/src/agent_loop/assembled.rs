@@ -99,8 +99,11 @@ impl ToolEvents for AuditToolEvents {
                 fields["error"] = json!(msg.chars().take(300).collect::<String>());
             }
         }
-        self.0
-            .emit(Some(&ev.session_key), events::TOOL_EXEC, fields);
+        self.0.emit(
+            Some(&ev.session_key),
+            events::tool_call_event(&ev.tool),
+            fields,
+        );
     }
 }
 

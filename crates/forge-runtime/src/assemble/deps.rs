@@ -29,8 +29,9 @@ pub struct DepOptions {
 }
 
 /// The egress settings for `agent` (none: deny-all): forge.yaml `egress`, every active skill's
-/// `egress_domains` (with `$VAR` entries expanded from the environment), plus forge's own and
-/// command-line entries.
+/// `egress_domains` (with `$VAR` entries expanded from the environment), plus forge's own entries
+/// (the caller's, e.g. the model host, and the host of every `http` server of forge.yaml
+/// `mcp.servers`, added like the model host: `forge: mcp server NAME`) and command-line entries.
 pub fn egress_settings(
     agent: Option<&Agent>,
     forge_entries: &[(String, String)],
@@ -44,6 +45,13 @@ pub fn egress_settings(
     let Some(agent) = agent else {
         return settings;
     };
+    for server in &agent.config.mcp.servers {
+        if let Some(entry) = server.url.as_deref().and_then(mcp_egress_entry) {
+            settings
+                .forge_entries
+                .push((format!("mcp server {}", server.name), entry));
+        }
+    }
     let e = &agent.config.egress;
     settings.mode = Some(match e.mode {
         forge_skills::EgressMode::DenyAll => EgressMode::DenyAll,
@@ -61,6 +69,19 @@ pub fn egress_settings(
         }
     }
     settings
+}
+
+/// The allowlist entry of an MCP server's URL: its host, with the port when it is not the
+/// scheme's default (`https://mcp.example.com/mcp` -> `mcp.example.com`,
+/// `http://127.0.0.1:8931/mcp` -> `127.0.0.1:8931`). `None` for a URL without a host.
+pub fn mcp_egress_entry(url: &str) -> Option<String> {
+    let u = url::Url::parse(url).ok()?;
+    let host = u.host_str()?.to_string();
+    // `port()` is `None` when the URL gives the scheme's default port (or none).
+    match u.port() {
+        Some(p) => Some(format!("{host}:{p}")),
+        None => Some(host),
+    }
 }
 
 /// The agent's egress policy could not be built: the policy error, and the file that holds the
