@@ -6,6 +6,8 @@
 //!
 //! `cargo bench -p forge-browser --bench browser -- /work/shared/corpus`
 //! (the corpus dir may also be given as FORGE_CORPUS). Prints a markdown report to stdout.
+// Printing is allowed here (a figures run: its results are its output).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;

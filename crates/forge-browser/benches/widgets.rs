@@ -21,6 +21,8 @@
 //! browser_select_text, browser_scroll, browser_upload, `wait_for` on actions, name hints, row
 //! groups, exact values, tree state, scroll containers, text blocks with refs): a page whose tool
 //! or observation feature is missing fails with the missing tool or the unmatched pattern.
+// Printing is allowed here (a figures run: its results are its output).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;

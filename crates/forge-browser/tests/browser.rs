@@ -1,6 +1,8 @@
 //! The browser tools for real: Chromium through the real egress proxy against loopback servers.
 //! One Chromium is shared by the tests in this file (each test uses its own session key, so its
 //! own browser context).
+// Printing is allowed here (test output: skip notices and diagnostics).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
 

@@ -14,6 +14,8 @@
 //!
 //! Without python3 and the `mcp` package, 2 and 3 are skipped with a message, unless
 //! FORGE_REQUIRE_MCP_SDK=1 (then they fail).
+// Printing is allowed here (test output: diagnostics of the child and the Python side).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
 

@@ -1,6 +1,8 @@
 //! Shared test harness: a Chromium check that skips (or fails under FORGE_REQUIRE_BROWSER=1), a
 //! tiny loopback HTTP server, and the real egress proxy allowlisting it.
 #![allow(dead_code)]
+// Printing is allowed here (test output: the skip notice when no Chromium is installed).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
