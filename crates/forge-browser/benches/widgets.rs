@@ -6,7 +6,8 @@
 //! `cargo bench -p forge-browser --bench widgets` (optionally followed by page names to run only
 //! those). Prints one line per page and a markdown table to stdout, ending with `solved N/M`.
 //! `-- --selfcheck` instead solves every page with raw CDP input at page-internal selectors (see
-//! `selfcheck`), to show the pages themselves are solvable by real input.
+//! `selfcheck`), to show the pages themselves are solvable by real input. `-- --dump` also prints
+//! the latest observation of each failing page.
 //!
 //! Rules the scripts keep (so a solved page means a model could have solved it):
 //! - every action target is a ref read from the LATEST observation text, by matching a line
@@ -165,6 +166,8 @@ struct Drv {
     obs: String,
     steps: usize,
     ref_re: Regex,
+    /// Each call and the first line of its result (printed with `--dump` for a failing page).
+    log: Vec<String>,
 }
 
 impl Drv {
@@ -177,7 +180,15 @@ impl Drv {
                 self.steps
             ));
         };
-        match t.execute(&self.ctx, args.clone()).await {
+        let res = t.execute(&self.ctx, args.clone()).await;
+        self.log.push(format!(
+            "{tool} {args} -> {}",
+            match &res {
+                Ok(out) => first_line(&out.text),
+                Err(e) => format!("error: {}", first_line(&e.to_string())),
+            }
+        ));
+        match res {
             Ok(out) => {
                 if out.text.contains("\nurl: ") || out.text.contains("page: ") {
                     self.obs = out.text.clone();
@@ -392,7 +403,8 @@ async fn script(name: &str, d: &mut Drv) -> StepResult<()> {
             .await?;
         }
         "select-text" => {
-            let p = d.r(r#"quick brown fox"#)?;
+            // The paragraph's text block, not the task sentence (the h1) that quotes it.
+            let p = d.r(r#" p "[^"]*quick brown fox"#)?;
             d.call(
                 "browser_select_text",
                 json!({"ref": p, "text": "quick brown fox"}),
@@ -428,8 +440,10 @@ async fn script(name: &str, d: &mut Drv) -> StepResult<()> {
         }
         "chat-scroll" => {
             let pane = d.r_any(&[r"scroll \d", r"message number \d+ about"])?;
+            // The task sentence (the page's h1) says "first message ... code" too: wait for the
+            // message itself, the one with a code in it.
             for _ in 0..6 {
-                if d.has(r"first message") {
+                if d.has(r"first message.*?code [A-Z]{3}-\d{3}") {
                     break;
                 }
                 d.call("browser_scroll", json!({"ref": pane, "to": "top"}))
@@ -523,13 +537,18 @@ async fn script(name: &str, d: &mut Drv) -> StepResult<()> {
             d.call("browser_click", json!({"ref": third})).await?;
         }
         "delayed-menu" => {
+            // `wait_for {"text": "Pricing"}` would be met at once by the task sentence (the h1
+            // says "choose Pricing"): look again, 200 ms apart, until the menu item is listed.
             let m = d.r(r#""Products""#)?;
-            d.call(
-                "browser_click",
-                json!({"ref": m, "wait_for": {"text": "Pricing"}}),
-            )
-            .await?;
-            let p = d.r(r#""Pricing""#)?;
+            d.call("browser_click", json!({"ref": m})).await?;
+            for _ in 0..10 {
+                if d.has(r#"^\s*e\d+ \w+ "Pricing""#) {
+                    break;
+                }
+                d.call("browser_state", json!({"wait_for": {"ms": 200}}))
+                    .await?;
+            }
+            let p = d.r(r#"^\s*e\d+ \w+ "Pricing""#)?;
             d.call("browser_click", json!({"ref": p})).await?;
         }
         "nested-menu" => {
@@ -731,6 +750,8 @@ struct Outcome {
     steps: usize,
     ms: u128,
     reason: String,
+    /// The latest observation when the page failed (printed with `--dump`).
+    last_obs: String,
 }
 
 async fn verdict(m: &BrowserManager, session: &str) -> String {
@@ -766,6 +787,7 @@ async fn run_page(
         ctx: ToolContext::new(&session, files),
         obs: String::new(),
         steps: 0,
+        log: Vec::new(),
         ref_re: Regex::new(r"^\s*((?:f\d+)?e\d+)\b").expect("constant regex"),
     };
     let t0 = Instant::now();
@@ -816,6 +838,11 @@ async fn run_page(
         solved: res.is_ok(),
         steps: d.steps,
         ms,
+        last_obs: if res.is_ok() {
+            String::new()
+        } else {
+            format!("{}\n{}", d.log.join("\n"), d.obs)
+        },
         reason: res.err().unwrap_or_default(),
     }
 }
@@ -826,6 +853,7 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let selfcheck = std::env::args().any(|a| a == "--selfcheck");
+    let dump = std::env::args().any(|a| a == "--dump");
     if browser_or_skip("widgets bench").is_none() {
         return;
     }
@@ -834,10 +862,10 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(run(only, selfcheck));
+    rt.block_on(run(only, selfcheck, dump));
 }
 
-async fn run(only: Vec<String>, selfcheck: bool) {
+async fn run(only: Vec<String>, selfcheck: bool, dump: bool) {
     let root = widgets_dir();
     // The payment frame's origin: another loopback address, so another site (an out-of-process
     // frame under site isolation).
@@ -874,6 +902,12 @@ async fn run(only: Vec<String>, selfcheck: bool) {
                 format!(": {}", o.reason)
             }
         );
+        if dump && !o.solved {
+            eprintln!(
+                "--- latest observation of {} ---\n{}\n---",
+                o.name, o.last_obs
+            );
+        }
         outcomes.push(o);
     }
     m.shutdown().await;

@@ -102,12 +102,44 @@
     }
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') return null;
     if (el.hasAttribute('onclick') || S.clickers.has(el)) return 'clickable';
+    // A card made draggable for HTML5 drag and drop: browser_drag takes it by its ref.
+    if (el.getAttribute('draggable') === 'true') return 'draggable';
+    const item = delegatedItem(el);
+    if (item) return item;
     const ti = el.getAttribute('tabindex');
     if (ti !== null && +ti >= 0 && el.tagName !== 'BODY') return r || 'focusable';
     if (st.cursor === 'pointer') {
       // Count it only where the pointer starts: a parent with cursor:pointer passes it on.
       const p = el.parentElement;
       if (!p || style(p).cursor !== 'pointer') return 'clickable';
+    }
+    return null;
+  }
+
+  const hasOwnText = (el) => Array.from(el.childNodes).some((c) => c.nodeType === 3 && c.data.trim());
+
+  // An item of a list whose click listener sits on the list (event delegation: a file tree or
+  // a menu without roles or listeners of its own): the <li> when it has text of its own, else
+  // the element its text starts with (`<li><span>src</span><ul>…</ul></li>`, the label a person
+  // clicks). Nested lists up to 6 levels. `treeitem` when the lists nest, else `clickable`.
+  function delegatedItem(el) {
+    let li = el;
+    if (el.tagName !== 'LI') {
+      li = el.parentElement;
+      if (!li || li.tagName !== 'LI' || li.firstElementChild !== el || hasOwnText(li)) return null;
+      if (el.tagName === 'UL' || el.tagName === 'OL') return null;
+    } else if (!hasOwnText(el)) {
+      return null;
+    }
+    let list = li.parentElement;
+    for (let i = 0; list && i < 6; i++) {
+      if (list.tagName !== 'UL' && list.tagName !== 'OL') return null;
+      if (list.hasAttribute('onclick') || S.clickers.has(list)) {
+        return list.querySelector('li > ul, li > ol') ? 'treeitem' : 'clickable';
+      }
+      const up = list.parentElement;
+      if (!up || up.tagName !== 'LI') return null;
+      list = up.parentElement;
     }
     return null;
   }
@@ -472,7 +504,7 @@
   const SCROLLS = new Set(['auto', 'scroll', 'overlay']);
   // Most clipped controls listed per scroll container (the container line counts the rest).
   const MAX_CLIPPED_PER_LIST = 3;
-  const ROLE_RANK = new Map([['clickable', 0], ['focusable', 0], ['link', 1], ['button', 1]]);
+  const ROLE_RANK = new Map([['clickable', 0], ['focusable', 0], ['draggable', 0], ['link', 1], ['button', 1]]);
   const rank = (r) => (ROLE_RANK.has(r) ? ROLE_RANK.get(r) : 2);
 
   // Whether a block is nothing but one link or button (which has a ref of its own).

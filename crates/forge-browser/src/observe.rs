@@ -36,6 +36,9 @@
 //!   plus `…` and `(N chars)`.
 //! - `expanded`/`collapsed` from `aria-expanded` or `<details>`; `has children, collapsed` when
 //!   inferred from an item's nested list.
+//! - `draggable "…"` for a `draggable="true"` element; `treeitem`/`clickable` for the items of a
+//!   list whose click listener sits on the list (delegation), the item's label element when the
+//!   `<li>` has no text of its own.
 //! - Scroll containers (vertical): `scroll <top>/<max>px`, the items below (and above) the
 //!   visible part; controls they clip are `[scrolled out of its list]` (at most three per list),
 //!   `[clipped by its container]` for overflow-hidden ancestors.

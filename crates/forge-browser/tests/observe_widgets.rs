@@ -121,6 +121,28 @@ const LFRAME: &str = r##"<!doctype html><title>Frame</title>
 <div id="fd">Frame listener div</div><p id="fout">frame untouched</p>
 <script>document.getElementById('fd').addEventListener('click', () => { document.getElementById('fout').textContent = 'frame clicked'; });</script>"##;
 
+const DRAG_TREE: &str = r##"<!doctype html><title>Board and files</title>
+<style>.zone{display:inline-block;vertical-align:top;width:200px;min-height:160px;margin:8px;border:2px dashed #aaa}.card{padding:8px;margin:4px;border:1px solid #888}</style>
+<div class="zone" id="todo"><div class="card" draggable="true" id="c1">Write report</div><div class="card" draggable="true" id="c2">Plan sprint</div></div>
+<div class="zone" id="done"><p>Drop cards here</p></div>
+<ul id="files">
+<li><span class="lbl">src</span><ul hidden><li><span class="lbl">lib.rs</span></li><li>main.rs</li></ul></li>
+<li><span class="lbl">Cargo.toml</span></li></ul>
+<ul id="plain"><li>Not clickable</li></ul>
+<p id="out">nothing yet</p>
+<script>
+document.querySelectorAll('.card').forEach((c) => c.addEventListener('dragstart', (e) => e.dataTransfer.setData('text/plain', c.id)));
+document.querySelectorAll('.zone').forEach((z) => {
+  z.addEventListener('dragover', (e) => e.preventDefault());
+  z.addEventListener('drop', (e) => { e.preventDefault(); const c = document.getElementById(e.dataTransfer.getData('text/plain')); if (c) { z.appendChild(c); document.getElementById('out').textContent = 'dropped ' + c.textContent + ' in ' + z.id; } });
+});
+document.getElementById('files').addEventListener('click', (e) => {
+  const sub = e.target.nextElementSibling;
+  if (sub && sub.tagName === 'UL') { sub.hidden = !sub.hidden; return; }
+  if (e.target.tagName === 'SPAN' || e.target.tagName === 'LI') document.getElementById('out').textContent = 'opened ' + e.target.textContent;
+});
+</script>"##;
+
 fn page(path: &str) -> Response {
     let body = match path.split('?').next().unwrap_or(path) {
         "/icons.html" => ICONS,
@@ -132,6 +154,7 @@ fn page(path: &str) -> Response {
         "/text.html" => TEXT,
         "/listeners.html" => LISTENERS,
         "/lframe.html" => LFRAME,
+        "/dragtree.html" => DRAG_TREE,
         "/after.html" => "<!doctype html><title>After</title><button>After button</button>",
         _ => {
             return Response {
@@ -449,4 +472,60 @@ fn click_listeners_inside_frames_and_shadow_roots_are_detected() {
     assert!(next.contains("button \"After button\""), "{next}");
     let back = f.open("listen", "/listeners.html");
     assert!(back.contains("\"Frame listener div\""), "{back}");
+}
+
+#[test]
+fn draggable_cards_are_listed_and_can_be_dragged_by_ref() {
+    let Some(f) = fixture() else { return };
+    let obs = f.open("dragcards", "/dragtree.html");
+    let card = line_with(&obs, "\"Write report\"");
+    assert!(card.contains("draggable \"Write report\""), "{obs}");
+    assert!(
+        line_with(&obs, "\"Plan sprint\"").contains("draggable"),
+        "{obs}"
+    );
+    let zone = obs
+        .lines()
+        .find(|l| l.contains("p \"Drop cards here\""))
+        .unwrap_or_else(|| panic!("drop zone text block:\n{obs}"));
+    let out = f.ok(
+        "dragcards",
+        "browser_drag",
+        json!({"from": ref_in(card), "to": ref_in(zone)}),
+    );
+    assert!(out.contains("dropped Write report in done"), "{out}");
+}
+
+#[test]
+fn items_of_a_list_with_a_delegated_click_listener_are_tree_items() {
+    let Some(f) = fixture() else { return };
+    let obs = f.open("deltree", "/dragtree.html");
+    let src = line_with(&obs, "\"src\"");
+    assert!(
+        src.contains("treeitem \"src\"") && src.ends_with("has children, collapsed"),
+        "{obs}"
+    );
+    let toml = line_with(&obs, "\"Cargo.toml\"");
+    assert!(
+        toml.contains("treeitem") && !toml.contains("children"),
+        "{toml}"
+    );
+    // A list without a listener of its own stays text.
+    assert!(
+        element_lines(&obs)
+            .iter()
+            .all(|l| !l.contains("Not clickable")),
+        "{obs}"
+    );
+    // The ref is the label: clicking it opens the folder (the page toggles the label's sibling).
+    let out = f.ok("deltree", "browser_click", json!({"ref": ref_in(src)}));
+    assert!(
+        line_with(&out, "\"src\"").ends_with("has children, expanded"),
+        "{out}"
+    );
+    let main = line_with(&out, "\"main.rs\"");
+    assert!(main.contains("treeitem \"main.rs\""), "{out}");
+    let lib = line_with(&out, "\"lib.rs\"");
+    let out = f.ok("deltree", "browser_click", json!({"ref": ref_in(lib)}));
+    assert!(out.contains("opened lib.rs"), "{out}");
 }
