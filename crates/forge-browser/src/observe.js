@@ -1153,7 +1153,17 @@
 
   // wait_for conditions: {text} appears in the rendered text; {gone: ref} is detached or hidden.
   function waitState(args) {
-    if (typeof args.text === 'string') return { met: actText(document, 0).includes(args.text) };
+    if (typeof args.text === 'string') {
+      // Occurrences in the rendered text, and which document they were counted in: with a
+      // baseline ({before, doc}) the text must appear anew (more of it, or any in a new document).
+      const hay = actText(document, 0);
+      let count = 0;
+      for (let i = args.text ? hay.indexOf(args.text) : -1; i >= 0 && count < 10000; i = hay.indexOf(args.text, i + args.text.length)) count++;
+      const doc = performance.timeOrigin;
+      let met = count > 0;
+      if (typeof args.before === 'number') met = doc !== args.doc ? count > 0 : count > args.before;
+      return { met, count, doc };
+    }
     if (typeof args.gone === 'string') {
       const r = lookup(args.gone);
       if (r.error === 'stale') return { met: true };

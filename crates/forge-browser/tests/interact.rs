@@ -81,6 +81,13 @@ const DELAYED: &str = r#"<!doctype html><html><head><title>Delayed</title></head
 <input id=field aria-label="Field">
 </body></html>"#;
 
+/// A menu whose item's word is already on the page (in the heading) before it opens.
+const DELAYED_SAME_WORD: &str = r#"<!doctype html><html><head><title>Plans</title></head><body>
+<h1>Pricing and plans</h1>
+<button id=open onclick="setTimeout(() => { document.getElementById('menu').hidden = false; }, 300)">Open menu</button>
+<ul id=menu hidden role=menu><li role=menuitem>Pricing</li></ul>
+</body></html>"#;
+
 /// A sortable list driven by mouse events (no HTML5 drag-and-drop): the held item is moved
 /// past each item whose middle the pointer crosses.
 const SORTABLE: &str = r#"<!doctype html><html><head><title>Sortable</title><style>
@@ -172,6 +179,7 @@ fn page(path: &str) -> Response {
     let html = match path {
         "/autocomplete.html" => AUTOCOMPLETE.to_string(),
         "/delayed.html" => DELAYED.to_string(),
+        "/delayed-same-word.html" => DELAYED_SAME_WORD.to_string(),
         "/sortable.html" => SORTABLE.to_string(),
         "/dnd.html" => DND.to_string(),
         "/resize.html" => RESIZE.to_string(),
@@ -402,6 +410,44 @@ fn wait_for_text_on_click_waits_for_a_menu_shown_300_ms_later() {
     assert!(
         obs.contains("Delayed menu item"),
         "observed after the wait: {obs}"
+    );
+}
+
+#[test]
+fn wait_for_text_waits_for_new_text_when_the_word_is_already_on_the_page() {
+    let Some(f) = fixture() else { return };
+    let s = "wait-text-anew";
+    let obs = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/delayed-same-word.html")}),
+    );
+    assert!(!obs.contains("menuitem"), "menu hidden at first: {obs}");
+    let obs = f.ok(
+        s,
+        "browser_click",
+        json!({"selector": "#open", "wait_for": {"text": "Pricing"}}),
+    );
+    // The heading's "Pricing" was there before the click; the wait lasts until the menu's own
+    // item appears, so the observation shows it.
+    assert!(
+        status(&obs).contains("until text \"Pricing\" appeared"),
+        "{obs}"
+    );
+    assert!(
+        obs.contains("menuitem \"Pricing\""),
+        "the menu item is listed: {obs}"
+    );
+    // The same word without any new occurrence: the wait ends at its limit and says why.
+    let obs = f.ok(
+        s,
+        "browser_hover",
+        json!({"selector": "h1", "wait_for": {"text": "Pricing and plans"}}),
+    );
+    assert!(
+        status(&obs)
+            .contains("did not appear anew (it was on the page 1 time(s) before the action)"),
+        "{obs}"
     );
 }
 

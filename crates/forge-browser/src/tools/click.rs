@@ -50,6 +50,7 @@ impl BrowserAction for Click {
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
         let target = target_args(input)?;
         let wait = wait_for_arg(input)?;
+        let wait = cx.wait_baseline(wait).await?;
         let page = cx.page()?;
         let (x, y, info) = cx.point(&page, &target).await?;
         let r = info

@@ -46,6 +46,7 @@ impl BrowserAction for Fill {
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
         let mut target = target_args(input)?;
         let wait = wait_for_arg(input)?;
+        let wait = cx.wait_baseline(wait).await?;
         let value = input
             .get("value")
             .and_then(Value::as_str)

@@ -328,6 +328,20 @@ impl Cx<'_> {
         }
     }
 
+    /// Before acting: turn a `{text}` condition into "appears anew", counting the text's
+    /// occurrences now, so text that is already on the page (a heading that repeats a menu item's
+    /// word) does not end the wait before the action had any effect.
+    pub(crate) async fn wait_baseline(&self, w: Option<WaitFor>) -> R<Option<WaitFor>> {
+        let Some(WaitFor::Text(text)) = w else {
+            return Ok(w);
+        };
+        let page = self.page()?;
+        let v = observe::call(&page, "waitState", &json!({"text": text})).await?;
+        let before = v.get("count").and_then(Value::as_u64).unwrap_or(0);
+        let doc = v.get("doc").and_then(Value::as_f64).unwrap_or(0.0);
+        Ok(Some(WaitFor::NewText { text, before, doc }))
+    }
+
     /// Wait for `w` in the active tab (bounded by [`WAIT_CAP`] and half the call's limit, in
     /// time and in number of checks). Returns the words for the status line.
     pub(crate) async fn wait(&self, w: &WaitFor) -> R<String> {
@@ -341,6 +355,10 @@ impl Cx<'_> {
                 return Ok(format!("waited {} ms", d.as_millis()));
             }
             WaitFor::Text(t) => (json!({"text": t}), format!("text {t:?} appeared")),
+            WaitFor::NewText { text, before, doc } => (
+                json!({"text": text, "before": before, "doc": doc}),
+                format!("text {text:?} appeared"),
+            ),
             WaitFor::Gone(r) => (json!({"gone": r}), format!("{r} was gone")),
         };
         let max_checks = (cap.as_millis() / WAIT_POLL.as_millis()) as usize + 2;
@@ -368,6 +386,10 @@ impl Cx<'_> {
         }
         let not = match w {
             WaitFor::Text(t) => format!("text {t:?} did not appear"),
+            WaitFor::NewText { text, before: 0, .. } => format!("text {text:?} did not appear"),
+            WaitFor::NewText { text, before, .. } => format!(
+                "text {text:?} did not appear anew (it was on the page {before} time(s) before the action)"
+            ),
             WaitFor::Gone(r) => format!("{r} was still there"),
             WaitFor::Ms(_) => String::new(),
         };
@@ -458,6 +480,15 @@ const WAIT_POLL: Duration = Duration::from_millis(50);
 pub(crate) enum WaitFor {
     /// Until this text is in the page's rendered text.
     Text(String),
+    /// Until this text appears anew: more occurrences than before the action, or any in a new
+    /// document (the action navigated). Made from `Text` by [`Cx::wait_baseline`].
+    NewText {
+        text: String,
+        /// Occurrences before the action.
+        before: u64,
+        /// The document they were counted in (its time origin).
+        doc: f64,
+    },
     /// Until this ref is detached or hidden.
     Gone(String),
     /// A fixed pause.

@@ -45,6 +45,7 @@ impl BrowserAction for Press {
             .ok_or_else(|| invalid("`key` is required (e.g. Enter, Tab, Control+A)"))?;
         let press = KeyPress::parse(k)?;
         let wait = wait_for_arg(input)?;
+        let wait = cx.wait_baseline(wait).await?;
         let page = cx.page()?;
         if let Some(r) = str_arg(input, "ref").filter(|s| !s.is_empty()) {
             let t = json!({"ref": r});
