@@ -15,8 +15,9 @@
 //!   rather than pasting whatever Chromium's clipboard holds.
 //!
 //! The write is a `copy` command run in forge's world with a user gesture, whose `beforecopy` and
-//! `copy` events forge's capturing listeners take (the page's own listeners on the way are not
-//! reached), so the page sees no copy it did not ask for.
+//! `copy` events forge's capturing listeners on the window stop, so the page's listeners on its
+//! elements and document never see a copy it did not ask for (only a capturing listener the page
+//! put on the window before forge's comes first).
 
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::Page;
