@@ -20,6 +20,7 @@
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
+mod clipboard;
 pub mod config;
 pub mod error;
 mod frames;

@@ -61,6 +61,9 @@ impl Drop for Tab {
 pub struct SessionState {
     pub(crate) tabs: Vec<Tab>,
     pub(crate) active: usize,
+    /// This session's own clipboard (`clipboard.rs`): what its last copy or cut took. Chromium's
+    /// clipboard is one for all contexts, so forge keeps each session's here.
+    pub(crate) clipboard: String,
     next_tab: u32,
     known: HashSet<TargetId>,
 }
@@ -91,6 +94,9 @@ pub struct Running {
     /// forge's second CDP connection, for cross-origin iframes' sessions (`frames.rs`), opened
     /// on first use.
     pub(crate) frame_link: tokio::sync::OnceCell<Arc<crate::frames::CdpLink>>,
+    /// Held while a session uses Chromium's one clipboard (`clipboard.rs`), so that no other
+    /// session's copy or paste runs between writing it and clearing it.
+    pub(crate) clipboard: Mutex<()>,
 }
 
 impl Running {
@@ -380,6 +386,7 @@ impl BrowserManager {
         let mut state = SessionState {
             tabs: Vec::new(),
             active: 0,
+            clipboard: String::new(),
             next_tab: 1,
             known: HashSet::new(),
         };
@@ -693,6 +700,7 @@ impl BrowserManager {
             sessions: Mutex::new(HashMap::new()),
             launched_in: started.elapsed(),
             frame_link: tokio::sync::OnceCell::new(),
+            clipboard: Mutex::new(()),
         })
     }
 }

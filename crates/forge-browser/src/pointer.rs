@@ -10,12 +10,13 @@ use chromiumoxide::Page;
 
 use crate::error::{failed, R};
 
-/// Most intermediate points of an approach move (a long move is not made slower than this).
-const MAX_APPROACH_STEPS: usize = 10;
-/// Fewest intermediate points of an approach move.
-const MIN_APPROACH_STEPS: usize = 3;
-/// Roughly one point per this many CSS px of distance.
-const PX_PER_STEP: f64 = 80.0;
+/// Most steps of an approach move (a long move is not made slower than this).
+const MAX_APPROACH_STEPS: usize = 8;
+/// Roughly one step per this many CSS px of distance. Every move the page sees as its own
+/// `mousemove` costs a frame (about 17 ms: Chromium dispatches moves with the next animation
+/// frame, and merges moves sent within one frame into one), so a short move is not cut into
+/// more steps than needed: under this distance it is just the two points on the target.
+const PX_PER_STEP: f64 = 120.0;
 
 /// The points of a move from `from` to `to` for reaching a target (click, hover): eased (fast
 /// start, slow arrival, so the last points fall inside the target), ending with a point 1 px
@@ -23,7 +24,7 @@ const PX_PER_STEP: f64 = 80.0;
 /// when the pointer already rests on it.
 pub(crate) fn approach(from: (f64, f64), to: (f64, f64)) -> Vec<(f64, f64)> {
     let dist = (to.0 - from.0).hypot(to.1 - from.1);
-    let n = ((dist / PX_PER_STEP).ceil() as usize).clamp(MIN_APPROACH_STEPS, MAX_APPROACH_STEPS);
+    let n = ((dist / PX_PER_STEP).ceil() as usize).clamp(1, MAX_APPROACH_STEPS);
     let mut pts = Vec::with_capacity(n + 2);
     // Already there: no eased part (it would be moves to where the pointer is).
     let eased = if dist >= 1.0 { 1..n } else { 1..1 };
@@ -129,8 +130,14 @@ mod tests {
     #[test]
     fn approach_moves_in_steps_and_ends_with_two_points_on_the_target() {
         let pts = approach((0.0, 0.0), (400.0, 300.0));
-        assert!(pts.len() > MIN_APPROACH_STEPS, "{pts:?}");
-        assert!(pts.len() <= MAX_APPROACH_STEPS + 1, "{pts:?}");
+        // 500 px: 5 steps, so 4 eased points, then one px short and the target.
+        assert_eq!(pts.len(), 6, "{pts:?}");
+        // No step crosses half the move or more.
+        assert!(
+            pts.windows(2)
+                .all(|w| (w[1].0 - w[0].0).hypot(w[1].1 - w[0].1) < 500.0 / 2.0),
+            "{pts:?}"
+        );
         assert_eq!(pts.last(), Some(&(400.0, 300.0)));
         let before = pts[pts.len() - 2];
         let d = (400.0 - before.0).hypot(300.0 - before.1);
@@ -141,6 +148,10 @@ mod tests {
         // Already on the target: still two real moves.
         let still = approach((50.0, 60.0), (50.0, 60.0));
         assert_eq!(still, vec![(49.0, 60.0), (50.0, 60.0)]);
+        // A short move: the two points on the target only.
+        let short = approach((0.0, 0.0), (60.0, 80.0));
+        assert_eq!(short.len(), 2, "{short:?}");
+        assert_eq!(short[1], (60.0, 80.0));
         // A very long move is capped.
         assert!(approach((0.0, 0.0), (1e6, 1e6)).len() <= MAX_APPROACH_STEPS + 1);
     }

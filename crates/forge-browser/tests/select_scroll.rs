@@ -34,6 +34,7 @@ fn page(path: &str) -> Response {
 <p id="seen">mouseup saw nothing</p>
 <p id="changes">no selectionchange</p>
 <p id="copied">no copy event</p>
+<p id="pasted">no paste event</p>
 <script>
 document.addEventListener('mouseup', () => {{
   const s = getSelection();
@@ -42,6 +43,7 @@ document.addEventListener('mouseup', () => {{
 let n = 0;
 document.addEventListener('selectionchange', () => {{ document.getElementById('changes').textContent = 'selectionchange ' + (++n); }});
 document.addEventListener('copy', () => {{ document.getElementById('copied').textContent = 'copy event fired'; }});
+document.addEventListener('paste', (e) => {{ document.getElementById('pasted').textContent = 'paste event (trusted ' + e.isTrusted + ') saw [' + e.clipboardData.getData('text/plain') + ']'; }});
 </script></body></html>"#
         ),
         "/long-select.html" => {
@@ -437,6 +439,103 @@ fn selected_text_copies_and_pastes_with_key_chords() {
     assert!(
         out.contains("textbox \"Paste here\" value=\"lazy dog\""),
         "{out}"
+    );
+}
+
+#[test]
+fn sessions_do_not_share_the_clipboard() {
+    let Some(f) = fixture() else { return };
+    let (a, b) = ("clip-a", "clip-b");
+    let url = f.server.url("/select.html");
+    let obs_a = f.ok(a, "browser_navigate", json!({"url": url}));
+    let obs_b = f.ok(b, "browser_navigate", json!({"url": url}));
+    let field_a = ref_of(&obs_a, "textbox \"Paste here\"");
+    let field_b = ref_of(&obs_b, "textbox \"Paste here\"");
+    // Session A copies a phrase.
+    f.ok(
+        a,
+        "browser_select_text",
+        json!({"selector": "#para", "text": "lazy dog"}),
+    );
+    let out = f.ok(a, "browser_press", json!({"key": "Control+C"}));
+    assert!(status(&out).contains("copied 8 chars"), "{out}");
+    assert!(out.contains("copy event fired"), "{out}");
+    // Session B pastes: a real paste happens, with nothing of A's text.
+    let out = f.ok(
+        b,
+        "browser_press",
+        json!({"key": "Control+V", "ref": field_b}),
+    );
+    assert!(
+        out.contains("textbox \"Paste here\" value=\"\""),
+        "A's copy leaked into B:\n{out}"
+    );
+    let seen = f.ok(b, "browser_extract", json!({"selector": "#pasted"}));
+    assert!(seen.contains("paste event (trusted true) saw []"), "{seen}");
+    // B's own copy and paste work, and do not change A's clipboard.
+    f.ok(
+        b,
+        "browser_select_text",
+        json!({"selector": "#para", "text": "quick brown fox"}),
+    );
+    let out = f.ok(b, "browser_press", json!({"key": "Control+C"}));
+    assert!(status(&out).contains("copied 15 chars"), "{out}");
+    let out = f.ok(
+        b,
+        "browser_press",
+        json!({"key": "Control+V", "ref": field_b}),
+    );
+    assert!(
+        out.contains("textbox \"Paste here\" value=\"quick brown fox\""),
+        "{out}"
+    );
+    let out = f.ok(
+        a,
+        "browser_press",
+        json!({"key": "Control+V", "ref": field_a}),
+    );
+    assert!(
+        out.contains("textbox \"Paste here\" value=\"lazy dog\""),
+        "{out}"
+    );
+    let seen = f.ok(a, "browser_extract", json!({"selector": "#pasted"}));
+    assert!(
+        seen.contains("paste event (trusted true) saw [lazy dog]"),
+        "{seen}"
+    );
+    // A cut takes the selected text out of the field into A's clipboard only.
+    let out = f.ok(
+        a,
+        "browser_press",
+        json!({"key": "Control+A", "ref": field_a}),
+    );
+    assert!(out.contains("value=\"lazy dog\""), "{out}");
+    let out = f.ok(a, "browser_press", json!({"key": "Control+X"}));
+    assert!(status(&out).contains("cut 8 chars"), "{out}");
+    assert!(!out.contains("value=\"lazy dog\""), "{out}");
+    let out = f.ok(
+        b,
+        "browser_press",
+        json!({"key": "Control+V", "ref": field_b}),
+    );
+    assert!(
+        out.contains("textbox \"Paste here\" value=\"quick brown foxquick brown fox\""),
+        "A's cut leaked into B:\n{out}"
+    );
+    let seen = f.ok(b, "browser_extract", json!({"selector": "#pasted"}));
+    assert!(
+        seen.contains("paste event (trusted true) saw [quick brown fox]"),
+        "{seen}"
+    );
+    f.ok(
+        a,
+        "browser_press",
+        json!({"key": "Shift+Insert", "ref": field_a}),
+    );
+    let seen = f.ok(a, "browser_extract", json!({"selector": "#pasted"}));
+    assert!(
+        seen.contains("paste event (trusted true) saw [lazy dog]"),
+        "{seen}"
     );
 }
 

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::error::{failed, invalid, R};
 use crate::navwatch::NavWatch;
-use crate::pointer::mouse;
+use crate::pointer::{self, mouse};
 
 pub(crate) struct Click;
 
@@ -99,49 +99,69 @@ impl BrowserAction for Click {
             Duration::ZERO
         };
         let mut watch = NavWatch::new(&page).await?;
-        cx.move_pointer(&page, (x, y), None).await?;
+        // The approach, all but its last move: each move waits for the renderer's ack, which
+        // comes with the next frame, so the page sees every point as its own `mousemove`.
+        let path = pointer::approach(cx.pointer_at(&page), (x, y));
+        let (last, lead) = match path.split_last() {
+            Some((l, lead)) => (Some(*l), lead),
+            None => (None, &[][..]),
+        };
+        cx.move_along(&page, lead, None).await?;
         // Moving there can change the page (a hover effect opens something over the target or
         // shifts it): look again, refuse a cover that appeared, follow a target that moved.
-        let (x, y) = {
-            let (nx, ny, again) = cx.point(&page, &target).await?;
-            if let Some(cover) = again
-                .get("cover")
-                .and_then(Value::as_str)
-                .filter(|c| !c.is_empty())
-            {
-                if !force {
-                    let msg = format!(
-                        "did not click {r}: once the pointer moved onto it, another element covered its centre (a hover effect); the click would hit that instead. Hover elsewhere or close it first, or pass force=true. The cover: {}",
-                        fence::wrap("source=browser", cover)
-                    );
-                    return Err(failed(msg));
-                }
+        // The pointer is already on the target here (the approach's last two points are on
+        // it), so entering it has run its handlers.
+        let (nx, ny, again) = cx.point(&page, &target).await?;
+        if let Some(cover) = again
+            .get("cover")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+        {
+            if !force {
+                let msg = format!(
+                    "did not click {r}: once the pointer moved onto it, another element covered its centre (a hover effect); the click would hit that instead. Hover elsewhere or close it first, or pass force=true. The cover: {}",
+                    fence::wrap("source=browser", cover)
+                );
+                return Err(failed(msg));
             }
-            if (nx - x).abs() > 0.5 || (ny - y).abs() > 0.5 {
-                cx.move_pointer(&page, (nx, ny), None).await?;
-            }
-            (nx, ny)
+        }
+        let (x, y, last) = if (nx - x).abs() > 0.5 || (ny - y).abs() > 0.5 {
+            cx.move_pointer(&page, (nx, ny), None).await?;
+            (nx, ny, None)
+        } else {
+            (x, y, last)
         };
+        // The last move, then the presses and releases, sent together: the last move cannot
+        // merge with the one before (that one was acknowledged, so already dispatched), Chromium
+        // keeps their order, and the page gets them without waiting for another frame.
+        let mut events = Vec::new();
+        if let Some((lx, ly)) = last {
+            events.push((DispatchMouseEventType::MouseMoved, lx, ly, None, 0));
+        }
         for c in 1..=count {
-            mouse(
-                &page,
+            events.push((
                 DispatchMouseEventType::MousePressed,
                 x,
                 y,
                 Some(button.clone()),
                 c,
-            )
-            .await?;
-            mouse(
-                &page,
+            ));
+            events.push((
                 DispatchMouseEventType::MouseReleased,
                 x,
                 y,
                 Some(button.clone()),
                 c,
-            )
-            .await?;
+            ));
         }
+        let sent = futures::future::try_join_all(
+            events
+                .into_iter()
+                .map(|(kind, ex, ey, b, c)| mouse(&page, kind, ex, ey, b, c)),
+        )
+        .await;
+        cx.set_pointer(&page, (x, y));
+        sent?;
         if !nav_likely {
             // A navigation the click starts is announced while the page handles it or in the work
             // it queues (0 ms timers, promise jobs): let that run, then look, with no fixed wait.

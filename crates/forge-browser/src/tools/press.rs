@@ -8,6 +8,7 @@ use forge_tools::ToolOutput;
 use serde_json::{json, Value};
 
 use super::{schema, str_arg, wait_for_arg, wait_for_prop, BrowserAction, Cx, DEFAULT_BUDGET};
+use crate::clipboard::ClipOp;
 use crate::error::{failed, invalid, R};
 use crate::keys::{press_key, KeyPress};
 use crate::navwatch::NavWatch;
@@ -70,7 +71,43 @@ impl BrowserAction for Press {
         } else {
             Duration::ZERO
         };
-        press_key(&page, &press).await?;
+        let clip = crate::clipboard::op_of(&press);
+        // Chromium's clipboard is shared by all sessions: hold it for the whole copy or paste
+        // (see clipboard.rs).
+        let running = cx.session.running.clone();
+        let _clip_lock = match clip {
+            Some(_) => Some(running.clipboard.lock().await),
+            None => None,
+        };
+        match clip {
+            Some(ClipOp::Paste) => crate::clipboard::put(&page, &cx.st.clipboard).await?,
+            Some(ClipOp::Copy | ClipOp::Cut) => crate::clipboard::arm(&page).await?,
+            None => {}
+        }
+        let pressed = press_key(&page, &press).await;
+        let mut clip_note = String::new();
+        if let Some(op) = clip {
+            if op != ClipOp::Paste {
+                match crate::clipboard::take(&page).await {
+                    Ok(Some(t)) => {
+                        clip_note = format!(
+                            "; {} {} chars to this session's clipboard",
+                            if op == ClipOp::Cut { "cut" } else { "copied" },
+                            t.chars().count()
+                        );
+                        cx.st.clipboard = t;
+                    }
+                    _ => clip_note = "; no copy reached the page's top document (nothing selected there, or the focus is in a cross-origin frame), so this session's clipboard is unchanged".into(),
+                }
+            }
+            // Whatever happened, leave nothing of this session in the shared clipboard. Should
+            // that fail, nothing leaks through forge: every paste writes its own session's text
+            // first.
+            if crate::clipboard::put(&page, "").await.is_err() {
+                clip_note.push_str("; the browser clipboard could not be emptied afterwards");
+            }
+        }
+        pressed?;
         if quick.is_zero() {
             // As for a click: let the work the key queued run, then look, with no fixed wait.
             crate::observe::let_page_run(&page, Duration::from_millis(500)).await;
@@ -78,7 +115,7 @@ impl BrowserAction for Press {
         let out = watch.settle(cx.manager, quick, cx.limit * 3 / 5).await;
         let what = cx.outcome(&out, &page).await?;
         let mut status = format!(
-            "pressed {k}{}",
+            "pressed {k}{}{clip_note}",
             if what.is_empty() {
                 String::new()
             } else {
