@@ -25,7 +25,7 @@ impl BrowserAction for Click {
     }
 
     fn description(&self) -> &'static str {
-        "Click an element (by ref from the latest observation, or CSS selector) with a real mouse click; says whether it navigated, opened a tab or a dialog, and returns a fresh observation."
+        "Mouse-click an element; reports navigation, new tabs, dialogs, then observes."
     }
 
     fn input_schema(&self) -> Value {
@@ -38,7 +38,10 @@ impl BrowserAction for Click {
             "click_count".into(),
             json!({"type": "integer", "minimum": 1, "maximum": 3}),
         );
-        p.insert("force".into(), json!({"type": "boolean", "description": "Click even when another element covers the target's centre."}));
+        p.insert(
+            "force".into(),
+            json!({"type": "boolean", "description": "Even if covered."}),
+        );
         p.insert("wait_for".into(), wait_for_prop());
         schema(p, &[])
     }

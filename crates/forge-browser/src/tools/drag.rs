@@ -60,15 +60,21 @@ impl BrowserAction for Drag {
     }
 
     fn description(&self) -> &'static str {
-        "Drag with the mouse: press on `from` (ref or CSS selector), move along intermediate points with the button held, release on `to` (ref or selector) or at an offset `by` {x, y} in CSS px. Works for sortable lists, sliders, resize handles and HTML5 drag-and-drop; says what moved and returns a fresh observation."
+        "Mouse drag: press on `from`, move (button held), release on `to` or at offset `by` (CSS px); for sortable lists, sliders, drag-and-drop; then observes."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert("from".into(), json!({"type": "string", "description": "Ref (e12) or CSS selector of the element to press on (at its visible centre)."}));
-        p.insert("to".into(), json!({"type": "string", "description": "Ref or CSS selector of the element to release on (at its centre). Give `to` or `by`."}));
-        p.insert("by".into(), json!({"type": "object", "description": "Release at this offset from the press point, in CSS px (e.g. {\"x\": 120, \"y\": 0} moves a slider right). Give `to` or `by`.", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"], "additionalProperties": false}));
-        p.insert("steps".into(), json!({"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "description": "Intermediate points of the move (default 12)."}));
+        p.insert(
+            "from".into(),
+            json!({"type": "string", "description": "Ref or CSS."}),
+        );
+        p.insert(
+            "to".into(),
+            json!({"type": "string", "description": "Ref or CSS (or by)."}),
+        );
+        p.insert("by".into(), json!({"type": "object", "description": "e.g. {\"x\":120,\"y\":0}", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"]}));
+        p.insert("steps".into(), json!({"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "description": "Default 12."}));
         schema(p, &["from"])
     }
 

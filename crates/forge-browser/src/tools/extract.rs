@@ -17,15 +17,21 @@ impl BrowserAction for Extract {
     }
 
     fn description(&self) -> &'static str {
-        "Get the page's readable text (markdown-like), its links, or the HTML of one element (selector required), paginated with offset."
+        "Read the page's text (markdown-like), links, or one element's HTML, paginated."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert("selector".into(), json!({"type": "string", "description": "Limit to this element (required for mode=html)."}));
+        p.insert(
+            "selector".into(),
+            json!({"type": "string", "description": "One element (required for html)."}),
+        );
         p.insert("mode".into(), json!({"type": "string", "enum": ["text", "links", "html"], "description": "Default text."}));
-        p.insert("max_chars".into(), json!({"type": "integer", "minimum": 200, "maximum": MAX_BUDGET, "description": "Page size (default 8000)."}));
-        p.insert("offset".into(), json!({"type": "integer", "minimum": 0, "description": "Start at this character (from a previous 'pass offset=N' line)."}));
+        p.insert("max_chars".into(), json!({"type": "integer", "minimum": 200, "maximum": MAX_BUDGET, "description": "Default 8000."}));
+        p.insert(
+            "offset".into(),
+            json!({"type": "integer", "minimum": 0, "description": "From a 'pass offset=N' line."}),
+        );
         schema(p, &[])
     }
 

@@ -25,7 +25,7 @@ impl BrowserAction for Fill {
     }
 
     fn description(&self) -> &'static str {
-        "Type a value into a text field (by ref or selector) with real key events, replacing its content; submit=true presses Enter afterwards. Password and payment fields are refused unless the agent allows them."
+        "Type `value` into a text field with real keys, replacing it. Password/payment fields are refused unless allowed."
     }
 
     fn input_schema(&self) -> Value {
@@ -33,7 +33,7 @@ impl BrowserAction for Fill {
         p.insert("value".into(), json!({"type": "string"}));
         p.insert(
             "submit".into(),
-            json!({"type": "boolean", "description": "Press Enter after typing."}),
+            json!({"type": "boolean", "description": "Press Enter after."}),
         );
         p.insert("wait_for".into(), wait_for_prop());
         schema(p, &["value"])

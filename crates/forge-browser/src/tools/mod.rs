@@ -495,17 +495,16 @@ pub(crate) enum WaitFor {
     Ms(u64),
 }
 
-/// The `wait_for` property of the tools that can wait after acting.
+/// The `wait_for` property of the tools that can wait after acting: its three forms and the cap
+/// in one short description (no per-form schema, to keep `tools/list` small; [`wait_for_arg`]
+/// checks the shape, the cap and "exactly one", and its errors show the forms).
 pub(crate) fn wait_for_prop() -> Value {
     json!({
         "type": "object",
-        "description": "Wait after acting, before observing (at most 5000 ms): {\"text\": \"...\"} until that text appears, {\"gone\": \"e12\"} until that element is removed or hidden, or {\"ms\": 500}. The status line says how long it waited, or that the condition was not met.",
-        "properties": {
-            "text": {"type": "string", "description": "Text that must appear on the page."},
-            "gone": {"type": "string", "description": "Ref of an element that must disappear."},
-            "ms": {"type": "integer", "minimum": 0, "maximum": WAIT_CAP.as_millis() as u64, "description": "Milliseconds to wait."}
-        },
-        "additionalProperties": false
+        "description": format!(
+            "Then wait (max {} ms) for one: {{\"text\":s}} to appear, {{\"gone\":ref}} or {{\"ms\":n}}.",
+            WAIT_CAP.as_millis()
+        )
     })
 }
 
@@ -545,15 +544,20 @@ pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
 /// The `ref` and `selector` properties of a tool that acts on one element.
 pub(crate) fn target_props() -> serde_json::Map<String, Value> {
     let v = json!({
-        "ref": {"type": "string", "description": "Element ref from the latest observation, e.g. \"e12\" or \"f1e3\"."},
-        "selector": {"type": "string", "description": "CSS selector (first match in the top document), when there is no ref."}
+        "ref": {"type": "string"},
+        "selector": {"type": "string", "description": "CSS, if no ref."}
     });
     v.as_object().cloned().unwrap_or_default()
 }
 
-/// An object schema with `props`, `required` and no other properties.
+/// An object schema with `props` and `required` (left out when empty: nothing is required).
+/// No `"additionalProperties": false`: forge does not validate inputs against the schema, every
+/// tool ignores unknown keys, and leaving it out keeps `tools/list` small (docs/benchmarks.md, "MCP").
 pub(crate) fn schema(props: serde_json::Map<String, Value>, required: &[&str]) -> Value {
-    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+    if required.is_empty() {
+        return json!({"type": "object", "properties": props});
+    }
+    json!({"type": "object", "properties": props, "required": required})
 }
 
 pub(crate) fn str_arg<'a>(input: &'a Value, key: &str) -> Option<&'a str> {

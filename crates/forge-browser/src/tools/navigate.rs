@@ -22,17 +22,20 @@ impl BrowserAction for Navigate {
     }
 
     fn description(&self) -> &'static str {
-        "Open a URL in the browser tab and return the final URL, HTTP status, title and an observation of the page (interactive elements with refs like e12, then page text)."
+        "Open a URL; returns final URL, status, title and an observation (refs like e12, text)."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
+        p.insert("url".into(), json!({"type": "string"}));
         p.insert(
-            "url".into(),
-            json!({"type": "string", "description": "http(s) URL to open."}),
+            "wait_for".into(),
+            json!({"type": "string", "description": "Text or CSS selector to wait for."}),
         );
-        p.insert("wait_for".into(), json!({"type": "string", "description": "Wait until this text appears or this CSS selector matches."}));
-        p.insert("timeout_ms".into(), json!({"type": "integer", "minimum": 1, "description": "Navigation time limit in ms (default 45000)."}));
+        p.insert(
+            "timeout_ms".into(),
+            json!({"type": "integer", "minimum": 1, "description": "Default 45000."}),
+        );
         schema(p, &["url"])
     }
 

@@ -22,16 +22,13 @@ impl BrowserAction for Press {
     }
 
     fn description(&self) -> &'static str {
-        "Press a key or chord (Enter, Tab, Escape, ArrowDown, Control+A, ...), optionally after focusing an element."
+        "Press a key or chord, after focusing `ref` if given."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert("key".into(), json!({"type": "string", "description": "Key or chord: Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Control+A, Shift+Tab, a single character."}));
-        p.insert(
-            "ref".into(),
-            json!({"type": "string", "description": "Focus this element first."}),
-        );
+        p.insert("key".into(), json!({"type": "string", "description": "Enter, Escape, ArrowDown, Control+A, Shift+Tab or a character."}));
+        p.insert("ref".into(), json!({"type": "string"}));
         p.insert("wait_for".into(), wait_for_prop());
         schema(p, &["key"])
     }

@@ -21,7 +21,7 @@ impl BrowserAction for Screenshot {
     }
 
     fn description(&self) -> &'static str {
-        "Save a PNG screenshot (viewport, full page, or one element) to the agent's files; returns the file's name, path and size, not the image."
+        "Save a PNG (viewport, full page or element) to the agent's files; returns its path."
     }
 
     fn input_schema(&self) -> Value {
@@ -31,7 +31,10 @@ impl BrowserAction for Screenshot {
             json!({"type": "string", "description": "Only this element."}),
         );
         p.insert("full_page".into(), json!({"type": "boolean"}));
-        p.insert("filename".into(), json!({"type": "string", "description": "File name (a .png name inside the agent's files dir)."}));
+        p.insert(
+            "filename".into(),
+            json!({"type": "string", "description": "A .png name."}),
+        );
         schema(p, &[])
     }
 

@@ -184,7 +184,7 @@ impl BrowserAction for Scroll {
     }
 
     fn description(&self) -> &'static str {
-        "Scroll the page, or the scrollable box around an element (a list, chat pane, terms box: give `ref` or `selector` of the box or of anything inside it), with real mouse-wheel events; `direction` up/down/left/right (default down), `amount` \"page\" (default, 90% of the box) or pixels, or `to` top/bottom. Reports the new position (`900/1,450px`, at bottom/top) and a fresh observation."
+        "Wheel-scroll the page, or the scrollable box (list, chat pane) holding `ref`/`selector`; reports the position, then observes."
     }
 
     fn input_schema(&self) -> Value {
@@ -195,11 +195,11 @@ impl BrowserAction for Scroll {
         );
         p.insert(
             "amount".into(),
-            json!({"description": "\"page\" (default: 90% of the box's visible height or width) or a number of CSS pixels.", "anyOf": [{"type": "string", "enum": ["page"]}, {"type": "number", "minimum": 1}]}),
+            json!({"description": "\"page\" (default, 90%) or px.", "anyOf": [{"type": "string", "enum": ["page"]}, {"type": "number", "minimum": 1}]}),
         );
         p.insert(
             "to".into(),
-            json!({"type": "string", "enum": ["top", "bottom"], "description": "Scroll all the way (instead of `amount`)."}),
+            json!({"type": "string", "enum": ["top", "bottom"], "description": "Instead of amount."}),
         );
         schema(p, &[])
     }

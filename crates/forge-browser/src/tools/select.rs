@@ -16,12 +16,12 @@ impl BrowserAction for Select {
     }
 
     fn description(&self) -> &'static str {
-        "Choose an option (by label or value; a list for multi-selects) in a <select> element."
+        "Choose an option in a <select>."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = target_props();
-        p.insert("option".into(), json!({"description": "Option label or value, or a list of them for a multi-select.", "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}));
+        p.insert("option".into(), json!({"description": "Label or value; list for multi-select.", "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}));
         schema(p, &["option"])
     }
 

@@ -37,18 +37,15 @@ impl BrowserAction for SelectText {
     }
 
     fn description(&self) -> &'static str {
-        "Select text inside an element with a real mouse drag (press before the first character, move, release after the last), e.g. before copying it with browser_press Control+C or when a page reacts to a selection. Default: the element's whole text; `text` selects a phrase in it (whitespace ignored when matching), `occurrence` picks which one. Returns the selected text and a fresh observation."
+        "Mouse-select an element's text (e.g. to copy with browser_press Control+C): all of it, or phrase `text`. Returns it, then observes."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = target_props();
-        p.insert(
-            "text".into(),
-            json!({"type": "string", "description": "The phrase to select inside the element (default: all its text)."}),
-        );
+        p.insert("text".into(), json!({"type": "string"}));
         p.insert(
             "occurrence".into(),
-            json!({"type": "integer", "minimum": 1, "description": "Which occurrence of `text` (default 1)."}),
+            json!({"type": "integer", "minimum": 1, "description": "Which match (default 1)."}),
         );
         schema(p, &[])
     }

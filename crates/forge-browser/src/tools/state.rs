@@ -19,16 +19,19 @@ impl BrowserAction for State {
     }
 
     fn description(&self) -> &'static str {
-        "Observe the current page again (optionally scroll by pages, scroll an element into view, or use a larger character budget)."
+        "Observe the page again, optionally scrolling first."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert("max_chars".into(), json!({"type": "integer", "minimum": 500, "maximum": MAX_BUDGET, "description": "Observation budget (default 6000)."}));
-        p.insert("scroll".into(), json!({"type": "number", "description": "Scroll by this many pages first (negative is up)."}));
+        p.insert("max_chars".into(), json!({"type": "integer", "minimum": 500, "maximum": MAX_BUDGET, "description": "Default 6000."}));
+        p.insert(
+            "scroll".into(),
+            json!({"type": "number", "description": "Pages; negative is up."}),
+        );
         p.insert(
             "scroll_to".into(),
-            json!({"type": "string", "description": "Scroll this ref into view first."}),
+            json!({"type": "string", "description": "Ref to scroll into view."}),
         );
         p.insert("wait_for".into(), wait_for_prop());
         schema(p, &[])

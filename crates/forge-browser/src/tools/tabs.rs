@@ -19,13 +19,16 @@ impl BrowserAction for Tabs {
     }
 
     fn description(&self) -> &'static str {
-        "List the session's tabs, switch to one, open a new one or close one."
+        "List, switch to, open (new) or close tabs."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
         p.insert("action".into(), json!({"type": "string", "enum": ["list", "switch", "close", "new"], "description": "Default list."}));
-        p.insert("tab".into(), json!({"type": "string", "description": "Tab id (t2) for switch/close; close defaults to the active tab."}));
+        p.insert(
+            "tab".into(),
+            json!({"type": "string", "description": "e.g. t2; close defaults to active."}),
+        );
         schema(p, &[])
     }
 

@@ -29,12 +29,15 @@ impl BrowserAction for Upload {
     }
 
     fn description(&self) -> &'static str {
-        "Put a file from the agent's files dir into a file input (<input type=file>, by ref or selector), as if the user picked it. Only files inside the agent's files dir can be uploaded."
+        "Fill a file input with a file from the agent's files dir."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = target_props();
-        p.insert("filename".into(), json!({"type": "string", "description": "Name of a file in the agent's files dir (a relative name such as report.pdf; no absolute paths, no ..)."}));
+        p.insert(
+            "filename".into(),
+            json!({"type": "string", "description": "Relative, e.g. report.pdf."}),
+        );
         schema(p, &["filename"])
     }
 
