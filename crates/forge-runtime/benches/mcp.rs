@@ -44,6 +44,14 @@ async fn main() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = tmp.path().join("tools-browser");
     copy_dir(&repo.join("fixtures/agents/tools-browser"), &dir);
+    // The fixture's skill denies browser_hover (for the tool-list tests); measure the whole family.
+    let skill = dir.join("skills/shelf-reader/SKILL.md");
+    let text = std::fs::read_to_string(&skill).expect("fixture skill");
+    std::fs::write(
+        &skill,
+        text.replace("    denied_tools: [browser_hover]\n", ""),
+    )
+    .expect("write fixture skill");
     let agent = Agent::load(dir.join("forge.yaml")).expect("fixture agent loads");
     let runner = Runner::start(&agent, RunnerOptions::default())
         .await

@@ -60,7 +60,7 @@ impl BrowserAction for Drag {
     }
 
     fn description(&self) -> &'static str {
-        "Mouse drag: press on `from`, move (button held), release on `to` or at offset `by` (CSS px); for sortable lists, sliders, drag-and-drop; then observes."
+        "Drag `from` onto `to`, or by offset `by` (px): sortable lists, sliders, drag-and-drop."
     }
 
     fn input_schema(&self) -> Value {
@@ -73,7 +73,7 @@ impl BrowserAction for Drag {
             "to".into(),
             json!({"type": "string", "description": "Ref or CSS (or by)."}),
         );
-        p.insert("by".into(), json!({"type": "object", "description": "e.g. {\"x\":120,\"y\":0}", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"]}));
+        p.insert("by".into(), json!({"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"]}));
         p.insert("steps".into(), json!({"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "description": "Default 12."}));
         schema(p, &["from"])
     }

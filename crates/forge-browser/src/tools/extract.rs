@@ -17,7 +17,7 @@ impl BrowserAction for Extract {
     }
 
     fn description(&self) -> &'static str {
-        "Read the page's text (markdown-like), links, or one element's HTML, paginated."
+        "Read the page's text, links, or one element's HTML, paginated."
     }
 
     fn input_schema(&self) -> Value {

@@ -502,8 +502,8 @@ pub(crate) fn wait_for_prop() -> Value {
     json!({
         "type": "object",
         "description": format!(
-            "Then wait (max {} ms) for one: {{\"text\":s}} to appear, {{\"gone\":ref}} or {{\"ms\":n}}.",
-            WAIT_CAP.as_millis()
+            "Then wait ≤{}s: {{\"text\":s}} appears, {{\"gone\":ref}} or {{\"ms\":n}}",
+            WAIT_CAP.as_secs()
         )
     })
 }
@@ -545,7 +545,7 @@ pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
 pub(crate) fn target_props() -> serde_json::Map<String, Value> {
     let v = json!({
         "ref": {"type": "string"},
-        "selector": {"type": "string", "description": "CSS, if no ref."}
+        "selector": {"type": "string", "description": "CSS"}
     });
     v.as_object().cloned().unwrap_or_default()
 }

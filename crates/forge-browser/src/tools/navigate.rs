@@ -22,7 +22,7 @@ impl BrowserAction for Navigate {
     }
 
     fn description(&self) -> &'static str {
-        "Open a URL; returns final URL, status, title and an observation (refs like e12, text)."
+        "Open a URL; returns status and an observation (refs like e12, text)."
     }
 
     fn input_schema(&self) -> Value {

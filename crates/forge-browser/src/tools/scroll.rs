@@ -184,7 +184,7 @@ impl BrowserAction for Scroll {
     }
 
     fn description(&self) -> &'static str {
-        "Wheel-scroll the page, or the scrollable box (list, chat pane) holding `ref`/`selector`; reports the position, then observes."
+        "Wheel-scroll the page, or the box (list, chat) holding `ref`; reports the position."
     }
 
     fn input_schema(&self) -> Value {
@@ -195,7 +195,7 @@ impl BrowserAction for Scroll {
         );
         p.insert(
             "amount".into(),
-            json!({"description": "\"page\" (default, 90%) or px.", "anyOf": [{"type": "string", "enum": ["page"]}, {"type": "number", "minimum": 1}]}),
+            json!({"description": "page (default) or px", "anyOf": [{"type": "string", "enum": ["page"]}, {"type": "number", "minimum": 1}]}),
         );
         p.insert(
             "to".into(),

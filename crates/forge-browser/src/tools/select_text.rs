@@ -37,7 +37,7 @@ impl BrowserAction for SelectText {
     }
 
     fn description(&self) -> &'static str {
-        "Mouse-select an element's text (e.g. to copy with browser_press Control+C): all of it, or phrase `text`. Returns it, then observes."
+        "Mouse-select an element's text, or phrase `text` in it (then Control+C copies)."
     }
 
     fn input_schema(&self) -> Value {
