@@ -17,6 +17,8 @@
 //!   observation text (refs like `e12`, `f1e3`).
 //! - `frames.rs`: cross-origin iframes (in-process and out-of-process) walked and driven through
 //!   the frame's own context; routes a frame ref's library calls to the owning session.
+//! - `clipboard.rs`: a clipboard per session (copy/cut keep the text in the session; paste puts
+//!   it back for that one key press), so tasks never share Chromium's one clipboard.
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
