@@ -449,7 +449,7 @@ pub async fn assemble(
             for c in &conns {
                 for tool in c.tools() {
                     if denied.iter().any(|d| d == tool.name()) {
-                        let who = denied_by(agent, tool.name());
+                        let who = forge_skills::denied_by(agent, tool.name());
                         for r in why.iter_mut().filter(|r| r.name == tool.name()) {
                             r.present = false;
                             r.reason =
@@ -648,28 +648,6 @@ async fn connect_mcp(
         }
     }
     Ok((conns, reasons))
-}
-
-/// Who denied `tool`: "forge.yaml" and/or "skill(s) a, b".
-fn denied_by(agent: &Agent, tool: &str) -> String {
-    let skills: Vec<&str> = agent
-        .skills
-        .iter()
-        .filter(|s| {
-            s.forge
-                .as_ref()
-                .is_some_and(|f| f.denied_tools.iter().any(|d| d == tool))
-        })
-        .map(|s| s.name.as_str())
-        .collect();
-    let mut who = Vec::new();
-    if agent.config.denied_tools.iter().any(|d| d == tool) {
-        who.push("forge.yaml".to_string());
-    }
-    if !skills.is_empty() {
-        who.push(format!("skill(s) {}", skills.join(", ")));
-    }
-    who.join(" and ")
 }
 
 /// cli_execute's configuration: forge.yaml `tools[cli_execute].config`, else derived from the

@@ -47,6 +47,6 @@ pub use skill::{
     FILESYSTEM_MODES, KNOWN_CAPABILITIES, USE_TYPES,
 };
 pub use tool_plan::{
-    is_plain_tool_name, script_for, CliSource, PlannedTool, ScriptBinding, ToolPlan, ToolSource,
-    BROWSER_ABSENT_REASON, BUILTIN_TOOLS, CLI_TOOL, SCRIPT_EXTENSIONS,
+    denied_by, is_plain_tool_name, script_for, CliSource, PlannedTool, ScriptBinding, ToolPlan,
+    ToolSource, BROWSER_ABSENT_REASON, BUILTIN_TOOLS, CLI_TOOL, SCRIPT_EXTENSIONS,
 };

@@ -377,8 +377,9 @@ impl Agent {
 /// Why browser tools are absent when no skill asks for them.
 pub const BROWSER_ABSENT_REASON: &str = "no active skill declares requires.capabilities: [browser]";
 
-/// Who denied `tool`: "forge.yaml" and/or "skill(s) a, b".
-fn denied_by(agent: &Agent, tool: &str) -> String {
+/// Who denied `tool`: "forge.yaml" and/or "skill(s) a, b" (also for tools the plan cannot know,
+/// such as MCP servers' tools).
+pub fn denied_by(agent: &Agent, tool: &str) -> String {
     let skills: Vec<&str> = agent
         .skills
         .iter()
