@@ -564,8 +564,22 @@ impl BrowserManager {
                 .map_err(|e| launch_err(&binary, format!("cannot create the profile dir: {e}")))?;
         }
         let args = launch_args(&self.config, proxy, &profile);
+        // Chromium gets a cleared environment (secrets such as API keys and the runtime token
+        // never reach it or its renderers), with a HOME of its own inside the throwaway dir.
+        let home = dir.path().join("home");
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&home)
+                .map_err(|e| launch_err(&binary, format!("cannot create its home dir: {e}")))?;
+        }
         let mut cmd = tokio::process::Command::new(&binary);
-        cmd.args(&args)
+        cmd.env_clear()
+            .envs(browser_env(&home, self.config.headless, |k| {
+                std::env::var_os(k)
+            }))
+            .args(&args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -757,6 +771,54 @@ fn launch_err(binary: &std::path::Path, reason: String) -> BrowserError {
 }
 
 /// The command line Chromium gets (see docs/browser.md for why each flag is there).
+/// What Chromium may see of forge's environment: a PATH, a HOME (and XDG dirs) inside its own
+/// throwaway dir, the locale, the time zone and fontconfig's settings; a display only when it is
+/// not headless. Nothing else: API keys, tokens and the rest of forge's environment stay out.
+pub fn browser_env(
+    home: &std::path::Path,
+    headless: bool,
+    get: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<(String, std::ffi::OsString)> {
+    let mut env = vec![
+        (
+            "PATH".to_string(),
+            get("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+        ),
+        ("HOME".to_string(), home.as_os_str().to_owned()),
+        (
+            "XDG_CONFIG_HOME".to_string(),
+            home.join(".config").into_os_string(),
+        ),
+        (
+            "XDG_CACHE_HOME".to_string(),
+            home.join(".cache").into_os_string(),
+        ),
+    ];
+    let mut pass = vec![
+        "LANG",
+        "LANGUAGE",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TZ",
+        "FONTCONFIG_FILE",
+        "FONTCONFIG_PATH",
+    ];
+    if !headless {
+        pass.extend([
+            "DISPLAY",
+            "WAYLAND_DISPLAY",
+            "XAUTHORITY",
+            "XDG_RUNTIME_DIR",
+        ]);
+    }
+    for k in pass {
+        if let Some(v) = get(k) {
+            env.push((k.to_string(), v));
+        }
+    }
+    env
+}
+
 pub fn launch_args(
     config: &BrowserConfig,
     proxy: std::net::SocketAddr,

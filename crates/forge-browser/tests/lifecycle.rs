@@ -378,3 +378,91 @@ async fn the_browser_has_no_default_tab_and_outlives_its_last_session() {
     assert_eq!(m.launch_count(), 1, "no relaunch");
     m.shutdown().await;
 }
+
+/// Every process of the browser: the launched one and its descendants (renderers, GPU, zygotes).
+fn browser_tree(root: u32) -> Vec<u32> {
+    let mut all = vec![root];
+    // Bounded: a Chromium has a few dozen processes at most.
+    for _ in 0..8 {
+        let mut grew = false;
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if all.contains(&pid) {
+                continue;
+            }
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // Field 4 (after the parenthesised name) is the parent pid.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid.is_some_and(|p| all.contains(&p)) {
+                all.push(pid);
+                grew = true;
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_and_its_renderers_see_none_of_forges_environment() {
+    if browser_or_skip("browser environment").is_none() {
+        return;
+    }
+    // A variable this test process has (cargo sets it for every test run), standing in for an
+    // API key or the runtime token: the check below is real only if forge has it.
+    let canary = "CARGO_MANIFEST_DIR";
+    assert!(
+        std::env::var_os(canary).is_some(),
+        "cargo sets CARGO_MANIFEST_DIR for tests"
+    );
+    let server = simple_server().await;
+    let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let m = Arc::new(manager(addr, log, tmp.path()));
+    let ctx = ToolContext::new("env", tmp.path().join("files"));
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("navigate");
+    let pid = m.browser_pid().await.expect("running");
+    let profile = m.profile_dir().await.expect("profile");
+    let procs = browser_tree(pid);
+    assert!(procs.len() >= 3, "browser, renderer and more: {procs:?}");
+    let mut read = 0;
+    for p in &procs {
+        let Ok(raw) = std::fs::read(format!("/proc/{p}/environ")) else {
+            continue; // exited meanwhile
+        };
+        read += 1;
+        let vars: Vec<String> = raw
+            .split(|b| *b == 0)
+            .filter(|v| !v.is_empty())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        assert!(
+            !vars.iter().any(|v| v.starts_with(&format!("{canary}="))),
+            "process {p} sees forge's environment: {vars:?}"
+        );
+        // Some children (sandboxed renderers) run with an emptier environment still; where a
+        // HOME is set it is the browser's own, and the browser process must have it.
+        let home = vars.iter().find_map(|v| v.strip_prefix("HOME="));
+        if home.is_some() || *p == pid {
+            let home = home.unwrap_or("");
+            assert!(
+                profile
+                    .parent()
+                    .is_some_and(|d| std::path::Path::new(home).starts_with(d)),
+                "process {p}: HOME {home:?} is not inside the throwaway dir {profile:?}"
+            );
+        }
+    }
+    assert!(read >= 3, "read the environment of {read} processes");
+    m.shutdown().await;
+}
