@@ -80,16 +80,16 @@ impl BrowserAction for Screenshot {
             .await?
         };
         let name = screenshot_name(str_arg(input, "filename"), &ctx.files_dir)?;
-        std::fs::create_dir_all(&ctx.files_dir)
-            .map_err(|e| failed(format!("cannot create {}: {e}", ctx.files_dir.display())))?;
-        let path = ctx.files_dir.join(&name);
-        std::fs::write(&path, &bytes)
-            .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
+        // Written as file_create writes: O_NOFOLLOW (a symlink planted in the files dir is not
+        // followed), no FIFOs or devices, no hard links to files outside.
+        let saved =
+            forge_tools::builtins::file_create::save_artifact(&ctx.files_dir, &name, &bytes)
+                .map_err(|e| failed(e.to_string()))?;
         Ok(ToolOutput::json(json!({
-            "filename": name,
+            "filename": saved.filename,
             "mime_type": "image/png",
-            "path": path.display().to_string(),
-            "size_bytes": bytes.len(),
+            "path": saved.path,
+            "size_bytes": saved.size_bytes,
         })))
     }
 }
@@ -120,13 +120,15 @@ fn screenshot_name(requested: Option<&str>, dir: &std::path::Path) -> R<String> 
         }
         None => "screenshot.png".to_string(),
     };
-    if !dir.join(&base).exists() {
+    // Taken means any entry of that name, a dangling symlink included (`exists()` follows links).
+    let taken = |n: &str| std::fs::symlink_metadata(dir.join(n)).is_ok();
+    if !taken(&base) {
         return Ok(base);
     }
     let stem = base.trim_end_matches(".png").to_string();
     for i in 2..10_000 {
         let n = format!("{stem}-{i}.png");
-        if !dir.join(&n).exists() {
+        if !taken(&n) {
             return Ok(n);
         }
     }
@@ -158,5 +160,20 @@ mod tests {
             "screenshot-2.png"
         );
         assert!(screenshot_name(Some("..."), dir.path()).is_err());
+    }
+
+    #[test]
+    fn a_planted_symlink_is_neither_reused_nor_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let target = outside.path().join("victim.png");
+        // A dangling link: `exists()` says no, but the name is taken.
+        std::os::unix::fs::symlink(&target, dir.path().join("evil.png")).expect("symlink");
+        let name = screenshot_name(Some("evil.png"), dir.path()).expect("name");
+        assert_eq!(name, "evil-2.png");
+        // Even when the name is forced onto the link, the write refuses to follow it.
+        let err = forge_tools::builtins::file_create::save_artifact(dir.path(), "evil.png", b"png")
+            .expect_err("a symlink is not written through");
+        assert!(!target.exists(), "nothing was written outside: {err}");
     }
 }
