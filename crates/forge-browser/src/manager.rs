@@ -338,6 +338,27 @@ impl BrowserManager {
         }
         let r = Arc::new(self.launch().await?);
         self.launches.fetch_add(1, Ordering::SeqCst);
+        // Idle sessions are closed on a timer, not only when the next browser call arrives. The
+        // task holds the browser weakly and ends with it.
+        let weak = Arc::downgrade(&r);
+        let idle = self.config.idle_timeout;
+        let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+        let reaper = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(running) = weak.upgrade() else {
+                    return;
+                };
+                if running.is_dead() {
+                    return;
+                }
+                reap_idle_sessions(&running, idle).await;
+            }
+        });
+        r.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(reaper);
         *guard = Some(r.clone());
         Ok(r)
     }
@@ -431,19 +452,7 @@ impl BrowserManager {
     }
 
     async fn reap_idle(&self, running: &Arc<Running>) {
-        let idle: Vec<Arc<Session>> = {
-            let mut sessions = running.sessions.lock().await;
-            let keys: Vec<String> = sessions
-                .iter()
-                .filter(|(_, s)| s.idle_for() > self.config.idle_timeout)
-                .map(|(k, _)| k.clone())
-                .collect();
-            keys.iter().filter_map(|k| sessions.remove(k)).collect()
-        };
-        for s in idle {
-            tracing::debug!(session = %s.key, "closing idle browser session");
-            s.dispose().await;
-        }
+        reap_idle_sessions(running, self.config.idle_timeout).await;
     }
 
     /// Stop Chromium: close it, kill its process group, remove the profile dir. Idempotent; the
@@ -771,6 +780,24 @@ fn launch_err(binary: &std::path::Path, reason: String) -> BrowserError {
 }
 
 /// The command line Chromium gets (see docs/browser.md for why each flag is there).
+/// Close the sessions unused for longer than `idle`. A session with a call in flight (its state
+/// is locked) is left alone, however long the call takes.
+async fn reap_idle_sessions(running: &Arc<Running>, idle: Duration) {
+    let idle: Vec<Arc<Session>> = {
+        let mut sessions = running.sessions.lock().await;
+        let keys: Vec<String> = sessions
+            .iter()
+            .filter(|(_, s)| s.idle_for() > idle && s.state.try_lock().is_ok())
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.iter().filter_map(|k| sessions.remove(k)).collect()
+    };
+    for s in idle {
+        tracing::debug!(session = %s.key, "closing idle browser session");
+        s.dispose().await;
+    }
+}
+
 /// What Chromium may see of forge's environment: a PATH, a HOME (and XDG dirs) inside its own
 /// throwaway dir, the locale, the time zone and fontconfig's settings; a display only when it is
 /// not headless. Nothing else: API keys, tokens and the rest of forge's environment stay out.

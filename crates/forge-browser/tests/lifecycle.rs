@@ -466,3 +466,40 @@ async fn chromium_and_its_renderers_see_none_of_forges_environment() {
     assert!(read >= 3, "read the environment of {read} processes");
     m.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_are_closed_on_a_timer_without_another_call() {
+    if browser_or_skip("idle reaping").is_none() {
+        return;
+    }
+    let server = simple_server().await;
+    let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cfg = BrowserConfig::with_proxy(addr);
+    cfg.temp_root = Some(tmp.path().to_path_buf());
+    cfg.idle_timeout = Duration::from_millis(400);
+    let m = Arc::new(BrowserManager::new(cfg).with_refusals(log));
+    let ctx = ToolContext::new("idle", tmp.path().join("files"));
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("navigate");
+    assert_eq!(m.session_count().await, 1);
+    // No browser call from here on: only the timer can close it. Bounded: 50 checks, 5 s.
+    let t = Instant::now();
+    let mut closed = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if m.session_count().await == 0 {
+            closed = true;
+            break;
+        }
+    }
+    assert!(
+        closed,
+        "the idle session was still open after {:?}",
+        t.elapsed()
+    );
+    assert_eq!(m.launch_count(), 1, "the browser itself stays up");
+    m.shutdown().await;
+}
