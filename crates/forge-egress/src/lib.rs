@@ -6,6 +6,7 @@
 //!   ([`policy::Allowed`] or [`policy::Refusal`]).
 //! - `host.rs`: host normalisation (lowercase, trailing dot, IDN) and canonical-IP-only literals.
 //! - `ip.rs`: the IP rule (always-blocked ranges, IPv6 forms embedding IPv4, private ranges).
+//! - `inbound.rs`: the Host (loopback) and bearer-token rules forge's own A2A and MCP servers apply.
 //! - `resolve.rs`: the [`resolve::Resolver`] trait, [`resolve::SystemResolver`],
 //!   [`resolve::StaticResolver`] (tests and `--resolve`).
 //! - `connect.rs`: resolve once, validate every answer, dial only a validated address through an
@@ -21,6 +22,7 @@ pub mod client;
 pub mod connect;
 pub mod error;
 pub mod host;
+pub mod inbound;
 pub mod ip;
 pub mod policy;
 pub mod proxy;

@@ -405,38 +405,6 @@ impl HttpServerHandle {
     }
 }
 
-/// Whether the request's `Host` names a loopback address or `localhost` (any port): the A2A
-/// server's rule (crates/forge-runtime/src/a2a/http.rs `host_is_loopback`).
-fn host_is_loopback(headers: &http::HeaderMap) -> bool {
-    let Some(host) = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-    else {
-        return false;
-    };
-    let name = match host.strip_prefix('[') {
-        Some(rest) => match rest.split_once(']') {
-            Some((inner, after)) if after.is_empty() || after.starts_with(':') => inner,
-            _ => return false,
-        },
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// Constant-time comparison of the presented and expected tokens.
-fn token_matches(presented: &str, expected: &str) -> bool {
-    let (a, b) = (presented.as_bytes(), expected.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 type Body = BoxBody<Bytes, Infallible>;
 
 fn refuse(status: StatusCode, message: &str) -> Response<Body> {
@@ -472,7 +440,7 @@ fn refusal(http: &HttpOptions, req: &Request<Incoming>) -> Option<Response<Body>
     }
     match &http.token {
         None => {
-            if !host_is_loopback(req.headers()) {
+            if !forge_egress::inbound::host_is_loopback(req.headers()) {
                 return Some(refuse(
                     StatusCode::FORBIDDEN,
                     "forbidden: this MCP server serves loopback clients without a token: the Host header must be 127.0.0.1, [::1] or localhost",
@@ -480,16 +448,7 @@ fn refusal(http: &HttpOptions, req: &Request<Incoming>) -> Option<Response<Body>
             }
         }
         Some(expected) => {
-            let presented = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| {
-                    v.strip_prefix("Bearer ")
-                        .or_else(|| v.strip_prefix("bearer "))
-                })
-                .map(str::trim);
-            if !presented.is_some_and(|p| token_matches(p, expected)) {
+            if !forge_egress::inbound::bearer_matches(req.headers(), expected) {
                 let mut r = refuse(
                     StatusCode::UNAUTHORIZED,
                     "a bearer token is required: send Authorization: Bearer <token> with the token from .forge/runtime.token or FORGE_RUNTIME_TOKEN",

@@ -178,28 +178,6 @@ fn card_for(card: &Value, headers: &http::HeaderMap) -> Value {
     }
 }
 
-/// Whether the request's `Host` names a loopback address or `localhost` (any port).
-fn host_is_loopback(headers: &http::HeaderMap) -> bool {
-    let Some(host) = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-    else {
-        return false;
-    };
-    let name = match host.strip_prefix('[') {
-        Some(rest) => match rest.split_once(']') {
-            Some((inner, after)) if after.is_empty() || after.starts_with(':') => inner,
-            _ => return false,
-        },
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 /// Whether the body is declared as JSON (`application/json`, parameters allowed).
 fn is_json(headers: &http::HeaderMap) -> bool {
     headers
@@ -207,15 +185,6 @@ fn is_json(headers: &http::HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-}
-
-/// Constant-time comparison of the presented and expected tokens.
-fn token_matches(presented: &str, expected: &str) -> bool {
-    let (a, b) = (presented.as_bytes(), expected.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
@@ -230,7 +199,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             // on loopback too: it can send a cross-site "simple" POST (text/plain or a form
             // type, no CORS preflight) or reach the port under a DNS-rebinding name. So without
             // a token the Host must name loopback, and every POST must be JSON.
-            if shared.token.is_none() && !host_is_loopback(req.headers()) {
+            if shared.token.is_none() && !forge_egress::inbound::host_is_loopback(req.headers()) {
                 return json_response(
                     StatusCode::FORBIDDEN,
                     &json!({"error": "this agent serves loopback clients without a token: the Host header must be 127.0.0.1, [::1] or localhost"}),
@@ -243,16 +212,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 );
             }
             if let Some(expected) = &shared.token {
-                let presented = req
-                    .headers()
-                    .get(header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| {
-                        v.strip_prefix("Bearer ")
-                            .or_else(|| v.strip_prefix("bearer "))
-                    })
-                    .map(str::trim);
-                if !presented.is_some_and(|p| token_matches(p, expected)) {
+                if !forge_egress::inbound::bearer_matches(req.headers(), expected) {
                     let mut r = json_response(
                         StatusCode::UNAUTHORIZED,
                         &json!({"error": "a bearer token is required: send Authorization: Bearer <token> with the token from .forge/runtime.token"}),
