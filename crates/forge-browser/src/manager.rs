@@ -779,7 +779,6 @@ fn launch_err(binary: &std::path::Path, reason: String) -> BrowserError {
     }
 }
 
-/// The command line Chromium gets (see docs/browser.md for why each flag is there).
 /// Close the sessions unused for longer than `idle`. A session with a call in flight (its state
 /// is locked) is left alone, however long the call takes.
 async fn reap_idle_sessions(running: &Arc<Running>, idle: Duration) {
@@ -846,6 +845,7 @@ pub fn browser_env(
     env
 }
 
+/// The command line Chromium gets (see docs/browser.md for why each flag is there).
 pub fn launch_args(
     config: &BrowserConfig,
     proxy: std::net::SocketAddr,

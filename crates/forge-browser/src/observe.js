@@ -1216,7 +1216,8 @@
     const inView = (p) => p.x >= 0 && p.y >= 0 && p.x < vw && p.y < vh;
     let [a, b] = ends();
     if (!inView(b)) {
-      scrollBy((a.x + b.x) / 2 - vw / 2, (a.y + b.y) / 2 - vh / 2);
+      // The window's scrollBy: the library's own `scrollBy` command takes {pages}.
+      window.scrollBy((a.x + b.x) / 2 - vw / 2, (a.y + b.y) / 2 - vh / 2);
       [a, b] = ends();
     }
     if (!inView(a) || !inView(b)) return { error: 'too-far', ref: f.ref, dx: b.x - a.x, dy: b.y - a.y, vw, vh };

@@ -648,10 +648,7 @@ async fn mark_listeners_under(
 pub async fn observe(page: &Page) -> Result<Observation, PageError> {
     // Install the library (if this document's world does not have it yet), then mark listener
     // elements, then observe.
-    let ctx = match installed_world(page).await {
-        Some(id) => id,
-        None => run(page, Job::Lib("ready", &Value::Null)).await?.1,
-    };
+    let ctx = isolated_context(page).await?;
     mark_click_listeners(page, ctx).await;
     let v = call(page, "observe", &serde_json::json!({"maxText": 20000})).await?;
     serde_json::from_value(v)

@@ -88,6 +88,22 @@ const DELAYED_SAME_WORD: &str = r#"<!doctype html><html><head><title>Plans</titl
 <ul id=menu hidden role=menu><li role=menuitem>Pricing</li></ul>
 </body></html>"#;
 
+/// A mouse-driven drop whose target starts below the fold (the drag must scroll to fit both ends).
+const FAR_DROP: &str = r#"<!doctype html><html><head><title>Far drop</title></head><body style="margin:0">
+<div id=src style="position:absolute;top:300px;left:40px;width:120px;height:40px;background:#ccc">Card</div>
+<div id=dst style="position:absolute;top:950px;left:40px;width:200px;height:80px;background:#eee">Drop here</div>
+<div style="height:2400px"></div>
+<p id=out style="position:fixed;top:0;right:0">none</p>
+<script>
+let held = false;
+document.getElementById('src').addEventListener('mousedown', (e) => { if (e.isTrusted) held = true; });
+document.addEventListener('mouseup', (e) => {
+  const over = document.getElementById('dst').contains(document.elementFromPoint(e.clientX, e.clientY));
+  if (held && e.isTrusted && over) document.getElementById('out').textContent = 'dropped';
+  held = false;
+});
+</script></body></html>"#;
+
 /// A sortable list driven by mouse events (no HTML5 drag-and-drop): the held item is moved
 /// past each item whose middle the pointer crosses.
 const SORTABLE: &str = r#"<!doctype html><html><head><title>Sortable</title><style>
@@ -181,6 +197,7 @@ fn page(path: &str) -> Response {
         "/delayed.html" => DELAYED.to_string(),
         "/delayed-same-word.html" => DELAYED_SAME_WORD.to_string(),
         "/sortable.html" => SORTABLE.to_string(),
+        "/far-drop.html" => FAR_DROP.to_string(),
         "/dnd.html" => DND.to_string(),
         "/resize.html" => RESIZE.to_string(),
         "/slider.html" => SLIDER.to_string(),
@@ -549,6 +566,24 @@ fn drag_reorders_a_mouse_driven_sortable_list() {
     let order = f.eval(s, "document.getElementById('order').textContent");
     assert_eq!(order, json!("order: Two,Three,One,Four"), "{obs}");
     assert!(obs.contains("order: Two,Three,One,Four"), "{obs}");
+}
+
+#[test]
+fn drag_to_a_target_below_the_fold_scrolls_both_ends_into_view() {
+    let Some(f) = fixture() else { return };
+    let s = "drag-far";
+    f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/far-drop.html")}),
+    );
+    let before = f.eval(s, "scrollY");
+    assert_eq!(before, json!(0), "starts at the top");
+    let obs = f.ok(s, "browser_drag", json!({"from": "#src", "to": "#dst"}));
+    let out = f.eval(s, "document.getElementById('out').textContent");
+    assert_eq!(out, json!("dropped"), "{obs}");
+    let after = f.eval(s, "scrollY").as_f64().unwrap_or(0.0);
+    assert!(after > 0.0, "the page scrolled to fit both ends: {obs}");
 }
 
 #[test]
