@@ -298,7 +298,9 @@ fn a_covered_frame_is_not_clicked_through() {
     let msg = err.to_string();
     assert!(msg.contains("covers its centre"), "{msg}");
     assert!(msg.contains("div#banner"), "names the cover: {msg}");
-    let st = f.ok(s, "browser_extract", json!({}));
+    // browser_state walks the out-of-process frame (browser_extract reads the top document only).
+    let st = f.ok(s, "browser_state", json!({}));
+    assert!(st.contains("unpaid"), "the frame's text is observed: {st}");
     assert!(!st.contains("paid 1"), "{st}");
 }
 
@@ -318,7 +320,11 @@ fn a_frame_below_the_fold_is_scrolled_to_for_a_click() {
     let obs = f.ok(s, "browser_state", json!({"scroll": 1}));
     let pay = ref_of(&obs, "button \"Pay now\"");
     // Scroll back up: the click must bring the frame (and the button) into view itself.
-    f.ok(s, "browser_state", json!({"scroll": -1}));
+    let up = f.ok(s, "browser_state", json!({"scroll": -1}));
+    assert!(
+        !up.lines().any(|l| l.contains("\"Pay now\"")),
+        "back above the fold, not in view: {up}"
+    );
     let clicked = f.ok(s, "browser_click", json!({"ref": pay}));
     assert!(clicked.contains("paid 1"), "{clicked}");
 }

@@ -309,7 +309,7 @@ async fn python_sdk_drives_the_browser_over_stdio() {
     let seen = last_json(&out.stdout);
     check_session(&seen, &token, site);
     // The calls went through the ToolRunner path: audited with the MCP session as task id, the
-    // refusal by the proxy, the cancelled call as cancelled; the browser context closed at the end.
+    // refusal by the proxy, the cancelled call as cancelled (closing the host session when an MCP session ends is tested in forge-mcp's tests/mcp.rs).
     let ev = audit_events(&audit);
     let execs: Vec<&Value> = ev.iter().filter(|e| e["event"] == "tool_exec").collect();
     assert!(execs.len() >= 5, "{ev:?}");
@@ -325,14 +325,6 @@ async fn python_sdk_drives_the_browser_over_stdio() {
     assert!(ev.iter().any(|e| e["event"] == "egress_blocked"
         && e["host"] == "not-allowed.example"
         && e["via"] == "proxy"));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !audit_events(&audit)
-        .iter()
-        .any(|e| e["event"] == "browser_session_close")
-        && Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,8 +58,11 @@ fn main() {
                 python_servers_for_forge_client(&py).await;
             }
             None => {
-                if std::env::var("FORGE_REQUIRE_MCP_SDK").as_deref() == Ok("1") {
-                    panic!("the MCP Python SDK is required (FORGE_REQUIRE_MCP_SDK=1): run scripts/install-deps.sh python");
+                // CI sets FORGE_REQUIRE_BROWSER=1 (scripts/test.sh): there, as with
+                // FORGE_REQUIRE_MCP_SDK=1, a missing SDK fails instead of skipping.
+                let required = |k: &str| std::env::var(k).as_deref() == Ok("1");
+                if required("FORGE_REQUIRE_MCP_SDK") || required("FORGE_REQUIRE_BROWSER") {
+                    panic!("the MCP Python SDK is required (FORGE_REQUIRE_MCP_SDK=1 or FORGE_REQUIRE_BROWSER=1): run scripts/install-deps.sh python");
                 }
                 eprintln!("SKIPPED: Python MCP SDK interop (python3 with the `mcp` package not found; run scripts/install-deps.sh python)");
             }
