@@ -6,13 +6,16 @@
 #   2.x as the counterpart of forge-mcp's interop tests);
 # - node and npm (Debian's), so `npx @modelcontextprotocol/inspector --cli` can list forge's tools
 #   in the `forge mcp serve` smoke test (crates/forge-cli/tests/mcp_serve.rs; npx fetches the
-#   inspector from npm on first use and caches it).
-# Usage: scripts/install-deps.sh [browser] [python] [node]   (no argument: everything)
+#   inspector from npm on first use and caches it);
+# - Debian's postgresql server binaries (initdb, pg_ctl), so the state store's tests run against a
+#   real PostgreSQL they start themselves (crates/forge-runtime/tests/state_store.rs); no cluster is
+#   created or started here.
+# Usage: scripts/install-deps.sh [browser] [python] [node] [postgres]   (no argument: everything)
 set -euo pipefail
 
 want() { [ $# -eq 0 ] && return 0; for w in "${WANTS[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
 WANTS=("$@")
-if [ ${#WANTS[@]} -eq 0 ]; then WANTS=(browser python node); fi
+if [ ${#WANTS[@]} -eq 0 ]; then WANTS=(browser python node postgres); fi
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -46,4 +49,13 @@ if want node; then
   fi
   # Warm npx's cache so the smoke test does not wait on the download.
   npx -y @modelcontextprotocol/inspector --help >/dev/null 2>&1 || true
+fi
+
+if want postgres; then
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "install-deps: installing Debian's postgresql (apt-get)" >&2
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+      postgresql >/dev/null
+  fi
 fi

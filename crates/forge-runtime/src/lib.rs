@@ -16,6 +16,8 @@
 //! - [`demo_site`]: the static file server of `forge run --demo-site` (`demo_site.rs`).
 //! - [`a2a`]: the A2A 0.3 JSON-RPC server of `forge run` (`a2a.rs`: card, token;
 //!   `a2a/http.rs`: routes, SSE; `a2a/tasks.rs`: the task store).
+//! - [`state`]: the durable state store (tasks, contexts, events, artifacts, replicas) on SQLite
+//!   or PostgreSQL behind one trait (`state/mod.rs`, `state/sql.rs`).
 
 pub mod a2a;
 pub mod agent_loop;
@@ -26,5 +28,6 @@ pub mod guardrails;
 pub mod mcp_host;
 pub mod providers;
 pub mod runner;
+pub mod state;
 
 pub use runner::{Runner, RunnerOptions};

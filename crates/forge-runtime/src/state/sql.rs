@@ -1,0 +1,604 @@
+//! [`SqlStore`]: the [`StateStore`] on SQLite or PostgreSQL through sqlx's `Any` driver, so both
+//! run the same queries (placeholders `$1`, `$2`, ... in order, `ON CONFLICT ... DO UPDATE`,
+//! integers for flags, text for JSON). Only the schema text differs (`BLOB` vs `BYTEA`).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
+
+use super::{
+    now_ms, ContextRecord, ReplicaRecord, Retention, StateError, StateStore, StoreLocation,
+    StoredArtifact, TaskRecord, DEFAULT_MAX_ARTIFACT_BYTES,
+};
+
+/// One schema migration: version, name, SQLite text, PostgreSQL text. Applied in order at open,
+/// each in its own transaction, recorded in `forge_schema`. Never edit a released entry: add one.
+pub const MIGRATIONS: &[(i64, &str, &str, &str)] = &[(
+    1,
+    "tasks, events, contexts, artifacts, replicas",
+    concat!(
+        include_str!("schema_v1.sql"),
+        "CREATE TABLE forge_artifacts (task_id TEXT NOT NULL, name TEXT NOT NULL, mime_type TEXT NOT NULL, size_bytes BIGINT NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (task_id, name));\n"
+    ),
+    concat!(
+        include_str!("schema_v1.sql"),
+        "CREATE TABLE forge_artifacts (task_id TEXT NOT NULL, name TEXT NOT NULL, mime_type TEXT NOT NULL, size_bytes BIGINT NOT NULL, bytes BYTEA NOT NULL, PRIMARY KEY (task_id, name));\n"
+    ),
+)];
+
+/// The newest schema version this build knows.
+fn known_version() -> i64 {
+    MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
+}
+
+/// Serialises migrations of replicas starting at once (a PostgreSQL advisory lock key).
+const MIGRATION_LOCK: i64 = 0x666f_7267_6501;
+
+/// The state store on SQLite or PostgreSQL.
+pub struct SqlStore {
+    pool: AnyPool,
+    postgres: bool,
+    name: String,
+    max_artifact_bytes: u64,
+}
+
+impl SqlStore {
+    /// Open (creating when missing) the store at `location` and bring its schema up to date.
+    pub async fn open(location: &StoreLocation) -> Result<SqlStore, StateError> {
+        sqlx::any::install_default_drivers();
+        let name = location.display();
+        let (url, postgres, secret) = match location {
+            StoreLocation::Sqlite(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| StateError::Open {
+                        store: name.clone(),
+                        reason: format!("cannot create {}: {e}", dir.display()),
+                        fix: "make the directory writable, or set state.url".into(),
+                    })?;
+                }
+                let abs = std::path::absolute(path).map_err(|e| StateError::Open {
+                    store: name.clone(),
+                    reason: e.to_string(),
+                    fix: "set state.url to an absolute sqlite:PATH".into(),
+                })?;
+                let file = url::Url::from_file_path(&abs).map_err(|()| StateError::Open {
+                    store: name.clone(),
+                    reason: "the path cannot be written as a URL".into(),
+                    fix: "set state.url to a plain absolute sqlite:PATH".into(),
+                })?;
+                // file:///a%20b/state.db -> sqlite:///a%20b/state.db (sqlx decodes the path).
+                let url = format!("sqlite://{}?mode=rwc", file.path());
+                (url, false, None)
+            }
+            StoreLocation::Postgres(url) => {
+                let secret = url::Url::parse(url)
+                    .ok()
+                    .and_then(|u| u.password().map(str::to_string))
+                    .filter(|p| !p.is_empty());
+                (url.clone(), true, secret)
+            }
+        };
+        let scrub = |reason: String| match &secret {
+            Some(p) => reason.replace(p.as_str(), "***"),
+            None => reason,
+        };
+        // One connection first, so that a refused login, an unreachable server or a file that is
+        // not a database is reported as itself (the pool would only say it timed out).
+        let mut probe = AnyConnection::connect(&url)
+            .await
+            .map_err(|e| open_error(&name, postgres, scrub(e.to_string())))?;
+        let check = if postgres {
+            "SELECT 1"
+        } else {
+            "PRAGMA journal_mode = WAL"
+        };
+        probe
+            .execute(check)
+            .await
+            .map_err(|e| open_error(&name, postgres, scrub(e.to_string())))?;
+        let _ = probe.close().await;
+        let pool = AnyPoolOptions::new()
+            .max_connections(if postgres { 8 } else { 4 })
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if !postgres {
+                        conn.execute(
+                            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;",
+                        )
+                        .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await
+            .map_err(|e| open_error(&name, postgres, scrub(e.to_string())))?;
+        let store = SqlStore {
+            pool,
+            postgres,
+            name,
+            max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
+        };
+        store.migrate().await.map_err(|e| match e {
+            StateError::Query { store, reason } => open_error(&store, postgres, scrub(reason)),
+            other => other,
+        })?;
+        Ok(store)
+    }
+
+    /// Refuse artifacts larger than `limit` bytes (default 10 MiB).
+    pub fn with_max_artifact_bytes(mut self, limit: u64) -> Self {
+        self.max_artifact_bytes = limit;
+        self
+    }
+
+    /// The schema version the database is at.
+    pub async fn schema_version(&self) -> Result<i64, StateError> {
+        let row = sqlx::query("SELECT COALESCE(MAX(version), 0) AS v FROM forge_schema")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        row.try_get::<i64, _>("v").map_err(|e| self.query_error(e))
+    }
+
+    /// Close the pool (waits for connections in use to be returned).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn migrate(&self) -> Result<(), StateError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        if self.postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(MIGRATION_LOCK)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.query_error(e))?;
+        }
+        sqlx::raw_sql(
+            "CREATE TABLE IF NOT EXISTS forge_schema (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_ms BIGINT NOT NULL)",
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        let row = sqlx::query("SELECT COALESCE(MAX(version), 0) AS v FROM forge_schema")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let current: i64 = row.try_get("v").map_err(|e| self.query_error(e))?;
+        if current > known_version() {
+            return Err(StateError::TooNew {
+                store: self.name.clone(),
+                found: current,
+                known: known_version(),
+            });
+        }
+        for (version, name, sqlite, pg) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+            let text = if self.postgres { pg } else { sqlite };
+            sqlx::raw_sql(text)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.query_error(e))?;
+            sqlx::query("INSERT INTO forge_schema (version, name, applied_ms) VALUES ($1, $2, $3)")
+                .bind(*version)
+                .bind(*name)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.query_error(e))?;
+        }
+        tx.commit().await.map_err(|e| self.query_error(e))
+    }
+
+    fn query_error(&self, e: sqlx::Error) -> StateError {
+        StateError::Query {
+            store: self.name.clone(),
+            reason: e.to_string(),
+        }
+    }
+
+    fn corrupt(&self, what: String, reason: impl std::fmt::Display) -> StateError {
+        StateError::Corrupt {
+            store: self.name.clone(),
+            what,
+            reason: reason.to_string(),
+        }
+    }
+
+    fn json_col(&self, row: &AnyRow, col: &str, what: &str) -> Result<Value, StateError> {
+        let text: String = row.try_get(col).map_err(|e| self.query_error(e))?;
+        serde_json::from_str(&text).map_err(|e| self.corrupt(format!("{what} ({col})"), e))
+    }
+
+    fn opt_json_col(
+        &self,
+        row: &AnyRow,
+        col: &str,
+        what: &str,
+    ) -> Result<Option<Value>, StateError> {
+        let text: Option<String> = row.try_get(col).map_err(|e| self.query_error(e))?;
+        text.map(|t| {
+            serde_json::from_str(&t).map_err(|e| self.corrupt(format!("{what} ({col})"), e))
+        })
+        .transpose()
+    }
+
+    fn task_from_row(&self, row: &AnyRow) -> Result<TaskRecord, StateError> {
+        let id: String = row.try_get("id").map_err(|e| self.query_error(e))?;
+        let what = format!("task {id}");
+        Ok(TaskRecord {
+            context_id: row.try_get("context_id").map_err(|e| self.query_error(e))?,
+            state: row.try_get("state").map_err(|e| self.query_error(e))?,
+            replica: row.try_get("replica").map_err(|e| self.query_error(e))?,
+            task: self.json_col(row, "task", &what)?,
+            result: self.opt_json_col(row, "result", &what)?,
+            created_ms: row.try_get("created_ms").map_err(|e| self.query_error(e))?,
+            updated_ms: row.try_get("updated_ms").map_err(|e| self.query_error(e))?,
+            id,
+        })
+    }
+}
+
+fn open_error(store: &str, postgres: bool, reason: String) -> StateError {
+    let lower = reason.to_ascii_lowercase();
+    let fix = if postgres {
+        if lower.contains("password") || lower.contains("authentication") {
+            "check the user and password in state.url / FORGE_STATE_URL".to_string()
+        } else if lower.contains("does not exist") {
+            "create the database (createdb) or fix its name in state.url / FORGE_STATE_URL"
+                .to_string()
+        } else {
+            "check that the PostgreSQL server named in state.url / FORGE_STATE_URL is running and reachable from here".to_string()
+        }
+    } else if lower.contains("not a database")
+        || lower.contains("malformed")
+        || lower.contains("corrupt")
+    {
+        "the file is not a SQLite database or is damaged: move it aside (forge then starts with an empty store) or restore it from a backup".to_string()
+    } else {
+        "check that the file and its directory are writable by forge, or set state.url".to_string()
+    };
+    StateError::Open {
+        store: store.to_string(),
+        reason,
+        fix,
+    }
+}
+
+fn final_states_sql() -> &'static str {
+    "('completed', 'canceled', 'failed', 'rejected')"
+}
+
+#[async_trait]
+impl StateStore for SqlStore {
+    fn kind(&self) -> &'static str {
+        if self.postgres {
+            "postgres"
+        } else {
+            "sqlite"
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+
+    async fn save_task(&self, task: &TaskRecord) -> Result<(), StateError> {
+        sqlx::query(
+            "INSERT INTO forge_tasks (id, context_id, state, replica, task, result, cancel_requested, created_ms, updated_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8) \
+             ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state, \
+             replica = excluded.replica, task = excluded.task, result = excluded.result, updated_ms = excluded.updated_ms",
+        )
+        .bind(&task.id)
+        .bind(&task.context_id)
+        .bind(&task.state)
+        .bind(task.replica.as_deref())
+        .bind(task.task.to_string())
+        .bind(task.result.as_ref().map(Value::to_string))
+        .bind(task.created_ms)
+        .bind(task.updated_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        Ok(())
+    }
+
+    async fn task(&self, id: &str) -> Result<Option<TaskRecord>, StateError> {
+        let row = sqlx::query(
+            "SELECT id, context_id, state, replica, task, result, created_ms, updated_ms FROM forge_tasks WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        row.map(|r| self.task_from_row(&r)).transpose()
+    }
+
+    async fn append_event(&self, task_id: &str, event: &Value) -> Result<i64, StateError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        let row = sqlx::query(
+            "SELECT COALESCE(MAX(seq), 0) AS s FROM forge_task_events WHERE task_id = $1",
+        )
+        .bind(task_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        let seq: i64 = row
+            .try_get::<i64, _>("s")
+            .map_err(|e| self.query_error(e))?
+            + 1;
+        sqlx::query(
+            "INSERT INTO forge_task_events (task_id, seq, event, created_ms) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(task_id)
+        .bind(seq)
+        .bind(event.to_string())
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        tx.commit().await.map_err(|e| self.query_error(e))?;
+        Ok(seq)
+    }
+
+    async fn events_after(
+        &self,
+        task_id: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, Value)>, StateError> {
+        let rows = sqlx::query(
+            "SELECT seq, event FROM forge_task_events WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(task_id)
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        rows.iter()
+            .map(|r| {
+                let seq: i64 = r.try_get("seq").map_err(|e| self.query_error(e))?;
+                let ev = self.json_col(r, "event", &format!("event {seq} of task {task_id}"))?;
+                Ok((seq, ev))
+            })
+            .collect()
+    }
+
+    async fn save_context(&self, context: &ContextRecord) -> Result<(), StateError> {
+        sqlx::query(
+            "INSERT INTO forge_contexts (id, messages, browser_replica, scope, updated_ms) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (id) DO UPDATE SET messages = excluded.messages, browser_replica = excluded.browser_replica, \
+             scope = excluded.scope, updated_ms = excluded.updated_ms",
+        )
+        .bind(&context.id)
+        .bind(context.messages.to_string())
+        .bind(context.browser_replica.as_deref())
+        .bind(context.scope.as_ref().map(Value::to_string))
+        .bind(context.updated_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        Ok(())
+    }
+
+    async fn context(&self, id: &str) -> Result<Option<ContextRecord>, StateError> {
+        let row = sqlx::query(
+            "SELECT id, messages, browser_replica, scope, updated_ms FROM forge_contexts WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        let Some(r) = row else { return Ok(None) };
+        let what = format!("context {id}");
+        Ok(Some(ContextRecord {
+            id: id.to_string(),
+            messages: self.json_col(&r, "messages", &what)?,
+            browser_replica: r
+                .try_get("browser_replica")
+                .map_err(|e| self.query_error(e))?,
+            scope: self.opt_json_col(&r, "scope", &what)?,
+            updated_ms: r.try_get("updated_ms").map_err(|e| self.query_error(e))?,
+        }))
+    }
+
+    async fn save_artifact(
+        &self,
+        task_id: &str,
+        artifact: &StoredArtifact,
+    ) -> Result<(), StateError> {
+        let size = artifact.bytes.len() as u64;
+        if size > self.max_artifact_bytes {
+            return Err(StateError::ArtifactTooLarge {
+                task_id: task_id.to_string(),
+                name: artifact.name.clone(),
+                size,
+                limit: self.max_artifact_bytes,
+            });
+        }
+        sqlx::query(
+            "INSERT INTO forge_artifacts (task_id, name, mime_type, size_bytes, bytes) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (task_id, name) DO UPDATE SET mime_type = excluded.mime_type, size_bytes = excluded.size_bytes, bytes = excluded.bytes",
+        )
+        .bind(task_id)
+        .bind(&artifact.name)
+        .bind(&artifact.mime_type)
+        .bind(size as i64)
+        .bind(artifact.bytes.clone())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        Ok(())
+    }
+
+    async fn artifact(
+        &self,
+        task_id: &str,
+        name: &str,
+    ) -> Result<Option<StoredArtifact>, StateError> {
+        let row = sqlx::query(
+            "SELECT name, mime_type, bytes FROM forge_artifacts WHERE task_id = $1 AND name = $2",
+        )
+        .bind(task_id)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        row.map(|r| {
+            Ok(StoredArtifact {
+                name: r.try_get("name").map_err(|e| self.query_error(e))?,
+                mime_type: r.try_get("mime_type").map_err(|e| self.query_error(e))?,
+                bytes: r.try_get("bytes").map_err(|e| self.query_error(e))?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn request_cancel(&self, task_id: &str) -> Result<bool, StateError> {
+        let sql = format!(
+            "UPDATE forge_tasks SET cancel_requested = 1 WHERE id = $1 AND state NOT IN {}",
+            final_states_sql()
+        );
+        let done = sqlx::query(&sql)
+            .bind(task_id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn cancel_requested(&self, task_id: &str) -> Result<bool, StateError> {
+        let row = sqlx::query("SELECT cancel_requested FROM forge_tasks WHERE id = $1")
+            .bind(task_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        match row {
+            Some(r) => Ok(r
+                .try_get::<i32, _>("cancel_requested")
+                .map_err(|e| self.query_error(e))?
+                != 0),
+            None => Ok(false),
+        }
+    }
+
+    async fn fail_unfinished(
+        &self,
+        replica: Option<&str>,
+        reason: &str,
+    ) -> Result<Vec<String>, StateError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        let sql = format!(
+            "SELECT id, context_id, state, replica, task, result, created_ms, updated_ms FROM forge_tasks \
+             WHERE state NOT IN {} AND (CAST($1 AS TEXT) IS NULL OR replica = CAST($1 AS TEXT))",
+            final_states_sql()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(replica)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let mut ids = Vec::new();
+        for r in &rows {
+            let mut t = self.task_from_row(r)?;
+            let message = json!({
+                "kind": "message", "role": "agent", "messageId": crate::a2a::tasks::new_id(),
+                "taskId": t.id, "contextId": t.context_id,
+                "parts": [{"kind": "text", "text": reason}],
+            });
+            t.task["status"] = json!({
+                "state": "failed", "message": message, "timestamp": crate::audit::rfc3339_now(),
+            });
+            sqlx::query(
+                "UPDATE forge_tasks SET state = 'failed', task = $1, replica = NULL, updated_ms = $2 WHERE id = $3",
+            )
+            .bind(t.task.to_string())
+            .bind(now_ms())
+            .bind(&t.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+            ids.push(t.id);
+        }
+        tx.commit().await.map_err(|e| self.query_error(e))?;
+        Ok(ids)
+    }
+
+    async fn prune(&self, retention: Retention) -> Result<u64, StateError> {
+        let cutoff =
+            now_ms().saturating_sub((retention.keep_days as i64).saturating_mul(86_400_000));
+        let rows = sqlx::query(
+            "SELECT id, created_ms, state FROM forge_tasks ORDER BY created_ms DESC, id DESC",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        let mut doomed = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            let state: String = r.try_get("state").map_err(|e| self.query_error(e))?;
+            if !super::is_final_state(&state) {
+                continue;
+            }
+            let created: i64 = r.try_get("created_ms").map_err(|e| self.query_error(e))?;
+            if (i as u64) >= retention.keep_tasks || created < cutoff {
+                doomed.push(
+                    r.try_get::<String, _>("id")
+                        .map_err(|e| self.query_error(e))?,
+                );
+            }
+        }
+        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        for id in &doomed {
+            for table in ["forge_task_events", "forge_artifacts"] {
+                sqlx::query(&format!("DELETE FROM {table} WHERE task_id = $1"))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| self.query_error(e))?;
+            }
+            sqlx::query("DELETE FROM forge_tasks WHERE id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.query_error(e))?;
+        }
+        tx.commit().await.map_err(|e| self.query_error(e))?;
+        Ok(doomed.len() as u64)
+    }
+
+    async fn heartbeat(&self, replica: &str, address: &str) -> Result<(), StateError> {
+        sqlx::query(
+            "INSERT INTO forge_replicas (id, address, heartbeat_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeat_ms = excluded.heartbeat_ms",
+        )
+        .bind(replica)
+        .bind(address)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        Ok(())
+    }
+
+    async fn replica(&self, id: &str) -> Result<Option<ReplicaRecord>, StateError> {
+        let row = sqlx::query("SELECT id, address, heartbeat_ms FROM forge_replicas WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        row.map(|r| {
+            Ok(ReplicaRecord {
+                id: r.try_get("id").map_err(|e| self.query_error(e))?,
+                address: r.try_get("address").map_err(|e| self.query_error(e))?,
+                heartbeat_ms: r.try_get("heartbeat_ms").map_err(|e| self.query_error(e))?,
+            })
+        })
+        .transpose()
+    }
+}

@@ -1,0 +1,555 @@
+//! The state store on real databases: a SQLite file in a temp dir, and a real PostgreSQL server
+//! (Debian's `postgresql`, installed by scripts/install-deps.sh) started by the test with `initdb`
+//! and `pg_ctl` in its own temp dir on a loopback port, stopped and removed at the end. The same
+//! conformance checks run on both; then what only one of them shows (a corrupt SQLite file, a
+//! newer schema, an unreachable server, two replicas sharing one server).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use forge_runtime::state::{
+    ContextRecord, Retention, SqlStore, StateError, StateStore, StoreLocation, StoredArtifact,
+    TaskRecord,
+};
+use serde_json::json;
+
+fn task(id: &str, state: &str, replica: Option<&str>, created_ms: i64) -> TaskRecord {
+    TaskRecord {
+        id: id.into(),
+        context_id: format!("ctx-{id}"),
+        state: state.into(),
+        replica: replica.map(str::to_string),
+        task: json!({"kind": "task", "id": id, "status": {"state": state}, "history": [{"kind": "message", "parts": [{"kind": "text", "text": format!("hello {id}")}]}]}),
+        result: None,
+        created_ms,
+        updated_ms: created_ms,
+    }
+}
+
+/// The checks every store passes.
+async fn conformance(store: &dyn StateStore) {
+    let now = forge_runtime::state::now_ms();
+    // Tasks: insert, read back, replace.
+    assert_eq!(store.task("t1").await.ok().flatten(), None);
+    let mut t1 = task("t1", "working", Some("replica-a"), now);
+    store.save_task(&t1).await.expect("save t1");
+    assert_eq!(store.task("t1").await.expect("get t1"), Some(t1.clone()));
+    t1.state = "completed".into();
+    t1.result = Some(json!({"status": "done", "answer": "42", "steps": 3}));
+    t1.task["status"]["state"] = json!("completed");
+    t1.updated_ms = now + 5;
+    store.save_task(&t1).await.expect("update t1");
+    let back = store.task("t1").await.expect("get t1").expect("t1 exists");
+    assert_eq!(back.state, "completed");
+    assert_eq!(back.result, t1.result);
+    assert_eq!(back.task["history"][0]["parts"][0]["text"], "hello t1");
+
+    // Events: numbered from 1, in order, paged.
+    for i in 0..5 {
+        let seq = store
+            .append_event("t1", &json!({"kind": "status-update", "n": i}))
+            .await
+            .expect("append");
+        assert_eq!(seq, i + 1);
+    }
+    let evs = store.events_after("t1", 2, 2).await.expect("events");
+    assert_eq!(
+        evs.iter()
+            .map(|(s, e)| (*s, e["n"].clone()))
+            .collect::<Vec<_>>(),
+        vec![(3, json!(2)), (4, json!(3))]
+    );
+    assert!(store
+        .events_after("t2", 0, 10)
+        .await
+        .expect("none")
+        .is_empty());
+
+    // Contexts.
+    let ctx = ContextRecord {
+        id: "c1".into(),
+        messages: json!([{"role": "user", "text": "first"}]),
+        browser_replica: Some("replica-a".into()),
+        scope: Some(json!({"allowed_hosts": ["a.test"]})),
+        updated_ms: now,
+    };
+    store.save_context(&ctx).await.expect("save ctx");
+    assert_eq!(store.context("c1").await.expect("ctx"), Some(ctx.clone()));
+    let ctx2 = ContextRecord {
+        browser_replica: None,
+        scope: None,
+        ..ctx.clone()
+    };
+    store.save_context(&ctx2).await.expect("replace ctx");
+    assert_eq!(store.context("c1").await.expect("ctx"), Some(ctx2));
+
+    // Artifacts: bytes round-trip (including NUL and 0xFF).
+    let png = StoredArtifact {
+        name: "shot.png".into(),
+        mime_type: "image/png".into(),
+        bytes: vec![0x89, b'P', b'N', b'G', 0, 0xff, 7],
+    };
+    store.save_artifact("t1", &png).await.expect("artifact");
+    assert_eq!(
+        store.artifact("t1", "shot.png").await.expect("read"),
+        Some(png.clone())
+    );
+    assert_eq!(store.artifact("t2", "shot.png").await.expect("read"), None);
+
+    // Cancel: requested only for unfinished tasks.
+    let t2 = task("t2", "working", Some("replica-a"), now + 1);
+    store.save_task(&t2).await.expect("save t2");
+    assert!(!store.cancel_requested("t2").await.expect("flag"));
+    assert!(store.request_cancel("t2").await.expect("cancel t2"));
+    assert!(store.cancel_requested("t2").await.expect("flag"));
+    assert!(!store.request_cancel("t1").await.expect("t1 is final"));
+    assert!(!store.request_cancel("nope").await.expect("unknown"));
+
+    // Interrupted: unfinished tasks of one replica become failed with the reason.
+    let t3 = task("t3", "submitted", Some("replica-b"), now + 2);
+    store.save_task(&t3).await.expect("save t3");
+    let failed = store
+        .fail_unfinished(Some("replica-a"), "interrupted by restart")
+        .await
+        .expect("fail");
+    assert_eq!(failed, vec!["t2".to_string()]);
+    let t2b = store.task("t2").await.expect("t2").expect("t2 exists");
+    assert_eq!(t2b.state, "failed");
+    assert_eq!(t2b.task["status"]["state"], "failed");
+    assert_eq!(
+        t2b.task["status"]["message"]["parts"][0]["text"],
+        "interrupted by restart"
+    );
+    assert_eq!(
+        store.task("t3").await.expect("t3").map(|t| t.state),
+        Some("submitted".into())
+    );
+    let all = store
+        .fail_unfinished(None, "interrupted by shutdown")
+        .await
+        .expect("all");
+    assert_eq!(all, vec!["t3".to_string()]);
+
+    // Retention: keep_tasks keeps the newest; old finished tasks go by age; a running task stays.
+    let old = now - 10 * 86_400_000;
+    store
+        .save_task(&task("old", "completed", None, old))
+        .await
+        .expect("old");
+    store
+        .append_event("old", &json!({"n": 0}))
+        .await
+        .expect("old event");
+    store
+        .save_artifact("old", &png)
+        .await
+        .expect("old artifact");
+    store
+        .save_task(&task("old-running", "working", Some("replica-c"), old))
+        .await
+        .expect("old running");
+    let removed = store
+        .prune(Retention {
+            keep_tasks: 100,
+            keep_days: 7,
+        })
+        .await
+        .expect("prune by age");
+    assert_eq!(removed, 1);
+    assert_eq!(store.task("old").await.expect("old"), None);
+    assert!(store
+        .events_after("old", 0, 10)
+        .await
+        .expect("ev")
+        .is_empty());
+    assert_eq!(store.artifact("old", "shot.png").await.expect("a"), None);
+    assert!(store.task("old-running").await.expect("r").is_some());
+    // Now t1, t2, t3 (finished) and old-running: keep 2 => the oldest finished beyond the
+    // newest two go (t1 is the oldest finished; old-running is never removed).
+    let removed = store
+        .prune(Retention {
+            keep_tasks: 2,
+            keep_days: 7,
+        })
+        .await
+        .expect("prune by count");
+    assert_eq!(removed, 1, "t1 goes, old-running stays");
+    assert_eq!(store.task("t1").await.expect("t1"), None);
+    assert!(store.task("t3").await.expect("t3").is_some());
+    assert!(store.task("old-running").await.expect("r").is_some());
+
+    // Replicas.
+    store
+        .heartbeat("replica-a", "http://127.0.0.1:1/")
+        .await
+        .expect("hb");
+    let r = store.replica("replica-a").await.expect("r").expect("known");
+    assert_eq!(r.address, "http://127.0.0.1:1/");
+    store
+        .heartbeat("replica-a", "http://127.0.0.1:2/")
+        .await
+        .expect("hb2");
+    assert_eq!(
+        store
+            .replica("replica-a")
+            .await
+            .expect("r")
+            .map(|r| r.address),
+        Some("http://127.0.0.1:2/".into())
+    );
+    assert_eq!(store.replica("replica-z").await.expect("none"), None);
+}
+
+#[tokio::test]
+async fn sqlite_store_keeps_everything_across_a_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A space and a non-ASCII letter in the path: the URL conversion must keep them.
+    let path = dir
+        .path()
+        .join("agent dir é")
+        .join(".forge")
+        .join("state.db");
+    let loc = StoreLocation::Sqlite(path.clone());
+    let store = SqlStore::open(&loc).await.expect("open sqlite");
+    assert_eq!(store.kind(), "sqlite");
+    conformance(&store).await;
+    store.close().await;
+    assert!(
+        path.is_file(),
+        "the database file is where it was asked to be"
+    );
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    let again = SqlStore::open(&loc).await.expect("reopen");
+    assert_eq!(again.schema_version().await.expect("version"), 1);
+    assert!(
+        wal.exists(),
+        "WAL mode leaves a -wal file next to the database while open"
+    );
+    let t3 = again
+        .task("t3")
+        .await
+        .expect("t3")
+        .expect("kept across reopen");
+    assert_eq!(t3.state, "failed");
+    assert_eq!(
+        again.context("c1").await.expect("ctx").map(|c| c.messages),
+        Some(json!([{"role": "user", "text": "first"}]))
+    );
+    again.close().await;
+}
+
+#[tokio::test]
+async fn sqlite_store_refuses_oversized_artifacts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqlStore::open(&StoreLocation::Sqlite(dir.path().join("s.db")))
+        .await
+        .expect("open")
+        .with_max_artifact_bytes(1024);
+    let big = StoredArtifact {
+        name: "big.bin".into(),
+        mime_type: "application/octet-stream".into(),
+        bytes: vec![1; 1025],
+    };
+    let err = store.save_artifact("t", &big).await.expect_err("refused");
+    let msg = err.to_string();
+    assert!(matches!(
+        err,
+        StateError::ArtifactTooLarge {
+            size: 1025,
+            limit: 1024,
+            ..
+        }
+    ));
+    assert!(
+        msg.contains("big.bin") && msg.contains("state.max_artifact_bytes"),
+        "{msg}"
+    );
+    assert_eq!(store.artifact("t", "big.bin").await.expect("read"), None);
+    let ok = StoredArtifact {
+        bytes: vec![1; 1024],
+        ..big
+    };
+    store
+        .save_artifact("t", &ok)
+        .await
+        .expect("at the limit is kept");
+}
+
+#[tokio::test]
+async fn a_corrupt_sqlite_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("state.db");
+    std::fs::write(&path, vec![0x42u8; 8192]).expect("garbage");
+    let err = SqlStore::open(&StoreLocation::Sqlite(path.clone()))
+        .await
+        .err()
+        .expect("a garbage file is refused");
+    let msg = err.to_string();
+    assert!(matches!(err, StateError::Open { .. }), "{msg}");
+    assert!(
+        msg.contains(&path.display().to_string()),
+        "names the file: {msg}"
+    );
+    assert!(msg.contains("move it aside"), "says the fix: {msg}");
+}
+
+#[tokio::test]
+async fn a_store_from_a_newer_forge_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("state.db");
+    let store = SqlStore::open(&StoreLocation::Sqlite(path.clone()))
+        .await
+        .expect("open");
+    store.close().await;
+    // A newer forge recorded schema version 99.
+    {
+        use sqlx::ConnectOptions;
+        let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .connect()
+            .await
+            .expect("raw connect");
+        sqlx::query(
+            "INSERT INTO forge_schema (version, name, applied_ms) VALUES (99, 'future', 0)",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("insert");
+    }
+    let err = SqlStore::open(&StoreLocation::Sqlite(path))
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            err,
+            StateError::TooNew {
+                found: 99,
+                known: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL
+
+/// A PostgreSQL server of the test's own, in a temp dir, on a loopback port.
+struct PgServer {
+    bin: PathBuf,
+    data: PathBuf,
+    url: String,
+    port: u16,
+    as_postgres: bool,
+    _dir: tempfile::TempDir,
+}
+
+const PG_PASSWORD: &str = "pw-Forge-test-7x";
+
+fn pg_bin_dir() -> PathBuf {
+    let root = Path::new("/usr/lib/postgresql");
+    let mut versions: Vec<PathBuf> = std::fs::read_dir(root)
+        .map(|d| d.flatten().map(|e| e.path().join("bin")).collect())
+        .unwrap_or_default();
+    versions.retain(|p| p.join("initdb").is_file());
+    versions.sort();
+    versions.pop().unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; \
+             install Debian's postgresql (scripts/install-deps.sh postgres)"
+        )
+    })
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn run(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl PgServer {
+    fn start() -> PgServer {
+        let bin = pg_bin_dir();
+        let dir = tempfile::tempdir().expect("tempdir");
+        // initdb refuses to run as root: as root, the server runs as the `postgres` user.
+        let as_postgres = is_root();
+        if as_postgres {
+            let uid = id_of("-u");
+            let gid = id_of("-g");
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).expect("chown");
+        }
+        let data = dir.path().join("data");
+        let pwfile = dir.path().join("pw");
+        std::fs::write(&pwfile, PG_PASSWORD).expect("pwfile");
+        if as_postgres {
+            std::os::unix::fs::chown(&pwfile, Some(id_of("-u")), Some(id_of("-g"))).expect("chown");
+        }
+        let port = free_port();
+        let cmd = |prog: &str| {
+            let mut c = if as_postgres {
+                let mut c = Command::new("runuser");
+                c.args(["-u", "postgres", "--"]).arg(bin.join(prog));
+                c
+            } else {
+                Command::new(bin.join(prog))
+            };
+            c.env_clear()
+                .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+                .env("LC_ALL", "C");
+            c
+        };
+        run(
+            cmd("initdb")
+                .arg("-D")
+                .arg(&data)
+                .args([
+                    "-U",
+                    "forge",
+                    "--auth=scram-sha-256",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                ])
+                .arg(format!("--pwfile={}", pwfile.display())),
+            "initdb",
+        );
+        run(
+            cmd("pg_ctl")
+                .arg("-D")
+                .arg(&data)
+                .arg("-l")
+                .arg(dir.path().join("log"))
+                .args(["-w", "-t", "60", "start", "-o"])
+                .arg(format!(
+                    "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off",
+                    dir.path().display()
+                )),
+            "pg_ctl start",
+        );
+        PgServer {
+            url: format!("postgres://forge:{PG_PASSWORD}@127.0.0.1:{port}/postgres"),
+            bin,
+            data,
+            port,
+            as_postgres,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let mut c = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"])
+                .arg(self.bin.join("pg_ctl"));
+            c
+        } else {
+            Command::new(self.bin.join("pg_ctl"))
+        };
+        let _ = c
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-m", "immediate", "-w", "-t", "30", "stop"])
+            .output();
+    }
+}
+
+fn is_root() -> bool {
+    // Our effective uid, from /proc.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn id_of(flag: &str) -> u32 {
+    let out = Command::new("id")
+        .args([flag, "postgres"])
+        .output()
+        .expect("id postgres");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the postgres user exists (Debian's postgresql package creates it)")
+}
+
+#[tokio::test]
+async fn postgres_store_conformance_and_two_replicas() {
+    let pg = PgServer::start();
+    let loc = StoreLocation::Postgres(pg.url.clone());
+    assert!(!loc.display().contains(PG_PASSWORD), "{}", loc.display());
+    // Two replicas open the same database at once: the migration runs once.
+    let (a, b) = tokio::join!(SqlStore::open(&loc), SqlStore::open(&loc));
+    let a = a.expect("replica A opens");
+    let b = b.expect("replica B opens");
+    assert_eq!(a.kind(), "postgres");
+    assert_eq!(b.schema_version().await.expect("v"), 1);
+    conformance(&a).await;
+    // What A wrote, B reads; a cancel asked on B is seen by A.
+    let t = task(
+        "shared",
+        "working",
+        Some("replica-a"),
+        forge_runtime::state::now_ms(),
+    );
+    a.save_task(&t).await.expect("A saves");
+    assert_eq!(b.task("shared").await.expect("B reads"), Some(t));
+    a.append_event("shared", &json!({"n": 1}))
+        .await
+        .expect("ev");
+    assert_eq!(
+        b.events_after("shared", 0, 10).await.expect("B events"),
+        vec![(1, json!({"n": 1}))]
+    );
+    assert!(b.request_cancel("shared").await.expect("B cancels"));
+    assert!(a.cancel_requested("shared").await.expect("A sees it"));
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn postgres_errors_name_the_server_and_never_the_password() {
+    let pg = PgServer::start();
+    // Wrong password.
+    let wrong = pg.url.replace(PG_PASSWORD, "not-the-Password-9");
+    let err = SqlStore::open(&StoreLocation::Postgres(wrong))
+        .await
+        .err()
+        .expect("wrong password refused");
+    let msg = err.to_string();
+    assert!(!msg.contains("not-the-Password-9"), "{msg}");
+    assert!(
+        msg.contains(&format!("127.0.0.1:{}", pg.port)),
+        "names the server: {msg}"
+    );
+    assert!(msg.contains("password"), "says what to check: {msg}");
+    // Nothing listening.
+    let closed = free_port();
+    let url = format!("postgres://forge:{PG_PASSWORD}@127.0.0.1:{closed}/postgres");
+    let err = SqlStore::open(&StoreLocation::Postgres(url))
+        .await
+        .err()
+        .expect("unreachable refused");
+    let msg = err.to_string();
+    assert!(!msg.contains(PG_PASSWORD), "{msg}");
+    assert!(msg.contains(&format!("127.0.0.1:{closed}")), "{msg}");
+    assert!(msg.contains("running and reachable"), "{msg}");
+}
