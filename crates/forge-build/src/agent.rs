@@ -170,6 +170,12 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
                 required: m.required,
             })
             .collect(),
+        deploy: crate::spec::DeploySpec {
+            replicas_min: cfg.deploy.replicas.min,
+            replicas_max: cfg.deploy.replicas.max,
+            postgres_url: cfg.state.url.clone().filter(|_| cfg.state.is_postgres()),
+            ..Default::default()
+        },
     }
 }
 

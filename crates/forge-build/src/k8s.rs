@@ -1,11 +1,15 @@
-//! Kubernetes manifests for an agent: Deployment, Service, Secret (keys only) and NetworkPolicy.
+//! Kubernetes manifests for an agent: Deployment, Service, Secret (keys only) and NetworkPolicy;
+//! with forge.yaml `deploy.replicas.max` above 1, also a HorizontalPodAutoscaler (CPU) and a
+//! PodDisruptionBudget.
 //! Built as ordered YAML values (never by pasting strings), so every value is quoted correctly.
 //!
 //! Choices a platform team will look for: the image is the tag this build produces; the pod runs
 //! as uid 10001 with a read-only root filesystem, no capabilities, no privilege escalation,
 //! seccomp RuntimeDefault and no service-account token; writable paths are emptyDirs (`/tmp`,
 //! `$HOME`, forge's state dir with the files dir in it) and, for browser agents, a
-//! memory-backed `/dev/shm`; secrets come from a Secret; probes hit `/healthz`.
+//! memory-backed `/dev/shm`; secrets come from a Secret; liveness hits `/healthz`, readiness
+//! `/readyz` (false while draining or at the browser session cap); a pod being replaced gets the
+//! task time cap plus 30 s to finish its tasks (`terminationGracePeriodSeconds`).
 
 use serde_norway::{Mapping, Value};
 
@@ -13,17 +17,21 @@ use crate::dockerfile::{AGENT_PORT, AGENT_UID};
 use crate::error::BuildError;
 use crate::spec::BuildSpec;
 
-/// The four manifest files, as (relative path, YAML text).
+/// The manifest files, as (relative path, YAML text): four, six with an autoscaler.
 pub fn render_manifests(
     spec: &BuildSpec,
     image: &str,
 ) -> Result<Vec<(String, String)>, BuildError> {
-    let docs = [
+    let mut docs = vec![
         ("k8s/deployment.yaml", deployment(spec, image)),
         ("k8s/service.yaml", service(spec)),
         ("k8s/secrets.yaml", secret(spec)),
         ("k8s/network-policy.yaml", network_policy(spec)),
     ];
+    if spec.deploy.replicas_max > 1 {
+        docs.push(("k8s/hpa.yaml", autoscaler(spec)));
+        docs.push(("k8s/pdb.yaml", disruption_budget(spec)));
+    }
     docs.into_iter()
         .map(|(path, v)| {
             let text = serde_norway::to_string(&v)
@@ -84,12 +92,9 @@ fn metadata(spec: &BuildSpec, name: String, annotations: Option<Value>) -> Value
     Value::Mapping(m)
 }
 
-fn probe(initial: i64, period: i64) -> Value {
+fn probe(path: &str, initial: i64, period: i64) -> Value {
     map([
-        (
-            "httpGet",
-            map([("path", s("/healthz")), ("port", s("http"))]),
-        ),
+        ("httpGet", map([("path", s(path)), ("port", s("http"))])),
         ("initialDelaySeconds", n(initial)),
         ("periodSeconds", n(period)),
         ("timeoutSeconds", n(5)),
@@ -115,17 +120,84 @@ fn mount(name: &str, path: &str) -> Value {
 /// can be given; left empty, each pod generates its own into `.forge/runtime.token`.
 const RUNTIME_TOKEN_ENV: &str = "FORGE_RUNTIME_TOKEN";
 
-/// The Secret's keys: the agent's required env, then its optional env plus the runtime token.
+/// The state store's URL with its password (PostgreSQL for a fleet); unset, forge uses
+/// forge.yaml `state.url`, else SQLite in the pod's `.forge`.
+const STATE_URL_ENV: &str = "FORGE_STATE_URL";
+
+/// The Secret's keys: the agent's required env, then its optional env plus the runtime token and
+/// the state store URL.
 fn secret_env_names(spec: &BuildSpec) -> (Vec<String>, Vec<String>) {
     let (required, mut optional) = spec.env_names();
-    if !required
-        .iter()
-        .chain(&optional)
-        .any(|n| n == RUNTIME_TOKEN_ENV)
-    {
-        optional.push(RUNTIME_TOKEN_ENV.to_string());
+    for key in [RUNTIME_TOKEN_ENV, STATE_URL_ENV] {
+        if !required.iter().chain(&optional).any(|n| n == key) {
+            optional.push(key.to_string());
+        }
     }
     (required, optional)
+}
+
+/// A pod being replaced gets the longest a task may run plus 30 s to stop Chromium and the proxy.
+fn grace_seconds(spec: &BuildSpec) -> i64 {
+    i64::try_from(spec.deploy.task_seconds_cap.saturating_add(30)).unwrap_or(i64::MAX)
+}
+
+/// Scales the Deployment on CPU between `deploy.replicas.min` and `max`.
+fn autoscaler(spec: &BuildSpec) -> Value {
+    map([
+        ("apiVersion", s("autoscaling/v2")),
+        ("kind", s("HorizontalPodAutoscaler")),
+        ("metadata", metadata(spec, spec.agent_id.clone(), None)),
+        (
+            "spec",
+            map([
+                (
+                    "scaleTargetRef",
+                    map([
+                        ("apiVersion", s("apps/v1")),
+                        ("kind", s("Deployment")),
+                        ("name", s(&spec.agent_id)),
+                    ]),
+                ),
+                ("minReplicas", n(spec.deploy.replicas_min.into())),
+                ("maxReplicas", n(spec.deploy.replicas_max.into())),
+                (
+                    "metrics",
+                    seq(vec![map([
+                        ("type", s("Resource")),
+                        (
+                            "resource",
+                            map([
+                                ("name", s("cpu")),
+                                (
+                                    "target",
+                                    map([
+                                        ("type", s("Utilization")),
+                                        ("averageUtilization", n(70)),
+                                    ]),
+                                ),
+                            ]),
+                        ),
+                    ])]),
+                ),
+            ]),
+        ),
+    ])
+}
+
+/// At most one replica is taken down at a time by voluntary disruptions (node drains, upgrades).
+fn disruption_budget(spec: &BuildSpec) -> Value {
+    map([
+        ("apiVersion", s("policy/v1")),
+        ("kind", s("PodDisruptionBudget")),
+        ("metadata", metadata(spec, spec.agent_id.clone(), None)),
+        (
+            "spec",
+            map([
+                ("maxUnavailable", n(1)),
+                ("selector", map([("matchLabels", selector(spec))])),
+            ]),
+        ),
+    ])
 }
 
 fn deployment(spec: &BuildSpec, image: &str) -> Value {
@@ -210,8 +282,8 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
             ("seccompProfile", map([("type", s("RuntimeDefault"))])),
         ]),
     );
-    container.insert(s("livenessProbe"), probe(10, 20));
-    container.insert(s("readinessProbe"), probe(5, 10));
+    container.insert(s("livenessProbe"), probe("/healthz", 10, 20));
+    container.insert(s("readinessProbe"), probe("/readyz", 5, 5));
     container.insert(s("volumeMounts"), seq(mounts));
 
     let annotations = map([
@@ -228,7 +300,7 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
         (
             "spec",
             map([
-                ("replicas", n(1)),
+                ("replicas", n(spec.deploy.replicas_min.into())),
                 ("revisionHistoryLimit", n(3)),
                 ("selector", map([("matchLabels", selector(spec))])),
                 (
@@ -243,7 +315,7 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
                             map([
                                 ("automountServiceAccountToken", Value::Bool(false)),
                                 ("enableServiceLinks", Value::Bool(false)),
-                                ("terminationGracePeriodSeconds", n(30)),
+                                ("terminationGracePeriodSeconds", n(grace_seconds(spec))),
                                 (
                                     "securityContext",
                                     map([
@@ -334,8 +406,8 @@ fn network_policy(spec: &BuildSpec) -> Value {
     // which hosts may be reached on them is decided by forge's in-pod egress proxy.
     let open = mode != "deny-all" || !domains.is_empty();
     let mut egress = Vec::new();
-    if open {
-        // DNS to the cluster's DNS pods only.
+    // DNS to the cluster's DNS pods only: for the web hosts, and for the state store's host.
+    if open || spec.deploy.postgres_port().is_some() {
         let dns = map([
             (
                 "to",
@@ -362,6 +434,8 @@ fn network_policy(spec: &BuildSpec) -> Value {
             ),
         ]);
         egress.push(dns);
+    }
+    if open {
         let mut ports = vec![
             map([("protocol", s("TCP")), ("port", n(80))]),
             map([("protocol", s("TCP")), ("port", n(443))]),
@@ -403,6 +477,36 @@ fn network_policy(spec: &BuildSpec) -> Value {
             }
         }
         egress.push(map([("to", seq(to)), ("ports", seq(ports))]));
+    }
+    // The state store is infrastructure, reached directly (not through the egress proxy): its
+    // port to any address, as a database usually sits on a private network.
+    if let Some(port) = spec.deploy.postgres_port() {
+        egress.push(map([(
+            "ports",
+            seq(vec![map([
+                ("protocol", s("TCP")),
+                ("port", n(port.into())),
+            ])]),
+        )]));
+    }
+    // A fleet forwards a conversation to the replica that holds its browser.
+    if spec.deploy.replicas_max > 1 {
+        egress.push(map([
+            (
+                "to",
+                seq(vec![map([(
+                    "podSelector",
+                    map([("matchLabels", selector(spec))]),
+                )])]),
+            ),
+            (
+                "ports",
+                seq(vec![map([
+                    ("protocol", s("TCP")),
+                    ("port", n(AGENT_PORT.into())),
+                ])]),
+            ),
+        ]));
     }
     let annotations = map([
         ("forge.dev/egress-mode", s(mode)),
@@ -530,5 +634,75 @@ mod tests {
         assert_eq!(c["securityContext"]["capabilities"]["drop"][0], s("ALL"));
         assert_eq!(c["livenessProbe"]["httpGet"]["path"], s("/healthz"));
         assert!(!get(&files, "deployment.yaml").contains("/dev/shm"));
+    }
+
+    #[test]
+    fn one_replica_writes_no_autoscaler_and_probes_are_split() {
+        let files = render_manifests(&spec("allowlist", &["example.com"]), "x").unwrap();
+        assert_eq!(files.len(), 4);
+        let d: Value = serde_norway::from_str(get(&files, "deployment.yaml")).unwrap();
+        assert_eq!(d["spec"]["replicas"], n(1));
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["readinessProbe"]["httpGet"]["path"], s("/readyz"));
+        assert_eq!(c["livenessProbe"]["httpGet"]["path"], s("/healthz"));
+        // The default task time cap (1800 s) plus 30 s.
+        assert_eq!(
+            d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+            n(1830)
+        );
+        let secret: Value = serde_norway::from_str(get(&files, "secrets.yaml")).unwrap();
+        assert_eq!(secret["stringData"][STATE_URL_ENV], s(""));
+    }
+
+    #[test]
+    fn a_fleet_gets_an_autoscaler_a_budget_and_reaches_its_store_and_peers() {
+        let mut sp = spec("allowlist", &["example.com"]);
+        sp.deploy.replicas_min = 2;
+        sp.deploy.replicas_max = 5;
+        sp.deploy.postgres_url = Some("postgres://forge@db.data.svc:6432/forge".into());
+        sp.deploy.task_seconds_cap = 600;
+        let files = render_manifests(&sp, "x").unwrap();
+        assert_eq!(files.len(), 6);
+        let hpa: Value = serde_norway::from_str(get(&files, "hpa.yaml")).unwrap();
+        assert_eq!(hpa["kind"], s("HorizontalPodAutoscaler"));
+        assert_eq!(hpa["spec"]["minReplicas"], n(2));
+        assert_eq!(hpa["spec"]["maxReplicas"], n(5));
+        assert_eq!(hpa["spec"]["scaleTargetRef"]["name"], s("demo"));
+        let pdb: Value = serde_norway::from_str(get(&files, "pdb.yaml")).unwrap();
+        assert_eq!(pdb["spec"]["maxUnavailable"], n(1));
+        assert_eq!(
+            pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"],
+            s("demo")
+        );
+        let d: Value = serde_norway::from_str(get(&files, "deployment.yaml")).unwrap();
+        assert_eq!(d["spec"]["replicas"], n(2));
+        assert_eq!(
+            d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+            n(630)
+        );
+        let np: Value = serde_norway::from_str(get(&files, "network-policy.yaml")).unwrap();
+        let egress = np["spec"]["egress"].as_sequence().unwrap();
+        let port_rules: Vec<i64> = egress
+            .iter()
+            .filter(|r| r["ports"].as_sequence().is_some_and(|p| p.len() == 1))
+            .map(|r| r["ports"][0]["port"].as_i64().unwrap())
+            .collect();
+        assert!(port_rules.contains(&6432), "the store's port: {egress:?}");
+        assert!(
+            port_rules.contains(&8080),
+            "peers on the agent port: {egress:?}"
+        );
+    }
+
+    #[test]
+    fn deny_all_with_a_postgres_store_allows_dns_and_the_store_only() {
+        let mut sp = spec("deny-all", &[]);
+        sp.deploy.postgres_url = Some("postgres://forge@db/forge".into());
+        let files = render_manifests(&sp, "x").unwrap();
+        let np: Value = serde_norway::from_str(get(&files, "network-policy.yaml")).unwrap();
+        let egress = np["spec"]["egress"].as_sequence().unwrap();
+        assert_eq!(egress.len(), 2, "{egress:?}");
+        assert_eq!(egress[0]["ports"][0]["port"], n(53));
+        assert_eq!(egress[1]["ports"][0]["port"], n(5432));
     }
 }

@@ -8,7 +8,8 @@
 //! a leading `*.`), browser or not; dev-only tools in forge.yaml `tools`; an audit with errors;
 //! `allow_private_ips: true` without `allowed_private_cidrs` narrowing it (rejected, not warned:
 //! it opens the whole cluster network to the agent); an `http://` (unencrypted) MCP server URL
-//! to a host outside the cluster ([`is_cluster_host`]).
+//! to a host outside the cluster ([`is_cluster_host`]); more than one replica
+//! (`deploy.replicas.max > 1`) on the SQLite store, which each pod would keep for itself.
 
 use std::fmt;
 
@@ -250,6 +251,18 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
         }
     }
 
+    if spec.deploy.replicas_max > 1 && spec.deploy.postgres_url.is_none() {
+        out.push(ProdProblem {
+            file: config.clone(),
+            field: "deploy.replicas.max".into(),
+            problem: format!(
+                "{} replicas would each keep tasks in their own SQLite file: a tasks/get, tasks/cancel or resubscribe that lands on another pod would not find the task",
+                spec.deploy.replicas_max
+            ),
+            fix: "set `state.url: postgres://USER@HOST:5432/DB` (and the full URL with its password in the FORGE_STATE_URL Secret key), or `deploy.replicas.max: 1`".into(),
+        });
+    }
+
     if spec.egress.allow_private_ips && spec.egress.allowed_private_cidrs.is_empty() {
         out.push(ProdProblem {
             file: config.clone(),
@@ -389,6 +402,25 @@ mod tests {
                 "mcp.example.com",
                 "tools.agents.svc.cluster.local:8080"
             ]
+        );
+    }
+
+    #[test]
+    fn a_fleet_needs_postgres() {
+        let mut s = browser_spec("allowlist", &["docs.example.com"], &[]);
+        s.deploy.replicas_max = 3;
+        let p = prod_problems(&s);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].field, "deploy.replicas.max");
+        assert!(p[0].problem.contains("3 replicas"), "{p:?}");
+        assert!(p[0].fix.contains("FORGE_STATE_URL"), "{p:?}");
+        s.deploy.postgres_url = Some("postgres://forge@db.data.svc:5432/forge".into());
+        assert!(prod_problems(&s).is_empty());
+        s.deploy.postgres_url = None;
+        s.deploy.replicas_max = 1;
+        assert!(
+            prod_problems(&s).is_empty(),
+            "one replica on SQLite is fine"
         );
     }
 

@@ -53,6 +53,46 @@ pub struct BuildSpec {
     pub audit: AuditOutcome,
     /// forge.yaml `mcp.servers` (their http hosts count as egress, like the model host).
     pub mcp_servers: Vec<McpServerSpec>,
+    /// forge.yaml `deploy` and `state`, as the manifests need them.
+    pub deploy: DeploySpec,
+}
+
+/// How many replicas, which store, how long a pod may take to drain.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct DeploySpec {
+    /// `deploy.replicas.min`.
+    pub replicas_min: u32,
+    /// `deploy.replicas.max` (above 1: HorizontalPodAutoscaler and PodDisruptionBudget).
+    pub replicas_max: u32,
+    /// `state.url` when it names PostgreSQL (without the password, which belongs in the
+    /// `FORGE_STATE_URL` Secret key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub postgres_url: Option<String>,
+    /// The longest a task may run (the task time cap), in seconds: a pod being replaced gets
+    /// this long to finish its tasks.
+    pub task_seconds_cap: u64,
+}
+
+impl Default for DeploySpec {
+    fn default() -> Self {
+        Self {
+            replicas_min: 1,
+            replicas_max: 1,
+            postgres_url: None,
+            task_seconds_cap: DEFAULT_TASK_SECONDS_CAP,
+        }
+    }
+}
+
+/// The task time cap when forge.yaml sets none (`tasks.max_seconds_cap`).
+pub const DEFAULT_TASK_SECONDS_CAP: u64 = 1800;
+
+impl DeploySpec {
+    /// The PostgreSQL server's port (5432 unless the URL names one).
+    pub fn postgres_port(&self) -> Option<u16> {
+        let u = url::Url::parse(self.postgres_url.as_deref()?).ok()?;
+        Some(u.port().unwrap_or(5432))
+    }
 }
 
 /// An entry of forge.yaml `mcp.servers`, as the build sees it.

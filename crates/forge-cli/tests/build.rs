@@ -330,6 +330,63 @@ fn hadolint_and_kubernetes_validate_accept_the_output() {
         assert!(o.status.success(), "kubernetes-validate on {name}:\n{t}");
         assert_eq!(t.matches("passed for resource").count(), 4, "{t}");
     }
+    // A fleet: the autoscaler and the disruption budget validate too.
+    let (tmp, dir) = agent("build-curated");
+    let cfg = dir.join("forge.yaml");
+    let mut yaml = fs::read_to_string(&cfg).unwrap();
+    yaml.push_str("state:\n  url: postgres://forge@db.data.svc:5432/forge\ndeploy:\n  replicas: {min: 2, max: 4}\n");
+    fs::write(&cfg, yaml).unwrap();
+    let out = tmp.path().join("out");
+    build_ok(&dir, &out);
+    let manifests: Vec<PathBuf> = [
+        "deployment",
+        "service",
+        "secrets",
+        "network-policy",
+        "hpa",
+        "pdb",
+    ]
+    .iter()
+    .map(|m| out.join(format!("k8s/{m}.yaml")))
+    .collect();
+    let o = Command::new(&kv)
+        .arg("--strict")
+        .args(&manifests)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "kubernetes-validate on the fleet:\n{t}");
+    assert_eq!(t.matches("passed for resource").count(), 6, "{t}");
+}
+
+#[test]
+fn prod_rejects_a_fleet_on_sqlite_and_names_the_fix() {
+    let (tmp, dir) = agent("build-curated");
+    let cfg = dir.join("forge.yaml");
+    let mut yaml = fs::read_to_string(&cfg).unwrap();
+    yaml.push_str("deploy:\n  replicas:\n    max: 3\n");
+    fs::write(&cfg, yaml).unwrap();
+    let bin = tmp.path().join("bin");
+    let log = tmp.path().join("docker.log");
+    fake_builder(&bin, "docker", &log);
+    let mut c = forge();
+    c.arg("package")
+        .arg("--prod")
+        .arg("-c")
+        .arg(&cfg)
+        .arg("--forge-bin")
+        .arg(small_forge(tmp.path()))
+        .env("PATH", path_with(&bin));
+    let o = run(c);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("forge.yaml: field `deploy.replicas.max`"), "{t}");
+    assert!(t.contains("own SQLite file"), "{t}");
+    assert!(t.contains("FORGE_STATE_URL"), "{t}");
+    assert!(
+        !log.exists(),
+        "the builder must not run when --prod rejects"
+    );
 }
 
 #[test]

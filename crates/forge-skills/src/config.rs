@@ -1,5 +1,6 @@
 //! forge.yaml: the agent file (`agent_id`, `version`, `model`, `tools`, `skills.path`, `egress`,
-//! `security.policy_path`, `denied_tools`, `mcp.servers` (read in `mcp.rs`)). Errors are diagnostics pointing at the YAML; unknown keys are warnings
+//! `security.policy_path`, `denied_tools`, `mcp.servers` (read in `mcp.rs`), `state` and `deploy`
+//! (checked in `fleet.rs`)). Errors are diagnostics pointing at the YAML; unknown keys are warnings
 //! that name them.
 
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use miette::NamedSource;
 use serde::{Deserialize, Serialize};
 
+use crate::fleet::{DeployConfig, StateConfig};
 use crate::mcp::McpConfig;
 use crate::skill::suggest;
 use crate::yaml::{Doc, Kind, Seg};
@@ -38,6 +40,12 @@ pub struct ForgeConfig {
     /// `mcp.rs`, so serde skips it.
     #[serde(default, skip_deserializing)]
     pub mcp: McpConfig,
+    /// Where tasks, conversations and artifacts are kept (`state`; see `fleet.rs`).
+    #[serde(default)]
+    pub state: StateConfig,
+    /// How many replicas serve the agent (`deploy`; see `fleet.rs`).
+    #[serde(default)]
+    pub deploy: DeployConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -150,8 +158,16 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "security",
             "denied_tools",
             "mcp",
+            "state",
+            "deploy",
         ],
     ),
+    (
+        &["state"],
+        &["url", "keep_tasks", "keep_days", "max_artifact_bytes"],
+    ),
+    (&["deploy"], &["replicas"]),
+    (&["deploy", "replicas"], &["min", "max"]),
     (&["model"], &["provider", "name", "base_url", "fallbacks"]),
     (&["skills"], &["path", "embedded"]),
     (
@@ -247,9 +263,17 @@ impl ForgeConfig {
             return Err(invalid(mcp_errors));
         }
         cfg.mcp = mcp;
+        let (fleet_errors, fleet_warnings): (Vec<_>, Vec<_>) =
+            crate::fleet::check(&doc, &cfg.state, &cfg.deploy)
+                .into_iter()
+                .partition(|d| d.severity != miette::Severity::Warning);
+        if !fleet_errors.is_empty() {
+            return Err(invalid(fleet_errors));
+        }
         cfg.path = path.to_path_buf();
         cfg.warnings = unknown_keys(&doc);
         cfg.warnings.extend(mcp_warnings);
+        cfg.warnings.extend(fleet_warnings);
         cfg.source = Some(src);
         Ok(cfg)
     }

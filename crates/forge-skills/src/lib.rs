@@ -19,6 +19,7 @@ mod config;
 mod discovery;
 mod embedded;
 mod error;
+mod fleet;
 mod mcp;
 mod skill;
 mod tool_plan;
@@ -35,6 +36,7 @@ pub use config::{
 pub use discovery::{discover, load_skill_file, read_limited, Discovery, MAX_SKILL_BYTES};
 pub use embedded::{embedded_names, embedded_skill, embedded_skills, EMBEDDED};
 pub use error::{Error, SourceDiagnostic};
+pub use fleet::{DeployConfig, Replicas, StateConfig, MAX_REPLICAS};
 pub use mcp::{
     format_duration, is_valid_server_name, parse_duration, McpAuth, McpAuthKind, McpConfig,
     McpServer, McpToolFilter, McpTransport, MCP_DEFAULT_TIMEOUT, MCP_MAX_TIMEOUT, MCP_MIN_TIMEOUT,
