@@ -300,6 +300,20 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
         _ => {}
     }
     wait_for_shutdown().await;
+    let grace = runner.drain_grace();
+    eprintln!(
+        "forge: draining: no new tasks; running tasks get up to {} s to finish (Ctrl-C again to stop them now)",
+        grace.as_secs()
+    );
+    let outcome = server.drain(grace, wait_for_shutdown()).await;
+    if outcome.interrupted > 0 {
+        eprintln!(
+            "forge: {} of {} running task(s) did not finish and were marked failed ({})",
+            outcome.interrupted,
+            outcome.running_at_start,
+            forge_runtime::runner::INTERRUPTED_BY_SHUTDOWN
+        );
+    }
     eprintln!("forge: shutting down");
     server.shutdown().await;
     ExitCode::SUCCESS

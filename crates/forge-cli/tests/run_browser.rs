@@ -459,3 +459,219 @@ async fn cancelling_an_a2a_task_stops_its_browser_call_and_closes_its_session() 
         && e["task_id"] == task_id.as_str()
         && e["status"] == "canceled"));
 }
+
+/// A raw HTTP exchange with the server: (status, body).
+async fn http_raw(url: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{payload}", payload.len());
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("answer within 30 s")
+        .unwrap();
+    let t = String::from_utf8_lossy(&buf).to_string();
+    let status = t
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (
+        status,
+        t.split_once("\r\n\r\n")
+            .map(|x| x.1.to_string())
+            .unwrap_or_default(),
+    )
+}
+
+/// Every process descended from `pid` (by walking /proc's parent links).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // The parent pid is the second field after the parenthesised command name.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|x| x.parse::<u32>().ok());
+        if let Some(pp) = ppid {
+            parent_of.push((p, pp));
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() && i < 10_000 {
+        let cur = out[i];
+        out.extend(
+            parent_of
+                .iter()
+                .filter(|(_, pp)| *pp == cur)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    out.remove(0);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_refuses_new_tasks_interrupts_the_running_one_and_leaves_no_chromium() {
+    if !browser_available() {
+        return;
+    }
+    let site = serve_site(unique_token()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        format!("turns:\n  - tool_calls:\n      - {{name: browser_navigate, arguments: {{url: \"http://{site}/slow\", timeout_ms: 60000}}}}\n  - text: never\n"),
+    )
+    .unwrap();
+    let cfg = write_browser_agent(
+        dir.path(),
+        site,
+        "model:\n  provider: scripted\n  name: s.yaml\n",
+    );
+    let audit = dir.path().join("audit.ndjson");
+    let stderr_path = dir.path().join("stderr.txt");
+    let child = forge()
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--port", "0", "--audit-file"])
+        .arg(&audit)
+        .env("FORGE_DRAIN_SECONDS", "2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(&stderr_path).unwrap()))
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let pid = server.0.id();
+    let stdout = server.0.stdout.take().unwrap();
+    let first = tokio::task::spawn_blocking(move || {
+        let mut l = String::new();
+        BufReader::new(stdout).read_line(&mut l).unwrap();
+        l
+    })
+    .await
+    .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("URL printed")
+        .to_string();
+    let (status, body) = http_raw(&url, "GET", "/readyz", None).await;
+    assert_eq!(status, 200, "ready before the drain: {body}");
+
+    let msg = json!({"kind": "message", "role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "open the slow page"}]});
+    let sent = rpc(&url, json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": msg, "configuration": {"blocking": false}}})).await;
+    let task_id = sent["result"]["id"]
+        .as_str()
+        .expect("a task id")
+        .to_string();
+    let mut in_flight = false;
+    for _ in 0..600 {
+        let got = rpc(
+            &url,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task_id}}),
+        )
+        .await;
+        let parts = got["result"]["status"]["message"]["parts"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if parts
+            .iter()
+            .any(|p| p["data"]["event"] == "tool_start" && p["data"]["tool"] == "browser_navigate")
+        {
+            in_flight = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(in_flight, "browser_navigate started");
+    // Chromium runs under forge now.
+    let mut chromium = Vec::new();
+    for _ in 0..100 {
+        chromium = descendants(pid);
+        if !chromium.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!chromium.is_empty(), "Chromium processes under forge");
+
+    assert!(Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success());
+    // Draining: not ready, and a new message gets a retryable 503.
+    let mut refused = None;
+    for _ in 0..100 {
+        let (status, body) = http_raw(&url, "GET", "/readyz", None).await;
+        if status == 503 {
+            assert!(body.contains("draining"), "{body}");
+            let msg2 = json!({"kind": "message", "role": "user", "messageId": "m2", "parts": [{"kind": "text", "text": "another"}]});
+            let req = json!({"jsonrpc": "2.0", "id": 5, "method": "message/send", "params": {"message": msg2}});
+            refused = Some(http_raw(&url, "POST", "/", Some(&req)).await);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, body) = refused.expect("readyz turned 503 after SIGTERM");
+    assert_eq!(status, 503, "{body}");
+    let err: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(err["error"]["code"], -32050, "{body}");
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains("retry"),
+        "{body}"
+    );
+    // The process ends by itself after the 2 s grace (bounded wait: 30 s).
+    let mut exited = None;
+    for _ in 0..300 {
+        if let Ok(Some(st)) = server.0.try_wait() {
+            exited = Some(st);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let st = exited.expect("forge exited after the drain");
+    assert!(st.success(), "{st:?}");
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap();
+    assert!(
+        stderr.contains("1 of 1 running task(s) did not finish"),
+        "{stderr}"
+    );
+    let ev = audit_events(&audit);
+    assert!(
+        ev.iter().any(|e| e["event"] == "task_interrupted"
+            && e["task_id"] == task_id.as_str()
+            && e["reason"] == "interrupted by shutdown"),
+        "the interruption is audited"
+    );
+    assert!(
+        !ev.iter()
+            .any(|e| e["event"] == "session_start" && e["task_id"] != task_id.as_str()),
+        "the refused message started no task"
+    );
+    for p in &chromium {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{p}")).exists()
+                || std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .map(|s| s.contains(") Z "))
+                    .unwrap_or(true),
+            "Chromium process {p} is still alive after forge exited"
+        );
+    }
+}

@@ -98,6 +98,11 @@ pub trait SessionCloser: Send + Sync {
     async fn close_session(&self, key: &str);
     /// A browser tool call of task `key` finished.
     async fn after_browser_call(&self, _key: &str) {}
+    /// `Some(cap)` when every browser session is taken (a new task that needs the browser would
+    /// be refused): readiness turns false so a load balancer sends new tasks elsewhere.
+    async fn at_capacity(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Loop limits.

@@ -60,6 +60,8 @@ pub mod events {
     pub const BROWSER_SESSION_OPEN: &str = "browser_session_open";
     /// A task's browser session was closed.
     pub const BROWSER_SESSION_CLOSE: &str = "browser_session_close";
+    /// A task stopped because the server shut down before it finished (`reason`).
+    pub const TASK_INTERRUPTED: &str = "task_interrupted";
 }
 
 /// The `prev_hash` of the first line of a log.

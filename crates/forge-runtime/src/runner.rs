@@ -210,12 +210,70 @@ pub struct A2aServer {
     /// Where the token came from.
     pub token_origin: Option<TokenOrigin>,
     handle: ServerHandle,
+    store: Arc<TaskStore>,
 }
+
+/// How a drain ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainOutcome {
+    /// Tasks that were running when the drain began.
+    pub running_at_start: usize,
+    /// Tasks that were still running when the grace ran out (or the drain was cut short); they
+    /// end `failed` with "interrupted by shutdown".
+    pub interrupted: usize,
+}
+
+/// The longest a task may run when forge.yaml sets no cap (seconds).
+pub const DEFAULT_TASK_SECONDS_CAP: u64 = 1800;
+
+/// The status message of tasks a drain had to stop.
+pub const INTERRUPTED_BY_SHUTDOWN: &str = "interrupted by shutdown";
 
 impl A2aServer {
     /// Stop accepting, cancel running tasks and wait for the server to end.
     pub async fn shutdown(self) {
         self.handle.shutdown().await;
+    }
+
+    /// Drain before a shutdown (SIGTERM): from now on `/readyz` answers 503 and new messages get
+    /// a retryable error (HTTP 503, `Retry-After`); running tasks get up to `grace` to finish,
+    /// or until `cut_short` resolves (a second Ctrl-C); those still running then end `failed`
+    /// with [`INTERRUPTED_BY_SHUTDOWN`]. The server keeps answering `tasks/get` meanwhile.
+    pub async fn drain(
+        &self,
+        grace: Duration,
+        cut_short: impl std::future::Future<Output = ()>,
+    ) -> DrainOutcome {
+        self.store.drain();
+        let running_at_start = self.store.unfinished();
+        let wait_idle = async {
+            // Bounded: at most grace / 100 ms rounds (the outer timeout), each a cheap count.
+            while self.store.unfinished() > 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::timeout(grace, wait_idle) => {}
+            _ = cut_short => {}
+        }
+        let interrupted = self.store.unfinished();
+        if interrupted > 0 {
+            self.store.interrupt_all(INTERRUPTED_BY_SHUTDOWN);
+            let stopped = async {
+                while self.store.unfinished() > 0 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            };
+            let _ = tokio::time::timeout(
+                crate::agent_loop::CANCEL_GRACE + Duration::from_secs(2),
+                stopped,
+            )
+            .await;
+        }
+        DrainOutcome {
+            running_at_start,
+            interrupted,
+        }
     }
 }
 
@@ -358,6 +416,16 @@ impl Runner {
         &self.agent.id
     }
 
+    /// How long a drain waits for running tasks: `FORGE_DRAIN_SECONDS`, else the task time cap
+    /// ([`DEFAULT_TASK_SECONDS_CAP`]), so a Kubernetes rollout (whose grace period forge build
+    /// sets to the cap plus 30 s) loses nothing.
+    pub fn drain_grace(&self) -> Duration {
+        let secs = (self.env)("FORGE_DRAIN_SECONDS")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(DEFAULT_TASK_SECONDS_CAP);
+        Duration::from_secs(secs)
+    }
+
     /// The agent's description (its root SKILL.md's), when it has one.
     pub fn description(&self) -> Option<&str> {
         self.agent.description.as_deref()
@@ -455,13 +523,14 @@ impl Runner {
         let card = a2a::agent_card(&info, &url, token.is_some());
         let store = TaskStore::new(m.agent_loop.clone());
         let handle =
-            a2a::serve(listener, store, card, token.clone()).map_err(ServeError::Server)?;
+            a2a::serve(listener, store.clone(), card, token.clone()).map_err(ServeError::Server)?;
         Ok(A2aServer {
             url,
             addr: local,
             token,
             token_origin,
             handle,
+            store,
         })
     }
 

@@ -1,8 +1,9 @@
 //! The HTTP side of the A2A server (hyper, HTTP/1.1): routing, the bearer-token check, request
 //! limits, JSON-RPC 2.0 framing and Server-Sent Events for `message/stream`.
 //!
-//! Routes: `GET /.well-known/agent-card.json` (and `/.well-known/agent.json`), `GET /healthz`,
-//! `POST /` (JSON-RPC). Limits: request bodies up to [`MAX_BODY`] (413 beyond), header read
+//! Routes: `GET /.well-known/agent-card.json` (and `/.well-known/agent.json`), `GET /healthz`
+//! (liveness: the process answers), `GET /readyz` (readiness: 503 while draining or at the browser
+//! session cap), `POST /` (JSON-RPC). Limits: request bodies up to [`MAX_BODY`] (413 beyond), header read
 //! timeout, at most [`MAX_CONNECTIONS`] connections at once.
 
 use std::convert::Infallible;
@@ -194,6 +195,13 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             json_response(StatusCode::OK, &card_for(&shared.card, req.headers()))
         }
         (&Method::GET, "/healthz") => json_response(StatusCode::OK, &json!({"status": "ok"})),
+        (&Method::GET, "/readyz") => match shared.store.ready().await {
+            Ok(()) => json_response(StatusCode::OK, &json!({"status": "ready"})),
+            Err(why) => json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &json!({"status": "not ready", "reason": why}),
+            ),
+        },
         (&Method::POST, "/") => {
             // Without a token the server trusts loopback. A web page in the user's browser is
             // on loopback too: it can send a cross-site "simple" POST (text/plain or a form
@@ -235,7 +243,14 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             };
             rpc(shared, &body).await
         }
-        (_, "/" | "/healthz" | "/.well-known/agent-card.json" | "/.well-known/agent.json") => full(
+        (
+            _,
+            "/"
+            | "/healthz"
+            | "/readyz"
+            | "/.well-known/agent-card.json"
+            | "/.well-known/agent.json",
+        ) => full(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
             "method not allowed\n",
@@ -334,7 +349,7 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
             let (tx, rx) = unbounded_channel::<Value>();
             return match store.start(&msg, Some(tx)) {
                 Ok(_) => sse(id, rx, v1_name.is_some()),
-                Err(e) => json_response(StatusCode::OK, &rpc_error(&id, &e)),
+                Err(e) => rpc_error_response(&id, &e),
             };
         }
         "tasks/get" => match params.get("id").and_then(Value::as_str) {
@@ -385,9 +400,21 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
     let v = match (result, v1_name) {
         (Ok(r), Some(name)) => rpc_result(&id, v1::result_to_v1(name, &r)),
         (Ok(r), None) => rpc_result(&id, r),
-        (Err(e), _) => rpc_error(&id, &e),
+        (Err(e), _) => return rpc_error_response(&id, &e),
     };
     json_response(StatusCode::OK, &v)
+}
+
+/// A JSON-RPC error; a draining server answers it with HTTP 503 and `Retry-After: 1`, so load
+/// balancers and HTTP clients retry the message on another replica.
+fn rpc_error_response(id: &Value, e: &RpcError) -> Response<Body> {
+    if e.code != super::tasks::DRAINING {
+        return json_response(StatusCode::OK, &rpc_error(id, e));
+    }
+    let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, &rpc_error(id, e));
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    r
 }
 
 /// A Server-Sent Events response: each event is `data: <JSON-RPC response>\n\n`.

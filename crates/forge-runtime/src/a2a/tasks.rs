@@ -105,7 +105,14 @@ pub struct TaskStore {
     agent: Arc<AgentLoop>,
     inner: Mutex<Inner>,
     running: Semaphore,
+    /// Set when the server drains (SIGTERM): new tasks are refused with a retryable error.
+    draining: std::sync::atomic::AtomicBool,
+    /// Set when draining ran out of time: tasks still running end `failed` with this reason.
+    interrupted: Mutex<Option<String>>,
 }
+
+/// JSON-RPC error code of a message refused because the server is draining (retry elsewhere).
+pub const DRAINING: i64 = -32050;
 
 /// A fresh random id in UUID form.
 pub fn new_id() -> String {
@@ -175,7 +182,52 @@ impl TaskStore {
             agent,
             inner: Mutex::new(Inner::default()),
             running: Semaphore::new(MAX_RUNNING),
+            draining: std::sync::atomic::AtomicBool::new(false),
+            interrupted: Mutex::new(None),
         })
+    }
+
+    /// Stop accepting tasks: from now on `message/send` and `message/stream` get the retryable
+    /// [`DRAINING`] error and `/readyz` says not ready. Running tasks go on.
+    pub fn drain(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`TaskStore::drain`] was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Whether this replica takes new tasks: `Err` says why not (draining, or every browser
+    /// session taken). `GET /readyz`.
+    pub async fn ready(&self) -> Result<(), String> {
+        if self.is_draining() {
+            return Err("draining: shutting down, no new tasks".into());
+        }
+        if let Some(s) = &self.agent.sessions {
+            if let Some(cap) = s.at_capacity().await {
+                return Err(format!("at the browser session cap ({cap})"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Tasks not yet in a final state (submitted or working).
+    pub fn unfinished(&self) -> usize {
+        lock(&self.inner)
+            .tasks
+            .values()
+            .filter(|e| !e.state.is_final())
+            .count()
+    }
+
+    /// Stop every unfinished task; each ends `failed` with `reason` as its status message (not
+    /// `canceled`: nobody asked for it). Returns at once; [`TaskStore::unfinished`] tells when
+    /// they have stopped.
+    pub fn interrupt_all(&self, reason: &str) {
+        *self.interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_string());
+        self.cancel_all();
     }
 
     fn snapshot_of(id: &str, e: &Entry, history_length: Option<usize>) -> Value {
@@ -217,6 +269,12 @@ impl TaskStore {
             return Err(RpcError::invalid_params(
                 "params.message must be an A2A Message object",
             ));
+        }
+        if self.is_draining() {
+            return Err(RpcError {
+                code: DRAINING,
+                message: "this replica is shutting down and takes no new tasks; retry (another replica will take it)".into(),
+            });
         }
         let text = message_text(message);
         if text.trim().is_empty() {
@@ -385,13 +443,27 @@ impl TaskStore {
                 });
             }
             Err(err) => {
-                let state = if matches!(err, LoopError::Cancelled) {
-                    State::Canceled
-                } else {
+                let interrupted = self
+                    .interrupted
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+                    .filter(|_| matches!(err, LoopError::Cancelled));
+                let state = if interrupted.is_some() || !matches!(err, LoopError::Cancelled) {
                     State::Failed
+                } else {
+                    State::Canceled
                 };
-                let text = match state {
-                    State::Canceled => "The task was cancelled.".to_string(),
+                if let Some(reason) = &interrupted {
+                    self.agent.audit.emit(
+                        Some(&id),
+                        crate::audit::events::TASK_INTERRUPTED,
+                        json!({"reason": reason}),
+                    );
+                }
+                let text = match (&interrupted, state) {
+                    (Some(reason), _) => format!("The task failed: {reason}"),
+                    (None, State::Canceled) => "The task was cancelled.".to_string(),
                     _ => format!("The task failed: {err}"),
                 };
                 let msg = agent_message(

@@ -205,4 +205,11 @@ impl SessionCloser for AssembledSessions {
             );
         }
     }
+
+    async fn at_capacity(&self) -> Option<usize> {
+        let b = self.tools.browser()?;
+        let m = b.manager();
+        let cap = m.config().max_sessions;
+        (m.session_count().await >= cap).then_some(cap)
+    }
 }
