@@ -675,3 +675,181 @@ async fn sigterm_drains_refuses_new_tasks_interrupts_the_running_one_and_leaves_
         );
     }
 }
+
+/// `forge run --port 0` on `cfg`, with stderr to `stderr_path`; returns the server and its URL.
+async fn serve_agent(cfg: &Path, audit: &Path, stderr_path: &Path) -> (Server, String) {
+    let child = forge()
+        .arg("run")
+        .arg("--config")
+        .arg(cfg)
+        .args(["--port", "0", "--audit-file"])
+        .arg(audit)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(stderr_path).unwrap()))
+        .spawn()
+        .unwrap();
+    let mut server = Server(child);
+    let stdout = server.0.stdout.take().unwrap();
+    let first = tokio::task::spawn_blocking(move || {
+        let mut l = String::new();
+        BufReader::new(stdout).read_line(&mut l).unwrap();
+        l
+    })
+    .await
+    .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no URL printed: {first:?}; stderr: {}",
+                std::fs::read_to_string(stderr_path).unwrap_or_default()
+            )
+        })
+        .to_string();
+    (server, url)
+}
+
+fn kill_9(server: &mut Server) {
+    let _ = server.0.kill();
+    let _ = server.0.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_survive_kill_9_and_a_task_cut_off_is_failed_interrupted_by_restart() {
+    if !browser_available() {
+        return;
+    }
+    let token = unique_token();
+    let site = serve_site(token.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_browser_agent(
+        dir.path(),
+        site,
+        "model:\n  provider: scripted\n  name: s.yaml\n",
+    );
+    let audit = dir.path().join("audit.ndjson");
+    let stderr_path = dir.path().join("stderr.txt");
+
+    // Run 1: a task that finishes with a screenshot; then forge is killed with SIGKILL.
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        format!("turns:\n  - tool_calls:\n      - {{name: browser_navigate, arguments: {{url: \"http://{site}/\"}}}}\n  - tool_calls:\n      - {{name: browser_screenshot, arguments: {{}}}}\n  - text: \"the page says {{{{result:browser_navigate}}}}\"\n"),
+    )
+    .unwrap();
+    let (mut server, url) = serve_agent(&cfg, &audit, &stderr_path).await;
+    let msg = json!({"kind": "message", "role": "user", "messageId": "m1", "contextId": "ctx-kept", "parts": [{"kind": "text", "text": "look and shoot"}]});
+    let done = rpc(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": msg}}),
+    )
+    .await;
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
+    let finished_id = done["result"]["id"].as_str().unwrap().to_string();
+    let artifacts_before = done["result"]["artifacts"].clone();
+    assert!(
+        artifacts_before.to_string().contains(".png"),
+        "a screenshot artifact: {artifacts_before}"
+    );
+    kill_9(&mut server);
+
+    // Run 2: a task that blocks in a browser call; forge is killed with SIGKILL mid-call.
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        format!("turns:\n  - tool_calls:\n      - {{name: browser_navigate, arguments: {{url: \"http://{site}/slow\", timeout_ms: 60000}}}}\n  - text: never\n"),
+    )
+    .unwrap();
+    let (mut server, url) = serve_agent(&cfg, &audit, &stderr_path).await;
+    let msg = json!({"kind": "message", "role": "user", "messageId": "m2", "parts": [{"kind": "text", "text": "open the slow page"}]});
+    let sent = rpc(&url, json!({"jsonrpc": "2.0", "id": 2, "method": "message/send", "params": {"message": msg, "configuration": {"blocking": false}}})).await;
+    let cut_id = sent["result"]["id"].as_str().unwrap().to_string();
+    let mut in_flight = false;
+    for _ in 0..600 {
+        let got = rpc(
+            &url,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"id": cut_id}}),
+        )
+        .await;
+        if got["result"]["status"]["message"]["parts"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["data"]["event"] == "tool_start"))
+        {
+            in_flight = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(in_flight, "the browser call started");
+    // The finished task of run 1 is served by run 2 from the store.
+    let old = rpc(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"id": finished_id}}),
+    )
+    .await;
+    assert_eq!(old["result"]["status"]["state"], "completed", "{old}");
+    // Give the writer a moment to store the "working" state, as a crash at any time would.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kill_9(&mut server);
+
+    // Run 3: both tasks are there.
+    let (server, url) = serve_agent(&cfg, &audit, &stderr_path).await;
+    let old = rpc(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/get", "params": {"id": finished_id}}),
+    )
+    .await;
+    let t = &old["result"];
+    assert_eq!(t["status"]["state"], "completed", "{old}");
+    assert!(
+        t["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains(&token),
+        "the answer quotes the page: {old}"
+    );
+    let history = t["history"].as_array().unwrap();
+    assert_eq!(
+        history.first().unwrap()["parts"][0]["text"],
+        "look and shoot"
+    );
+    assert!(history.len() >= 2, "question and answer: {old}");
+    assert_eq!(t["artifacts"], artifacts_before, "the artifacts are kept");
+    assert_eq!(t["contextId"], "ctx-kept");
+    let cut = rpc(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tasks/get", "params": {"id": cut_id}}),
+    )
+    .await;
+    assert_eq!(cut["result"]["status"]["state"], "failed", "{cut}");
+    assert_eq!(
+        cut["result"]["status"]["message"]["parts"][0]["text"], "interrupted by restart",
+        "{cut}"
+    );
+    // The screenshot's bytes are in the store too.
+    let store = forge_runtime::state::SqlStore::open(&forge_runtime::state::StoreLocation::Sqlite(
+        dir.path().join(".forge").join("state.db"),
+    ))
+    .await
+    .unwrap();
+    let name = artifacts_before
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|a| {
+            a["parts"][0]["file"]["name"]
+                .as_str()
+                .filter(|n| n.ends_with(".png"))
+        })
+        .unwrap()
+        .to_string();
+    use forge_runtime::state::StateStore;
+    let png = store
+        .artifact(&finished_id, &name)
+        .await
+        .unwrap()
+        .expect("stored");
+    assert_eq!(&png.bytes[..4], b"\x89PNG");
+    assert_eq!(png.mime_type, "image/png");
+    store.close().await;
+    drop(server);
+}

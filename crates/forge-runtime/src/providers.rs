@@ -39,7 +39,7 @@ pub struct ToolSpec {
 }
 
 /// A tool call the model asked for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
     /// The provider's id for the call (echoed back with the result).
     pub id: String,
@@ -50,7 +50,7 @@ pub struct ToolCall {
 }
 
 /// The result of one tool call, sent back to the model.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolResult {
     /// The id of the call it answers.
     pub call_id: String,
@@ -62,8 +62,9 @@ pub struct ToolResult {
     pub is_error: bool,
 }
 
-/// One entry of the conversation (the system prompt travels separately).
-#[derive(Debug, Clone, PartialEq)]
+/// One entry of the conversation (the system prompt travels separately). Serialised as JSON
+/// in the state store's contexts.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Message {
     /// The user's message.
     User(String),

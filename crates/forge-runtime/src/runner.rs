@@ -194,6 +194,9 @@ pub enum ServeError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The state store could not be opened (unreachable, corrupt, too new).
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
     /// The server could not start.
     #[error("{0}")]
     Server(std::io::Error),
@@ -211,6 +214,7 @@ pub struct A2aServer {
     pub token_origin: Option<TokenOrigin>,
     handle: ServerHandle,
     store: Arc<TaskStore>,
+    state: Option<Arc<dyn crate::state::StateStore>>,
 }
 
 /// How a drain ended.
@@ -226,13 +230,23 @@ pub struct DrainOutcome {
 /// The longest a task may run when forge.yaml sets no cap (seconds).
 pub const DEFAULT_TASK_SECONDS_CAP: u64 = 1800;
 
+/// The status message of tasks a restart found unfinished.
+pub const INTERRUPTED_BY_RESTART: &str = "interrupted by restart";
+
 /// The status message of tasks a drain had to stop.
 pub const INTERRUPTED_BY_SHUTDOWN: &str = "interrupted by shutdown";
 
 impl A2aServer {
-    /// Stop accepting, cancel running tasks and wait for the server to end.
+    /// Stop accepting, cancel running tasks, wait for the server to end and for the state
+    /// store to have every write.
     pub async fn shutdown(self) {
         self.handle.shutdown().await;
+        self.store.flush().await;
+    }
+
+    /// The state store, when tasks are kept in one (always, for `forge run`).
+    pub fn state_store(&self) -> Option<&Arc<dyn crate::state::StateStore>> {
+        self.state.as_ref()
     }
 
     /// Drain before a shutdown (SIGTERM): from now on `/readyz` answers 503 and new messages get
@@ -320,6 +334,7 @@ struct AgentInfo {
     dir: PathBuf,
     description: Option<String>,
     skills: Vec<(String, String, Vec<String>)>,
+    state: forge_skills::StateConfig,
 }
 
 /// The model side: the resolved model, its client and the loop.
@@ -521,7 +536,13 @@ impl Runner {
         };
         let url = format!("http://{local}/");
         let card = a2a::agent_card(&info, &url, token.is_some());
-        let store = TaskStore::new(m.agent_loop.clone());
+        let state = self.open_state().await?;
+        let store = TaskStore::with_state(
+            m.agent_loop.clone(),
+            state.clone(),
+            a2a::tasks::new_id(),
+            self.agent.state.max_artifact_bytes,
+        );
         let handle =
             a2a::serve(listener, store.clone(), card, token.clone()).map_err(ServeError::Server)?;
         Ok(A2aServer {
@@ -531,7 +552,33 @@ impl Runner {
             token_origin,
             handle,
             store,
+            state: Some(state),
         })
+    }
+
+    /// Open the state store (`FORGE_STATE_URL`, else forge.yaml `state.url`, else
+    /// `.forge/state.db`), mark the tasks an earlier run left unfinished `failed` ("interrupted
+    /// by restart"; SQLite only: with PostgreSQL other replicas may be running them) and apply
+    /// the retention.
+    async fn open_state(&self) -> Result<Arc<dyn crate::state::StateStore>, ServeError> {
+        use crate::state::{Retention, SqlStore, StateStore, StoreLocation};
+        let url = (self.env)("FORGE_STATE_URL")
+            .filter(|u| !u.trim().is_empty())
+            .or_else(|| self.agent.state.url.clone());
+        let location = StoreLocation::from_config(url.as_deref(), &self.agent.dir)?;
+        let store = SqlStore::open(&location)
+            .await?
+            .with_max_artifact_bytes(self.agent.state.max_artifact_bytes);
+        if store.kind() == "sqlite" {
+            store.fail_unfinished(None, INTERRUPTED_BY_RESTART).await?;
+        }
+        store
+            .prune(Retention {
+                keep_tasks: self.agent.state.keep_tasks,
+                keep_days: self.agent.state.keep_days,
+            })
+            .await?;
+        Ok(Arc::new(store))
     }
 
     /// The bearer token a server bound on `host` requires: none on loopback; otherwise the one
@@ -631,6 +678,7 @@ fn agent_info(agent: &Agent) -> AgentInfo {
         version: agent.config.version.clone(),
         dir: agent.dir.clone(),
         description: agent_description(agent),
+        state: agent.config.state.clone(),
         skills: agent
             .skills
             .iter()

@@ -329,6 +329,9 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
     let result: Result<Value, RpcError> = match method {
         "message/send" => {
             let msg = params.get("message").cloned().unwrap_or(Value::Null);
+            if let Some(ctx) = msg.get("contextId").and_then(Value::as_str) {
+                store.preload_context(ctx).await;
+            }
             let blocking = params
                 .get("configuration")
                 .and_then(|c| c.get("blocking"))
@@ -338,6 +341,9 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
                 Ok((task_id, done)) => {
                     if blocking {
                         store.wait(done).await;
+                        // The answer goes out once the task's end is in the state store, so a
+                        // crash right after it loses nothing the client was told.
+                        store.flush().await;
                     }
                     store.get(&task_id, history_length(&params))
                 }
@@ -346,6 +352,9 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
         }
         "message/stream" => {
             let msg = params.get("message").cloned().unwrap_or(Value::Null);
+            if let Some(ctx) = msg.get("contextId").and_then(Value::as_str) {
+                store.preload_context(ctx).await;
+            }
             let (tx, rx) = unbounded_channel::<Value>();
             return match store.start(&msg, Some(tx)) {
                 Ok(_) => sse(id, rx, v1_name.is_some()),
@@ -353,7 +362,7 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
             };
         }
         "tasks/get" => match params.get("id").and_then(Value::as_str) {
-            Some(tid) => store.get(tid, history_length(&params)),
+            Some(tid) => store.get_or_load(tid, history_length(&params)).await,
             None => Err(RpcError::invalid_params(
                 "params.id (the task id) is required",
             )),
@@ -379,9 +388,17 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
                 );
             };
             let (tx, rx) = unbounded_channel::<Value>();
-            return match store.subscribe(tid, tx) {
+            return match store.subscribe(tid, tx.clone()) {
                 Ok(()) => sse(id, rx, v1_name.is_some()),
-                Err(e) => json_response(StatusCode::OK, &rpc_error(&id, &e)),
+                // A task of an earlier run: it has ended, so the stream is the task alone.
+                Err(e) => match store.get_or_load(tid, None).await {
+                    Ok(task) => {
+                        let _ = tx.send(task);
+                        drop(tx);
+                        sse(id, rx, v1_name.is_some())
+                    }
+                    Err(_) => json_response(StatusCode::OK, &rpc_error(&id, &e)),
+                },
             };
         }
         "agent/getAuthenticatedExtendedCard" => Err(RpcError {

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent_loop::{AgentLoop, LoopError, LoopEvent};
 use crate::audit::rfc3339_now;
 use crate::providers::Message;
+use crate::state::{now_ms, ContextRecord, StateStore, StoredArtifact, TaskRecord};
 
 /// Tasks remembered for `tasks/get`.
 pub const MAX_TASKS: usize = 1000;
@@ -90,6 +91,7 @@ struct Entry {
     cancel: CancellationToken,
     subscribers: Vec<UnboundedSender<Value>>,
     done: watch::Receiver<bool>,
+    created_ms: i64,
 }
 
 #[derive(Default)]
@@ -109,6 +111,47 @@ pub struct TaskStore {
     draining: std::sync::atomic::AtomicBool,
     /// Set when draining ran out of time: tasks still running end `failed` with this reason.
     interrupted: Mutex<Option<String>>,
+    /// The durable store, when the server keeps one (tasks, events, contexts, artifacts).
+    durable: Option<Durable>,
+}
+
+/// The state store side of a [`TaskStore`]: writes go through one writer task, in order.
+struct Durable {
+    store: Arc<dyn StateStore>,
+    replica: String,
+    writes: UnboundedSender<Write>,
+    max_artifact_bytes: u64,
+}
+
+/// One write to the state store.
+enum Write {
+    Task(Box<TaskRecord>),
+    Event(String, Value),
+    Context(ContextRecord),
+    Artifact(String, StoredArtifact),
+    /// Answered once every earlier write is done.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+async fn write_all(
+    store: Arc<dyn StateStore>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Write>,
+) {
+    while let Some(w) = rx.recv().await {
+        let r = match w {
+            Write::Task(t) => store.save_task(&t).await,
+            Write::Event(id, ev) => store.append_event(&id, &ev).await.map(|_| ()),
+            Write::Context(c) => store.save_context(&c).await,
+            Write::Artifact(id, a) => store.save_artifact(&id, &a).await,
+            Write::Flush(done) => {
+                let _ = done.send(());
+                Ok(())
+            }
+        };
+        if let Err(e) = r {
+            tracing::warn!("state store: {e}");
+        }
+    }
 }
 
 /// JSON-RPC error code of a message refused because the server is draining (retry elsewhere).
@@ -176,15 +219,125 @@ fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
 }
 
 impl TaskStore {
-    /// A store running tasks on `agent`.
+    /// A store running tasks on `agent`, keeping them in memory only.
     pub fn new(agent: Arc<AgentLoop>) -> Arc<Self> {
+        Self::build(agent, None)
+    }
+
+    /// A store running tasks on `agent` that also keeps every task, its events, its
+    /// conversation and its artifacts' bytes (up to `max_artifact_bytes` each) in `state`, so
+    /// they outlive the process. `replica` names this process in the store.
+    pub fn with_state(
+        agent: Arc<AgentLoop>,
+        state: Arc<dyn StateStore>,
+        replica: String,
+        max_artifact_bytes: u64,
+    ) -> Arc<Self> {
+        let (tx, rx) = unbounded_channel();
+        tokio::spawn(write_all(state.clone(), rx));
+        Self::build(
+            agent,
+            Some(Durable {
+                store: state,
+                replica,
+                writes: tx,
+                max_artifact_bytes,
+            }),
+        )
+    }
+
+    fn build(agent: Arc<AgentLoop>, durable: Option<Durable>) -> Arc<Self> {
         Arc::new(Self {
             agent,
             inner: Mutex::new(Inner::default()),
             running: Semaphore::new(MAX_RUNNING),
             draining: std::sync::atomic::AtomicBool::new(false),
             interrupted: Mutex::new(None),
+            durable,
         })
+    }
+
+    /// Queue the task's current snapshot (and `events`) for the state store.
+    fn persist(&self, id: &str, e: &Entry, events: &[Value]) {
+        let Some(d) = &self.durable else { return };
+        let now = now_ms();
+        let record = TaskRecord {
+            id: id.to_string(),
+            context_id: e.context_id.clone(),
+            state: e.state.as_str().to_string(),
+            replica: (!e.state.is_final()).then(|| d.replica.clone()),
+            task: Self::snapshot_of(id, e, None),
+            result: None,
+            created_ms: e.created_ms,
+            updated_ms: now,
+        };
+        let _ = d.writes.send(Write::Task(Box::new(record)));
+        for ev in events {
+            let _ = d.writes.send(Write::Event(id.to_string(), ev.clone()));
+        }
+    }
+
+    /// Wait until every queued write has reached the state store (server shutdown).
+    pub async fn flush(&self) {
+        let Some(d) = &self.durable else { return };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if d.writes.send(Write::Flush(tx)).is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), rx).await;
+        }
+    }
+
+    /// The task as A2A JSON, from memory or else from the state store (a task of an earlier run
+    /// or another replica).
+    pub async fn get_or_load(
+        &self,
+        id: &str,
+        history_length: Option<usize>,
+    ) -> Result<Value, RpcError> {
+        if let Ok(v) = self.get(id, history_length) {
+            return Ok(v);
+        }
+        let Some(d) = &self.durable else {
+            return Err(RpcError::task_not_found(id));
+        };
+        match d.store.task(id).await {
+            Ok(Some(t)) => {
+                let mut task = t.task;
+                if let (Some(n), Some(h)) = (
+                    history_length,
+                    task.get_mut("history").and_then(Value::as_array_mut),
+                ) {
+                    let skip = h.len().saturating_sub(n);
+                    h.drain(..skip);
+                }
+                Ok(task)
+            }
+            Ok(None) => Err(RpcError::task_not_found(id)),
+            Err(e) => Err(RpcError {
+                code: -32603,
+                message: format!("Internal error: {e}"),
+            }),
+        }
+    }
+
+    /// Bring the conversation `context_id` into memory from the state store when it is not
+    /// there (a context of an earlier run), so a new message continues it.
+    pub async fn preload_context(&self, context_id: &str) {
+        let Some(d) = &self.durable else { return };
+        if lock(&self.inner).contexts.contains_key(context_id) {
+            return;
+        }
+        let Ok(Some(c)) = d.store.context(context_id).await else {
+            return;
+        };
+        let Ok(messages) = serde_json::from_value::<Vec<Message>>(c.messages) else {
+            tracing::warn!("state store: context {context_id} does not read as a conversation; starting it afresh");
+            return;
+        };
+        let mut inner = lock(&self.inner);
+        if !inner.contexts.contains_key(context_id) {
+            inner.contexts.insert(context_id.to_string(), messages);
+            inner.context_order.push_back(context_id.to_string());
+        }
     }
 
     /// Stop accepting tasks: from now on `message/send` and `message/stream` get the retryable
@@ -311,7 +464,9 @@ impl TaskStore {
                 cancel: cancel.clone(),
                 subscribers: subscriber.into_iter().collect(),
                 done: done_rx.clone(),
+                created_ms: now_ms(),
             };
+            self.persist(&task_id, &entry, &[]);
             let first = Self::snapshot_of(&task_id, &entry, None);
             for s in &entry.subscribers {
                 let _ = s.send(first.clone());
@@ -345,6 +500,9 @@ impl TaskStore {
             let events = update(e);
             e.subscribers
                 .retain(|s| events.iter().all(|ev| s.send(ev.clone()).is_ok()));
+            if !events.is_empty() {
+                self.persist(id, e, &events);
+            }
         }
     }
 
@@ -414,6 +572,42 @@ impl TaskStore {
                         "description": format!("file written by the agent: {}", p.display()),
                         "parts": [{"kind": "file", "file": {"uri": uri, "mimeType": mime_for(p), "name": name}}],
                     }));
+                }
+                if let Some(d) = &self.durable {
+                    let _ = d.writes.send(Write::Context(ContextRecord {
+                        id: context_id.clone(),
+                        messages: serde_json::to_value(&o.messages).unwrap_or(Value::Null),
+                        browser_replica: None,
+                        scope: None,
+                        updated_ms: now_ms(),
+                    }));
+                    for p in &o.artifacts {
+                        let name = p
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default();
+                        match std::fs::metadata(p) {
+                            Ok(m) if m.len() <= d.max_artifact_bytes => {
+                                if let Ok(bytes) = std::fs::read(p) {
+                                    let _ = d.writes.send(Write::Artifact(
+                                        id.clone(),
+                                        StoredArtifact {
+                                            name,
+                                            mime_type: mime_for(p).to_string(),
+                                            bytes,
+                                        },
+                                    ));
+                                }
+                            }
+                            Ok(m) => tracing::warn!(
+                                "state store: artifact {} of task {id} is {} bytes, over state.max_artifact_bytes ({}); it is not kept in the store",
+                                p.display(),
+                                m.len(),
+                                d.max_artifact_bytes
+                            ),
+                            Err(_) => {}
+                        }
+                    }
                 }
                 {
                     let mut inner = lock(&self.inner);
