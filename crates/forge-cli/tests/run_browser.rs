@@ -678,7 +678,21 @@ async fn sigterm_drains_refuses_new_tasks_interrupts_the_running_one_and_leaves_
 
 /// `forge run --port 0` on `cfg`, with stderr to `stderr_path`; returns the server and its URL.
 async fn serve_agent(cfg: &Path, audit: &Path, stderr_path: &Path) -> (Server, String) {
-    let child = forge()
+    serve_agent_with(cfg, audit, stderr_path, &[]).await
+}
+
+/// [`serve_agent`] with extra environment variables.
+async fn serve_agent_with(
+    cfg: &Path,
+    audit: &Path,
+    stderr_path: &Path,
+    env: &[(&str, &str)],
+) -> (Server, String) {
+    let mut cmd = forge();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd
         .arg("run")
         .arg("--config")
         .arg(cfg)
@@ -852,4 +866,163 @@ async fn tasks_survive_kill_9_and_a_task_cut_off_is_failed_interrupted_by_restar
     assert_eq!(png.mime_type, "image/png");
     store.close().await;
     drop(server);
+}
+
+#[path = "../../forge-runtime/tests/support/pg.rs"]
+mod pg;
+
+/// Read a `tasks/resubscribe` SSE stream from `url` until an event with `"final":true` (or 30 s);
+/// returns the `result` objects in order.
+async fn resubscribe(url: &str, task_id: &str) -> Vec<Value> {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let payload = json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/resubscribe", "params": {"id": task_id}}).to_string();
+    let req = format!("POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{payload}", payload.len());
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut chunk = vec![0u8; 8192];
+    while tokio::time::Instant::now() < deadline {
+        let n = match tokio::time::timeout(Duration::from_secs(1), s.read(&mut chunk)).await {
+            Ok(Ok(0)) => break,
+            Ok(Ok(n)) => n,
+            Ok(Err(_)) => break,
+            Err(_) => continue,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).to_string();
+        got = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .map(|v| v["result"].clone())
+            .collect();
+        if got.iter().any(|r| r["final"] == true) {
+            break;
+        }
+    }
+    got
+}
+
+/// Poll `tasks/get` on `url` until the task's status message shows a tool call started.
+async fn wait_in_flight(url: &str, task_id: &str) {
+    for _ in 0..600 {
+        let got = rpc(
+            url,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"id": task_id}}),
+        )
+        .await;
+        if got["result"]["status"]["message"]["parts"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["data"]["event"] == "tool_start"))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {task_id} never started its tool call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_postgres_share_tasks_cancel_and_resubscribe() {
+    if !browser_available() {
+        return;
+    }
+    let pg = pg::PgServer::start();
+    let site = serve_site(unique_token()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        format!("turns:\n  - tool_calls:\n      - {{name: browser_navigate, arguments: {{url: \"http://{site}/slow\", timeout_ms: 60000}}}}\n  - text: never\n"),
+    )
+    .unwrap();
+    let cfg = write_browser_agent(
+        dir.path(),
+        site,
+        "model:\n  provider: scripted\n  name: s.yaml\n",
+    );
+    let env = [("FORGE_STATE_URL", pg.url.as_str())];
+    let (_a, url_a) = serve_agent_with(
+        &cfg,
+        &dir.path().join("audit-a.ndjson"),
+        &dir.path().join("stderr-a.txt"),
+        &env,
+    )
+    .await;
+    let (_b, url_b) = serve_agent_with(
+        &cfg,
+        &dir.path().join("audit-b.ndjson"),
+        &dir.path().join("stderr-b.txt"),
+        &env,
+    )
+    .await;
+    assert_ne!(url_a, url_b);
+    let start_on_a = |n: u32| {
+        let url_a = url_a.clone();
+        async move {
+            let msg = json!({"kind": "message", "role": "user", "messageId": format!("m{n}"), "parts": [{"kind": "text", "text": "open the slow page"}]});
+            let sent = rpc(&url_a, json!({"jsonrpc": "2.0", "id": n, "method": "message/send", "params": {"message": msg, "configuration": {"blocking": false}}})).await;
+            sent["result"]["id"]
+                .as_str()
+                .expect("a task id")
+                .to_string()
+        }
+    };
+
+    // A task sent to A is read from B.
+    let t1 = start_on_a(1).await;
+    wait_in_flight(&url_a, &t1).await;
+    let on_b = rpc(
+        &url_b,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": t1}}),
+    )
+    .await;
+    assert_eq!(on_b["result"]["id"], t1.as_str(), "{on_b}");
+    assert_eq!(on_b["result"]["status"]["state"], "working", "{on_b}");
+    // tasks/cancel sent to B stops A's browser call.
+    let cancelled = rpc(
+        &url_b,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/cancel", "params": {"id": t1}}),
+    )
+    .await;
+    assert_eq!(
+        cancelled["result"]["status"]["state"], "canceled",
+        "B's cancel reached A: {cancelled}"
+    );
+    let on_a = rpc(
+        &url_a,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"id": t1}}),
+    )
+    .await;
+    assert_eq!(on_a["result"]["status"]["state"], "canceled", "{on_a}");
+
+    // tasks/resubscribe on B streams A's running task to its end.
+    let t2 = start_on_a(5).await;
+    wait_in_flight(&url_a, &t2).await;
+    let url_b2 = url_b.clone();
+    let t2b = t2.clone();
+    let stream = tokio::spawn(async move { resubscribe(&url_b2, &t2b).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cancelled = rpc(
+        &url_a,
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tasks/cancel", "params": {"id": t2}}),
+    )
+    .await;
+    assert_eq!(cancelled["result"]["status"]["state"], "canceled");
+    let events = stream.await.unwrap();
+    assert_eq!(
+        events.first().map(|t| t["id"].clone()),
+        Some(json!(t2)),
+        "{events:?}"
+    );
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!(
+        last["final"], true,
+        "the stream reached the end: {events:?}"
+    );
+    assert_eq!(last["status"]["state"], "canceled", "{events:?}");
 }

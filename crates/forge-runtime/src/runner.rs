@@ -545,6 +545,12 @@ impl Runner {
         );
         let handle =
             a2a::serve(listener, store.clone(), card, token.clone()).map_err(ServeError::Server)?;
+        // Other replicas find this one at FORGE_REPLICA_URL (a pod's own IP in Kubernetes),
+        // else at the address it is bound to.
+        let address = (self.env)("FORGE_REPLICA_URL")
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| url.clone());
+        store.keep_alive(address, handle.shutdown_token());
         Ok(A2aServer {
             url,
             addr: local,

@@ -390,13 +390,9 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
             let (tx, rx) = unbounded_channel::<Value>();
             return match store.subscribe(tid, tx.clone()) {
                 Ok(()) => sse(id, rx, v1_name.is_some()),
-                // A task of an earlier run: it has ended, so the stream is the task alone.
-                Err(e) => match store.get_or_load(tid, None).await {
-                    Ok(task) => {
-                        let _ = tx.send(task);
-                        drop(tx);
-                        sse(id, rx, v1_name.is_some())
-                    }
+                // A task of an earlier run or of another replica: from the state store.
+                Err(e) => match store.stream_from_store(tid, tx).await {
+                    Ok(()) => sse(id, rx, v1_name.is_some()),
                     Err(_) => json_response(StatusCode::OK, &rpc_error(&id, &e)),
                 },
             };

@@ -30,6 +30,14 @@ pub const MAX_CONTEXTS: usize = 200;
 pub const MAX_RUNNING: usize = 8;
 /// How long `tasks/cancel` waits for the task to stop before answering.
 pub const CANCEL_WAIT: Duration = Duration::from_secs(10);
+/// How often a running task checks the store for a cancel asked on another replica.
+pub const CANCEL_POLL: Duration = Duration::from_millis(500);
+/// How often a replica reports itself alive in the store.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// A replica silent this long is gone: its unfinished tasks are marked failed.
+pub const REPLICA_GONE: Duration = Duration::from_secs(30);
+/// Longest a `tasks/resubscribe` of another replica's task is streamed from the store.
+pub const REMOTE_STREAM_LIMIT: Duration = Duration::from_secs(3600);
 
 /// A JSON-RPC error: code, message, optional data.
 #[derive(Debug, Clone, PartialEq)]
@@ -544,7 +552,8 @@ impl TaskStore {
                     self.progress(&id, &context_id, ev);
                 }
             };
-            let (r, ()) = tokio::join!(run, forward);
+            let watch_flag = self.watch_cancel_flag(&id, &cancel);
+            let (r, (), ()) = tokio::join!(run, forward, watch_flag);
             r
         };
         drop(permit);
@@ -754,6 +763,10 @@ impl TaskStore {
 
     /// Cancel a running task and wait (up to [`CANCEL_WAIT`]) for it to stop; returns the task.
     pub async fn cancel(&self, id: &str) -> Result<Value, RpcError> {
+        let known_here = lock(&self.inner).tasks.contains_key(id);
+        if !known_here {
+            return self.cancel_elsewhere(id).await;
+        }
         let (token, done) = {
             let inner = lock(&self.inner);
             let e = inner
@@ -774,6 +787,157 @@ impl TaskStore {
         token.cancel();
         let _ = tokio::time::timeout(CANCEL_WAIT, self.wait(done)).await;
         self.get(id, None)
+    }
+
+    /// While task `id` runs, poll the state store's cancel flag (set by `tasks/cancel` on another
+    /// replica) every [`CANCEL_POLL`] and cancel the task when it is set. Ends with the task.
+    async fn watch_cancel_flag(&self, id: &str, cancel: &CancellationToken) {
+        let Some(d) = self
+            .durable
+            .as_ref()
+            .filter(|d| d.store.kind() == "postgres")
+        else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(CANCEL_POLL) => {}
+            }
+            let finished = lock(&self.inner)
+                .tasks
+                .get(id)
+                .is_none_or(|e| e.state.is_final());
+            if finished {
+                return;
+            }
+            if d.store.cancel_requested(id).await.unwrap_or(false) {
+                cancel.cancel();
+                return;
+            }
+        }
+    }
+
+    /// `tasks/cancel` for a task this replica does not run: set the store's cancel flag for the
+    /// replica that runs it and wait (up to [`CANCEL_WAIT`]) until the store shows it ended.
+    async fn cancel_elsewhere(&self, id: &str) -> Result<Value, RpcError> {
+        let Some(d) = &self.durable else {
+            return Err(RpcError::task_not_found(id));
+        };
+        let internal = |e: crate::state::StateError| RpcError {
+            code: -32603,
+            message: format!("Internal error: {e}"),
+        };
+        let Some(t) = d.store.task(id).await.map_err(internal)? else {
+            return Err(RpcError::task_not_found(id));
+        };
+        if t.is_final() {
+            return Err(RpcError {
+                code: -32002,
+                message: format!("Task cannot be canceled: it is already {}", t.state),
+            });
+        }
+        d.store.request_cancel(id).await.map_err(internal)?;
+        let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
+        // Bounded by the deadline: one store read per 200 ms.
+        while tokio::time::Instant::now() < deadline {
+            if let Ok(Some(t)) = d.store.task(id).await {
+                if t.is_final() {
+                    return Ok(t.task);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.get_or_load(id, None).await
+    }
+
+    /// Stream a task another replica runs (`tasks/resubscribe` on this replica): the task as
+    /// stored now, then its stored events as they arrive, until a final one. Polls the store
+    /// every 250 ms, for at most [`REMOTE_STREAM_LIMIT`].
+    pub async fn stream_from_store(
+        &self,
+        id: &str,
+        tx: UnboundedSender<Value>,
+    ) -> Result<(), RpcError> {
+        let Some(d) = &self.durable else {
+            return Err(RpcError::task_not_found(id));
+        };
+        let t = match d.store.task(id).await {
+            Ok(Some(t)) => t,
+            _ => return Err(RpcError::task_not_found(id)),
+        };
+        let _ = tx.send(t.task.clone());
+        if t.is_final() {
+            return Ok(());
+        }
+        let store = d.store.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            let mut after = 0i64;
+            // The events written before this call belong to the snapshot just sent.
+            while let Ok(evs) = store.events_after(&id, after, 1000).await {
+                match evs.last() {
+                    Some((seq, _)) => after = *seq,
+                    None => break,
+                }
+                if evs.len() < 1000 {
+                    break;
+                }
+            }
+            let deadline = tokio::time::Instant::now() + REMOTE_STREAM_LIMIT;
+            while tokio::time::Instant::now() < deadline {
+                let evs = store
+                    .events_after(&id, after, 1000)
+                    .await
+                    .unwrap_or_default();
+                for (seq, ev) in evs {
+                    after = seq;
+                    let last = ev.get("final").and_then(Value::as_bool) == Some(true);
+                    if tx.send(ev).is_err() || last {
+                        return;
+                    }
+                }
+                if let Ok(Some(t)) = store.task(&id).await {
+                    if t.is_final() {
+                        // Ended without a final event in the store (interrupted): say so.
+                        let _ = tx.send(json!({"kind": "status-update", "taskId": id, "contextId": t.context_id, "status": t.task["status"], "final": true}));
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        });
+        Ok(())
+    }
+
+    /// Record in the state store, every [`HEARTBEAT`], that this replica is alive at `address`,
+    /// and mark `failed` ("interrupted by restart") the unfinished tasks of replicas that have
+    /// stopped reporting (PostgreSQL fleets; a stopped SQLite run is handled at start).
+    pub fn keep_alive(self: &Arc<Self>, address: String, stop: CancellationToken) {
+        let Some(d) = &self.durable else { return };
+        let store = d.store.clone();
+        let replica = d.replica.clone();
+        let fleet = store.kind() == "postgres";
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = store.heartbeat(&replica, &address).await {
+                    tracing::warn!("state store heartbeat: {e}");
+                }
+                if fleet {
+                    let stale = crate::state::now_ms() - REPLICA_GONE.as_millis() as i64;
+                    if let Err(e) = store
+                        .fail_orphaned(stale, crate::runner::INTERRUPTED_BY_RESTART)
+                        .await
+                    {
+                        tracing::warn!("state store: {e}");
+                    }
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(HEARTBEAT) => {}
+                }
+            }
+        });
     }
 
     /// Cancel every running task (server shutdown).

@@ -295,6 +295,13 @@ pub trait StateStore: Send + Sync {
         replica: Option<&str>,
         reason: &str,
     ) -> Result<Vec<String>, StateError>;
+    /// Mark `failed` with `reason` every unfinished task whose replica has not reported since
+    /// `alive_since_ms` (or has no replica); returns their ids.
+    async fn fail_orphaned(
+        &self,
+        alive_since_ms: i64,
+        reason: &str,
+    ) -> Result<Vec<String>, StateError>;
     /// Remove finished tasks (with their events and artifacts) beyond the retention; returns how
     /// many were removed.
     async fn prune(&self, retention: Retention) -> Result<u64, StateError>;

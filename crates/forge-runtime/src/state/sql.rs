@@ -227,6 +227,38 @@ impl SqlStore {
         .transpose()
     }
 
+    /// Mark each task of `rows` `failed` with `reason` as its status message; returns the ids.
+    async fn mark_failed(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        rows: &[AnyRow],
+        reason: &str,
+    ) -> Result<Vec<String>, StateError> {
+        let mut ids = Vec::new();
+        for r in rows {
+            let mut t = self.task_from_row(r)?;
+            let message = json!({
+                "kind": "message", "role": "agent", "messageId": crate::a2a::tasks::new_id(),
+                "taskId": t.id, "contextId": t.context_id,
+                "parts": [{"kind": "text", "text": reason}],
+            });
+            t.task["status"] = json!({
+                "state": "failed", "message": message, "timestamp": crate::audit::rfc3339_now(),
+            });
+            sqlx::query(
+                "UPDATE forge_tasks SET state = 'failed', task = $1, replica = NULL, updated_ms = $2 WHERE id = $3",
+            )
+            .bind(t.task.to_string())
+            .bind(now_ms())
+            .bind(&t.id)
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+            ids.push(t.id);
+        }
+        Ok(ids)
+    }
+
     fn task_from_row(&self, row: &AnyRow) -> Result<TaskRecord, StateError> {
         let id: String = row.try_get("id").map_err(|e| self.query_error(e))?;
         let what = format!("task {id}");
@@ -504,28 +536,30 @@ impl StateStore for SqlStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(|e| self.query_error(e))?;
-        let mut ids = Vec::new();
-        for r in &rows {
-            let mut t = self.task_from_row(r)?;
-            let message = json!({
-                "kind": "message", "role": "agent", "messageId": crate::a2a::tasks::new_id(),
-                "taskId": t.id, "contextId": t.context_id,
-                "parts": [{"kind": "text", "text": reason}],
-            });
-            t.task["status"] = json!({
-                "state": "failed", "message": message, "timestamp": crate::audit::rfc3339_now(),
-            });
-            sqlx::query(
-                "UPDATE forge_tasks SET state = 'failed', task = $1, replica = NULL, updated_ms = $2 WHERE id = $3",
-            )
-            .bind(t.task.to_string())
-            .bind(now_ms())
-            .bind(&t.id)
-            .execute(&mut *tx)
+        let ids = self.mark_failed(&mut tx, &rows, reason).await?;
+        tx.commit().await.map_err(|e| self.query_error(e))?;
+        Ok(ids)
+    }
+
+    async fn fail_orphaned(
+        &self,
+        alive_since_ms: i64,
+        reason: &str,
+    ) -> Result<Vec<String>, StateError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        // Unfinished, not touched since the cut-off, and its replica silent since then.
+        let sql = format!(
+            "SELECT id, context_id, state, replica, task, result, created_ms, updated_ms FROM forge_tasks \
+             WHERE state NOT IN {} AND updated_ms < $1 AND (replica IS NULL OR replica NOT IN \
+             (SELECT id FROM forge_replicas WHERE heartbeat_ms >= $1))",
+            final_states_sql()
+        );
+        let rows = sqlx::query(&sql)
+            .bind(alive_since_ms)
+            .fetch_all(&mut *tx)
             .await
             .map_err(|e| self.query_error(e))?;
-            ids.push(t.id);
-        }
+        let ids = self.mark_failed(&mut tx, &rows, reason).await?;
         tx.commit().await.map_err(|e| self.query_error(e))?;
         Ok(ids)
     }
