@@ -265,6 +265,20 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
             ("protocol", s("TCP")),
         ])]),
     );
+    if spec.deploy.replicas_max > 1 {
+        // Other replicas forward to this pod at its own IP (downward API).
+        env.push(map([
+            ("name", s("POD_IP")),
+            (
+                "valueFrom",
+                map([("fieldRef", map([("fieldPath", s("status.podIP"))]))]),
+            ),
+        ]));
+        env.push(map([
+            ("name", s("FORGE_REPLICA_URL")),
+            ("value", s(format!("http://$(POD_IP):{AGENT_PORT}/"))),
+        ]));
+    }
     if !env.is_empty() {
         container.insert(s("env"), seq(env));
     }
@@ -676,6 +690,23 @@ mod tests {
         );
         let d: Value = serde_norway::from_str(get(&files, "deployment.yaml")).unwrap();
         assert_eq!(d["spec"]["replicas"], n(2));
+        let env = d["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_sequence()
+            .unwrap();
+        let replica_url = env
+            .iter()
+            .find(|e| e["name"] == s("FORGE_REPLICA_URL"))
+            .unwrap();
+        assert_eq!(replica_url["value"], s("http://$(POD_IP):8080/"));
+        let pod_ip = env.iter().position(|e| e["name"] == s("POD_IP")).unwrap();
+        let url_at = env
+            .iter()
+            .position(|e| e["name"] == s("FORGE_REPLICA_URL"))
+            .unwrap();
+        assert!(
+            pod_ip < url_at,
+            "$(POD_IP) must be defined before it is used"
+        );
         assert_eq!(
             d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
             n(630)

@@ -210,3 +210,72 @@ fn an_operator_token_from_the_environment_is_used_and_not_written() {
     assert_eq!(send(port, None).0, 401);
     assert_eq!(send(port, Some(token)).0, 200);
 }
+
+#[test]
+fn a_corrupt_or_unreachable_state_store_stops_forge_run_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        "agent_id: served\nversion: 0.1.0\nmodel:\n  provider: scripted\n  name: s.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("s.yaml"), "turns:\n  - text: hi\n").unwrap();
+    std::fs::create_dir_all(dir.path().join(".forge")).unwrap();
+    let db = dir.path().join(".forge").join("state.db");
+    std::fs::write(&db, vec![0x5au8; 4096]).unwrap();
+    let run = |env: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_forge"));
+        c.current_dir(dir.path())
+            .args(["run", "--port", "0"])
+            .env_remove("FORGE_STATE_URL");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Bounded: the error comes at start; a server that did start is stopped by the guard.
+        let mut guard = Server(child);
+        for _ in 0..300 {
+            if let Ok(Some(_)) = guard.0.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let status = guard.0.try_wait().unwrap().expect("forge run exited");
+        let mut err = String::new();
+        guard
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status, err)
+    };
+    let (status, err) = run(&[]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&db.display().to_string()),
+        "names the file: {err}"
+    );
+    assert!(err.contains("move it aside"), "says the fix: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // An unreachable PostgreSQL: named without its password.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://forge:Sekrit-pw-1@127.0.0.1:{port}/forge");
+    let (status, err) = run(&[("FORGE_STATE_URL", url.as_str())]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(
+        !err.contains("Sekrit-pw-1"),
+        "the password stays out: {err}"
+    );
+    assert!(err.contains("running and reachable"), "{err}");
+}

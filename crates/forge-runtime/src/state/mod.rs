@@ -44,10 +44,12 @@ impl StoreLocation {
     /// The location for a configured URL, or the default `<agent dir>/.forge/state.db`.
     /// `sqlite:PATH` and `sqlite://PATH` name a SQLite file; `postgres://`/`postgresql://` a server.
     pub fn from_config(url: Option<&str>, agent_dir: &std::path::Path) -> Result<Self, StateError> {
+        // Absolute, so messages name the file wherever forge was started from.
+        let abs = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
         let Some(url) = url.map(str::trim).filter(|u| !u.is_empty()) else {
-            return Ok(StoreLocation::Sqlite(
-                agent_dir.join(".forge").join("state.db"),
-            ));
+            return Ok(StoreLocation::Sqlite(abs(agent_dir
+                .join(".forge")
+                .join("state.db"))));
         };
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             return Ok(StoreLocation::Postgres(url.to_string()));
@@ -62,7 +64,7 @@ impl StoreLocation {
             } else {
                 agent_dir.join(path)
             };
-            return Ok(StoreLocation::Sqlite(path));
+            return Ok(StoreLocation::Sqlite(abs(path)));
         }
         Err(StateError::BadUrl {
             url: redact_url(url),
