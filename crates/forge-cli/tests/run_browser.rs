@@ -905,6 +905,10 @@ async fn resubscribe(url: &str, task_id: &str) -> Vec<Value> {
             break;
         }
     }
+    if got.is_empty() {
+        // Say what came back instead (an error answer, a refused connection) in the failure.
+        got.push(json!({"raw": String::from_utf8_lossy(&buf)}));
+    }
     got
 }
 

@@ -13,6 +13,7 @@
 //! required on `POST /` (the card and `/healthz` stay public so probes and discovery work);
 //! the token is generated into `.forge/runtime.token` ([`load_or_create_token`]).
 
+pub mod forward;
 pub mod http;
 pub mod tasks;
 pub mod v1;

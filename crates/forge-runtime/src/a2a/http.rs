@@ -341,10 +341,11 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
                 Ok((task_id, done)) => {
                     if blocking {
                         store.wait(done).await;
-                        // The answer goes out once the task's end is in the state store, so a
-                        // crash right after it loses nothing the client was told.
-                        store.flush().await;
                     }
+                    // The answer goes out once the task (its end, for a blocking send) is in the
+                    // state store: a crash right after it loses nothing the client was told, and
+                    // every replica of a fleet knows the task id the client now holds.
+                    store.flush().await;
                     store.get(&task_id, history_length(&params))
                 }
                 Err(e) => Err(e),

@@ -54,8 +54,19 @@ fn run(cmd: &mut Command, what: &str) {
 }
 
 impl PgServer {
-    /// initdb into a temp dir and start the server on a free loopback port.
+    /// initdb into a temp dir and start the server on a free loopback port, with `fsync=off`
+    /// (tests want speed, not durability).
     pub fn start() -> PgServer {
+        Self::start_with(false)
+    }
+
+    /// [`PgServer::start`] with PostgreSQL's default `fsync=on`, for benchmarks that measure what
+    /// a real server costs.
+    pub fn start_durable() -> PgServer {
+        Self::start_with(true)
+    }
+
+    fn start_with(fsync: bool) -> PgServer {
         let bin = pg_bin_dir();
         let dir = tempfile::tempdir().expect("tempdir");
         // initdb refuses to run as root: as root, the server runs as the `postgres` user.
@@ -108,8 +119,9 @@ impl PgServer {
                 .arg(dir.path().join("log"))
                 .args(["-w", "-t", "60", "start", "-o"])
                 .arg(format!(
-                    "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off",
-                    dir.path().display()
+                    "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync={}",
+                    dir.path().display(),
+                    if fsync { "on" } else { "off" }
                 )),
             "pg_ctl start",
         );
