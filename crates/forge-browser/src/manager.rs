@@ -877,6 +877,14 @@ pub fn launch_args(
         // 150 MB that nothing headless ever shows.
         "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,OptimizationHints,Translate,AutofillServerCommunication,InterestFeedContentSuggestions,NetworkTimeServiceQuerying,WebUIOmniboxPopup,WebUIOmniboxAimPopup".into(),
         "--disable-dev-shm-usage".into(),
+        // Two requests Chromium 156 makes at every start even with the flags above: the
+        // reconcilor's accounts.google.com/ListAccounts and an on-demand component update (the
+        // on-device model manifest, which --disable-component-update does not cover). No flag,
+        // feature or profile pref turns either off (docs/browser.md lists what was tried), so
+        // both are pointed at port 1, which Chromium itself refuses (ERR_UNSAFE_PORT): nothing
+        // leaves the browser, not even to the proxy. Test: a_quiet_start_asks_google_for_nothing.
+        "--gaia-url=https://127.0.0.1:1/".into(),
+        "--component-updater=url-source=https://127.0.0.1:1/".into(),
         "--disable-hang-monitor".into(),
         "--disable-prompt-on-repost".into(),
         "--password-store=basic".into(),

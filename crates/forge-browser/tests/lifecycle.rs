@@ -503,3 +503,77 @@ async fn idle_sessions_are_closed_on_a_timer_without_another_call() {
     assert_eq!(m.launch_count(), 1, "the browser itself stays up");
     m.shutdown().await;
 }
+
+/// Every host the proxy was asked for, allowed or not.
+#[derive(Clone, Default)]
+struct SeenHosts(Arc<std::sync::Mutex<Vec<(String, forge_egress::proxy::Outcome)>>>);
+
+impl forge_egress::proxy::EgressObserver for SeenHosts {
+    fn on_decision(&self, d: &forge_egress::proxy::Decision) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((d.host.to_ascii_lowercase(), d.outcome));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_start_asks_google_for_nothing() {
+    if browser_or_skip("quiet start").is_none() {
+        return;
+    }
+    let server = simple_server().await;
+    let policy = Arc::new(
+        forge_egress::policy::EgressPolicy::allowlist([format!(
+            "127.0.0.1:{}",
+            server.addr.port()
+        )
+        .as_str()])
+        .expect("policy"),
+    );
+    let seen = SeenHosts::default();
+    let (addr, _proxy) = forge_egress::proxy::EgressProxy::serve(
+        policy,
+        forge_egress::proxy::ProxyOptions {
+            observer: Some(Arc::new(seen.clone())),
+            ..forge_egress::proxy::ProxyOptions::default()
+        },
+    )
+    .await
+    .expect("proxy");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let m = Arc::new(manager(addr, forge_browser::RefusalLog::new(), tmp.path()));
+    let ctx = ToolContext::new("quiet", tmp.path().join("files"));
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("navigate");
+    // Chromium's start-up requests came within a second of launch and retried after 1 s and
+    // 3.5 s (measured without the flags); keep a page open well past that.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    m.shutdown().await;
+    let seen = seen.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    // The check can see requests: the page's own one went through this proxy.
+    let page_host = format!("127.0.0.1:{}", server.addr.port());
+    assert!(
+        seen.iter()
+            .any(|(h, o)| (h == "127.0.0.1" || *h == page_host)
+                && *o == forge_egress::proxy::Outcome::Allowed),
+        "the proxy never saw the page's request: {seen:?}"
+    );
+    let google: Vec<_> = seen
+        .iter()
+        .filter(|(h, _)| {
+            ["google", "gstatic", "gvt1", "doubleclick", "youtube"]
+                .iter()
+                .any(|g| h.contains(g))
+        })
+        .collect();
+    assert!(google.is_empty(), "Chromium asked Google hosts: {google:?}");
+    // Nothing but the page itself was asked for at all.
+    assert!(
+        seen.iter()
+            .all(|(h, _)| h == "127.0.0.1" || *h == page_host),
+        "other requests: {seen:?}"
+    );
+}
