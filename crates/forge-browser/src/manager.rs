@@ -921,6 +921,9 @@ pub fn launch_args(
         // omnibox popup's WebUI pages (two `browser_ui` targets) in a renderer of their own, about
         // 150 MB that nothing headless ever shows.
         "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,OptimizationHints,Translate,AutofillServerCommunication,InterestFeedContentSuggestions,NetworkTimeServiceQuerying,WebUIOmniboxPopup,WebUIOmniboxAimPopup".into(),
+        // What would go to /dev/shm goes to /tmp; Chromium 156 uses memfd anyway, and a 64 MiB
+        // /dev/shm does not crash it, so images and pods need no larger one (docs/benchmarks.md,
+        // "Chromium and /dev/shm").
         "--disable-dev-shm-usage".into(),
         // Two requests Chromium 156 makes at every start even with the flags above: the
         // reconcilor's accounts.google.com/ListAccounts and an on-demand component update (the
