@@ -129,6 +129,8 @@ def shm_used():
 
 def main():
     binary, mode, shots = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    # A timeout's SIGTERM runs the cleanup below (kill Chromium's process group, remove the dir).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     root = tempfile.mkdtemp(prefix="forge-shm-probe-")
     page = os.path.join(root, "heavy.html")
     with open(page, "w") as f:
