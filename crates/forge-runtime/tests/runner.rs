@@ -632,6 +632,20 @@ async fn a_browser_crash_between_calls_is_in_the_audit_log_and_said_once() {
     assert_eq!(crashes[0]["sessions"], json!(["task-1"]));
     assert_eq!(crashes[0]["relaunching"], json!(true));
     assert!(crashes[0]["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    // Two Chromium starts and a page each time, and the log of this quiet agent has no refused
+    // request (Chromium's own start-up requests to Google are stopped in the browser), while the
+    // proxy's decisions do reach it (the page's requests were allowed and audited).
+    let blocked: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "egress_blocked")
+        .collect();
+    assert!(blocked.is_empty(), "{blocked:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "egress_allowed" && e["via"] == "proxy"),
+        "{events:?}"
+    );
     let text = String::from_utf8(audit.0.lock().unwrap().clone()).unwrap();
     let summary = forge_runtime::audit::verify(std::io::Cursor::new(text)).expect("verifies");
     assert!(
