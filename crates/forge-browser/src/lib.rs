@@ -2,6 +2,8 @@
 //!
 //! - [`BrowserManager`] (`manager.rs`): one Chromium per agent, launched lazily, only through the
 //!   egress proxy; one browser context per session; crash/hang detection; clean shutdown.
+//! - [`CrashObserver`], [`BrowserCrash`] (`crash.rs`): after a crash, each session's next result
+//!   says once that its pages are gone; observers (the audit log) are told of every crash.
 //! - [`BrowserConfig`] (`config.rs`): proxy address, binary, headless, limits and timeouts.
 //! - [`find_browser_binary`] (`binary.rs`): `FORGE_BROWSER_BIN` or a PATH lookup.
 //! - [`BrowserError`], `ActionError` (`error.rs`): why the browser or one action failed.
@@ -24,6 +26,7 @@
 pub mod binary;
 mod clipboard;
 pub mod config;
+pub mod crash;
 pub mod error;
 mod frames;
 pub mod keys;
@@ -36,6 +39,7 @@ pub mod tools;
 
 pub use binary::{find_browser_binary, BrowserNotFound};
 pub use config::BrowserConfig;
+pub use crash::{BrowserCrash, CrashObserver};
 pub use error::BrowserError;
 pub use manager::BrowserManager;
 pub use refusals::RefusalLog;

@@ -32,6 +32,7 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::binary::find_browser_binary;
 use crate::config::BrowserConfig;
+use crate::crash::{BrowserCrash, CrashBook, CrashObserver};
 use crate::error::ActionError;
 use crate::error::BrowserError;
 use crate::refusals::RefusalLog;
@@ -89,6 +90,8 @@ pub struct Running {
     why_dead: Arc<StdMutex<Option<String>>>,
     tasks: StdMutex<Vec<tokio::task::JoinHandle<()>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Keys of the sessions dropped by `kill_and_clean` (for the crash notice, `crash.rs`).
+    lost: StdMutex<Vec<String>>,
     /// When the browser started (for figures) and how long launch took.
     pub(crate) launched_in: Duration,
     /// forge's second CDP connection, for cross-origin iframes' sessions (`frames.rs`), opened
@@ -154,7 +157,10 @@ impl Running {
         // Sessions point back at this value; dropping them breaks the cycle (and aborts their
         // dialog tasks). A session busy in a call keeps its Arc until the call ends.
         if let Ok(mut sessions) = self.sessions.try_lock() {
-            sessions.clear();
+            self.lost
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(sessions.drain().map(|(k, _)| k));
         }
         if let Some(dir) = self
             .profile
@@ -166,6 +172,26 @@ impl Running {
             if dir.close().is_err() {
                 let _ = std::fs::remove_dir_all(&path);
             }
+        }
+    }
+
+    /// What a crash of this browser takes with it (`crash.rs`): the keys of its sessions.
+    async fn crash_record(&self, relaunching: bool) -> BrowserCrash {
+        let mut sessions: Vec<String> = self.sessions.lock().await.keys().cloned().collect();
+        sessions.extend(
+            self.lost
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned(),
+        );
+        sessions.sort();
+        sessions.dedup();
+        BrowserCrash {
+            reason: self.death_reason(),
+            pid: self.pid,
+            sessions,
+            relaunching,
         }
     }
 
@@ -263,6 +289,7 @@ pub struct BrowserManager {
     running: Mutex<Option<Arc<Running>>>,
     refusals: Option<RefusalLog>,
     launches: AtomicU64,
+    crashes: CrashBook,
 }
 
 impl BrowserManager {
@@ -273,7 +300,18 @@ impl BrowserManager {
             running: Mutex::new(None),
             refusals: None,
             launches: AtomicU64::new(0),
+            crashes: CrashBook::default(),
         }
+    }
+
+    /// Tell `observer` about every crash (the runtime's audit log writes `browser_crash`).
+    pub fn with_crash_observer(mut self, observer: Arc<dyn CrashObserver>) -> Self {
+        self.crashes = CrashBook::with_observer(observer);
+        self
+    }
+
+    pub(crate) fn crashes(&self) -> &CrashBook {
+        &self.crashes
     }
 
     /// Give the manager the proxy's log of recent refusals (wire [`RefusalLog`] as the proxy's
@@ -328,9 +366,11 @@ impl BrowserManager {
             if !r.is_dead() {
                 return Ok(r.clone());
             }
-            // Dead: clean up what is left, then relaunch.
+            // Dead: record the crash (each of its sessions' next call says so), clean up what
+            // is left, then relaunch.
             let old = guard.take();
             if let Some(old) = old {
+                self.crashes.record(old.crash_record(true).await);
                 tokio::task::spawn_blocking(move || old.kill_and_clean())
                     .await
                     .ok();
@@ -434,6 +474,7 @@ impl BrowserManager {
 
     /// Close the session `key` (its context, tabs, cookies and storage). Unknown keys are a no-op.
     pub async fn close_session(&self, key: &str) {
+        self.crashes.forget(key);
         let running = self.running.lock().await.clone();
         let Some(running) = running else { return };
         let s = running.sessions.lock().await.remove(key);
@@ -460,7 +501,10 @@ impl BrowserManager {
     pub async fn shutdown(&self) {
         let r = self.running.lock().await.take();
         if let Some(r) = r {
-            if !r.is_dead() {
+            if r.is_dead() {
+                // Crashed and never replaced: audited, with no notices (no call will follow).
+                self.crashes.record(r.crash_record(false).await);
+            } else {
                 let _ = tokio::time::timeout(
                     Duration::from_secs(2),
                     r.browser.execute(
@@ -721,6 +765,7 @@ impl BrowserManager {
             why_dead,
             tasks: StdMutex::new(tasks),
             sessions: Mutex::new(HashMap::new()),
+            lost: StdMutex::new(Vec::new()),
             launched_in: started.elapsed(),
             frame_link: tokio::sync::OnceCell::new(),
             clipboard: Mutex::new(()),
@@ -876,7 +921,18 @@ pub fn launch_args(
         // omnibox popup's WebUI pages (two `browser_ui` targets) in a renderer of their own, about
         // 150 MB that nothing headless ever shows.
         "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,OptimizationHints,Translate,AutofillServerCommunication,InterestFeedContentSuggestions,NetworkTimeServiceQuerying,WebUIOmniboxPopup,WebUIOmniboxAimPopup".into(),
+        // What would go to /dev/shm goes to /tmp; Chromium 156 uses memfd anyway, and a 64 MiB
+        // /dev/shm does not crash it, so images and pods need no larger one (docs/benchmarks.md,
+        // "Chromium and /dev/shm").
         "--disable-dev-shm-usage".into(),
+        // Two requests Chromium 156 makes at every start even with the flags above: the
+        // reconcilor's accounts.google.com/ListAccounts and an on-demand component update (the
+        // on-device model manifest, which --disable-component-update does not cover). No flag,
+        // feature or profile pref turns either off (docs/browser.md lists what was tried), so
+        // both are pointed at port 1, which Chromium itself refuses (ERR_UNSAFE_PORT): nothing
+        // leaves the browser, not even to the proxy. Test: a_quiet_start_asks_google_for_nothing.
+        "--gaia-url=https://127.0.0.1:1/".into(),
+        "--component-updater=url-source=https://127.0.0.1:1/".into(),
         "--disable-hang-monitor".into(),
         "--disable-prompt-on-repost".into(),
         "--password-store=basic".into(),

@@ -503,3 +503,182 @@ async fn idle_sessions_are_closed_on_a_timer_without_another_call() {
     assert_eq!(m.launch_count(), 1, "the browser itself stays up");
     m.shutdown().await;
 }
+
+/// Every host the proxy was asked for, allowed or not.
+#[derive(Clone, Default)]
+struct SeenHosts(Arc<std::sync::Mutex<Vec<(String, forge_egress::proxy::Outcome)>>>);
+
+impl forge_egress::proxy::EgressObserver for SeenHosts {
+    fn on_decision(&self, d: &forge_egress::proxy::Decision) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((d.host.to_ascii_lowercase(), d.outcome));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_start_asks_google_for_nothing() {
+    if browser_or_skip("quiet start").is_none() {
+        return;
+    }
+    let server = simple_server().await;
+    let policy = Arc::new(
+        forge_egress::policy::EgressPolicy::allowlist([format!(
+            "127.0.0.1:{}",
+            server.addr.port()
+        )
+        .as_str()])
+        .expect("policy"),
+    );
+    let seen = SeenHosts::default();
+    let (addr, _proxy) = forge_egress::proxy::EgressProxy::serve(
+        policy,
+        forge_egress::proxy::ProxyOptions {
+            observer: Some(Arc::new(seen.clone())),
+            ..forge_egress::proxy::ProxyOptions::default()
+        },
+    )
+    .await
+    .expect("proxy");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let m = Arc::new(manager(addr, forge_browser::RefusalLog::new(), tmp.path()));
+    let ctx = ToolContext::new("quiet", tmp.path().join("files"));
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("navigate");
+    // Chromium's start-up requests came within a second of launch and retried after 1 s and
+    // 3.5 s (measured without the flags); keep a page open well past that.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    m.shutdown().await;
+    let seen = seen.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    // The check can see requests: the page's own one went through this proxy.
+    let page_host = format!("127.0.0.1:{}", server.addr.port());
+    assert!(
+        seen.iter()
+            .any(|(h, o)| (h == "127.0.0.1" || *h == page_host)
+                && *o == forge_egress::proxy::Outcome::Allowed),
+        "the proxy never saw the page's request: {seen:?}"
+    );
+    let google: Vec<_> = seen
+        .iter()
+        .filter(|(h, _)| {
+            ["google", "gstatic", "gvt1", "doubleclick", "youtube"]
+                .iter()
+                .any(|g| h.contains(g))
+        })
+        .collect();
+    assert!(google.is_empty(), "Chromium asked Google hosts: {google:?}");
+    // Nothing but the page itself was asked for at all.
+    assert!(
+        seen.iter()
+            .all(|(h, _)| h == "127.0.0.1" || *h == page_host),
+        "other requests: {seen:?}"
+    );
+}
+
+/// The crashes a manager reported.
+#[derive(Default)]
+struct Crashes(std::sync::Mutex<Vec<forge_browser::BrowserCrash>>);
+
+impl forge_browser::CrashObserver for Crashes {
+    fn on_crash(&self, crash: &forge_browser::BrowserCrash) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(crash.clone());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_calls_is_said_once_and_audited() {
+    if browser_or_skip("crash notice").is_none() {
+        return;
+    }
+    let server = simple_server().await;
+    let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let crashes = Arc::new(Crashes::default());
+    let m = Arc::new(manager(addr, log, tmp.path()).with_crash_observer(crashes.clone()));
+    let a = ToolContext::new("task-a", tmp.path().join("files"));
+    let b = ToolContext::new("task-b", tmp.path().join("files"));
+    let nav = tool(&m, "browser_navigate");
+    let state = tool(&m, "browser_state");
+    for ctx in [&a, &b] {
+        let out = nav
+            .execute(ctx, json!({"url": server.url("/")}))
+            .await
+            .expect("navigate");
+        assert!(!out.text.contains("notice:"), "{}", out.text);
+    }
+    let pid = m.browser_pid().await.expect("running");
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    // Between two calls: wait (bounded) until the manager has seen the death.
+    let mut noticed = false;
+    for _ in 0..200 {
+        if m.browser_pid().await.is_none() {
+            noticed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(noticed, "the manager never saw Chromium die");
+    assert!(crashes.0.lock().expect("crashes").is_empty(), "not yet");
+
+    // Session a's next call relaunches and says so, in the text and in the data.
+    let out = state.execute(&a, json!({})).await.expect("relaunched");
+    assert_eq!(m.launch_count(), 2);
+    let (text, data) = (out.text.clone(), out.data.clone().unwrap_or_default());
+    assert!(
+        text.starts_with("notice: the browser restarted after a crash")
+            && text.contains("this session's pages, tabs and cookies are gone"),
+        "{text}"
+    );
+    assert!(
+        data["notice"]
+            .as_str()
+            .is_some_and(|n| n.contains("restarted after a crash")),
+        "{data}"
+    );
+    // It observes the fresh browser's blank tab, not the old page.
+    assert!(!text.contains("button \"Hello\""), "{text}");
+    // Once: the next call of the same session says nothing about it.
+    let again = state.execute(&a, json!({})).await.expect("state");
+    assert!(!again.text.contains("notice:"), "{}", again.text);
+    assert!(
+        again.data.unwrap_or_default().get("notice").is_none(),
+        "no notice in the data either"
+    );
+
+    // Session b, whose first call after the crash fails (its ref died with the old page), gets
+    // the notice in the error, once.
+    let click = tool(&m, "browser_click");
+    let err = click
+        .execute(&b, json!({"ref": "e1"}))
+        .await
+        .expect_err("e1 is gone with the old page");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("notice: the browser restarted after a crash"),
+        "{msg}"
+    );
+    let out = state.execute(&b, json!({})).await.expect("state");
+    assert!(!out.text.contains("notice:"), "{}", out.text);
+
+    // The observer (the audit log in forge-runtime) heard of it once, with both sessions.
+    let seen = crashes.0.lock().expect("crashes").clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].pid, pid);
+    assert_eq!(
+        seen[0].sessions,
+        vec!["task-a".to_string(), "task-b".into()]
+    );
+    assert!(seen[0].relaunching);
+    assert!(!seen[0].reason.is_empty());
+    // An intentional shutdown is no crash.
+    m.shutdown().await;
+    assert_eq!(crashes.0.lock().expect("crashes").len(), 1);
+}

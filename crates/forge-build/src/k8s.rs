@@ -6,8 +6,9 @@
 //! Choices a platform team will look for: the image is the tag this build produces; the pod runs
 //! as uid 10001 with a read-only root filesystem, no capabilities, no privilege escalation,
 //! seccomp RuntimeDefault and no service-account token; writable paths are emptyDirs (`/tmp`,
-//! `$HOME`, forge's state dir with the files dir in it) and, for browser agents, a
-//! memory-backed `/dev/shm`; secrets come from a Secret; liveness hits `/healthz`, readiness
+//! `$HOME`, forge's state dir with the files dir in it); no memory-backed `/dev/shm` for browser
+//! agents (Chromium runs with `--disable-dev-shm-usage` and uses memfd and `/tmp`, measured in
+//! docs/benchmarks.md); secrets come from a Secret; liveness hits `/healthz`, readiness
 //! `/readyz` (false while draining or at the browser session cap); a pod being replaced gets the
 //! task time cap plus 30 s to finish its tasks (`terminationGracePeriodSeconds`).
 
@@ -102,13 +103,11 @@ fn probe(path: &str, initial: i64, period: i64) -> Value {
     ])
 }
 
-fn empty_dir(name: &str, size: &str, memory: bool) -> Value {
-    let dir = if memory {
-        map([("medium", s("Memory")), ("sizeLimit", s(size))])
-    } else {
-        map([("sizeLimit", s(size))])
-    };
-    map([("name", s(name)), ("emptyDir", dir)])
+fn empty_dir(name: &str, size: &str) -> Value {
+    map([
+        ("name", s(name)),
+        ("emptyDir", map([("sizeLimit", s(size))])),
+    ])
 }
 
 fn mount(name: &str, path: &str) -> Value {
@@ -239,20 +238,19 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
             ("limits", map([("cpu", s("1")), ("memory", s("512Mi"))])),
         ])
     };
-    let mut mounts = vec![
+    // No /dev/shm volume, for browser agents either: Chromium runs with --disable-dev-shm-usage
+    // and a 64 MiB /dev/shm does not crash it (scripts/measure-dev-shm.sh, docs/benchmarks.md),
+    // while a memory-backed one would count against the pod's memory limit.
+    let mounts = vec![
         mount("tmp", "/tmp"),
         mount("home", "/home/forge"),
         mount("forge-state", "/app/.forge"),
     ];
-    let mut volumes = vec![
-        empty_dir("tmp", if browser { "1Gi" } else { "256Mi" }, false),
-        empty_dir("home", "256Mi", false),
-        empty_dir("forge-state", "1Gi", false),
+    let volumes = vec![
+        empty_dir("tmp", if browser { "1Gi" } else { "256Mi" }),
+        empty_dir("home", "256Mi"),
+        empty_dir("forge-state", "1Gi"),
     ];
-    if browser {
-        mounts.push(mount("dshm", "/dev/shm"));
-        volumes.push(empty_dir("dshm", "512Mi", true));
-    }
     let mut container = Mapping::new();
     container.insert(s("name"), s("agent"));
     container.insert(s("image"), s(image));

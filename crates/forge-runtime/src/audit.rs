@@ -60,6 +60,9 @@ pub mod events {
     pub const BROWSER_SESSION_OPEN: &str = "browser_session_open";
     /// A task's browser session was closed.
     pub const BROWSER_SESSION_CLOSE: &str = "browser_session_close";
+    /// Chromium died without being asked to (killed, out of memory, hung and killed): the
+    /// reason, its pid, the sessions whose pages went with it, whether it is being relaunched.
+    pub const BROWSER_CRASH: &str = "browser_crash";
     /// A task stopped because the server shut down before it finished (`reason`).
     pub const TASK_INTERRUPTED: &str = "task_interrupted";
 }
@@ -217,6 +220,22 @@ impl AuditLog {
             tracing::error!("cannot write audit event {event}: {e}");
         }
         inner.prev_hash = hash;
+    }
+}
+
+/// The browser's crash hook: each crash becomes a `browser_crash` event.
+impl forge_browser::CrashObserver for AuditLog {
+    fn on_crash(&self, crash: &forge_browser::BrowserCrash) {
+        self.emit(
+            None,
+            events::BROWSER_CRASH,
+            serde_json::json!({
+                "reason": crash.reason,
+                "pid": crash.pid,
+                "sessions": crash.sessions,
+                "relaunching": crash.relaunching,
+            }),
+        );
     }
 }
 

@@ -391,6 +391,7 @@ impl Runner {
             opts.events = Some(Arc::new(AuditToolEvents(a.clone())));
             opts.deps.proxy.observer = Some(Arc::new(AuditEgressObserver::proxy(a.clone())));
             opts.deps.client.observer = Some(Arc::new(AuditEgressObserver::client(a.clone())));
+            opts.deps.browser_crash = Some(Arc::new(a.clone()));
         }
         let tools = Arc::new(assemble(agent, opts.clone()).await?);
         let info = agent_info(agent);

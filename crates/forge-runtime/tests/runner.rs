@@ -554,6 +554,110 @@ async fn the_browser_agent_browses_in_sessions_and_shutdown_stops_chromium_and_t
     );
 }
 
+/// Chromium killed between two calls: the next call of the session says so once, and the audit
+/// log (the runner's crash observer) has a `browser_crash` event in its verified chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_crash_between_calls_is_in_the_audit_log_and_said_once() {
+    if forge_browser::find_browser_binary().is_err() {
+        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("FORGE_REQUIRE_BROWSER=1 but no Chromium is installed");
+        }
+        eprintln!("SKIPPED a_browser_crash_between_calls_is_in_the_audit_log_and_said_once: no Chromium installed");
+        return;
+    }
+    let (site, _hits) = serve("<html><head><title>Crash site</title></head><body>x</body></html>");
+    let (_d, agent) = agent_copy("tools-browser");
+    let audit = Buf::default();
+    let runner = Runner::start(
+        &agent,
+        RunnerOptions {
+            allow: vec![format!("127.0.0.1:{site}")],
+            audit: AuditTarget::Log(AuditLog::to_writer(Box::new(audit.clone()))),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let browser = runner.assembled().browser().unwrap().manager().clone();
+    let tools = runner.tools();
+    let call = |name: &'static str, input: Value| {
+        let tools = tools.clone();
+        async move {
+            tools
+                .call("task-1", name, input, CancellationToken::new(), None)
+                .await
+        }
+    };
+    call(
+        "browser_navigate",
+        json!({"url": format!("http://127.0.0.1:{site}/")}),
+    )
+    .await
+    .unwrap();
+    let pid = browser.browser_pid().await.expect("Chromium runs");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success(), "kill -KILL {pid}");
+    let mut noticed = false;
+    for _ in 0..200 {
+        if browser.browser_pid().await.is_none() {
+            noticed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(noticed, "the manager never saw Chromium die");
+    let out = call("browser_state", json!({})).await.unwrap();
+    assert!(
+        out.text.contains("the browser restarted after a crash"),
+        "{}",
+        out.text
+    );
+    let again = call("browser_state", json!({})).await.unwrap();
+    assert!(
+        !again.text.contains("restarted after a crash"),
+        "{}",
+        again.text
+    );
+    runner.shutdown().await;
+    let events = audit.events();
+    let crashes: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "browser_crash")
+        .collect();
+    assert_eq!(crashes.len(), 1, "{events:?}");
+    assert_eq!(crashes[0]["pid"], json!(pid));
+    assert_eq!(crashes[0]["sessions"], json!(["task-1"]));
+    assert_eq!(crashes[0]["relaunching"], json!(true));
+    assert!(crashes[0]["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    // Two Chromium starts and a page each time, and the log of this quiet agent has no refused
+    // request (Chromium's own start-up requests to Google are stopped in the browser), while the
+    // proxy's decisions do reach it (the page's requests were allowed and audited).
+    let blocked: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "egress_blocked")
+        .collect();
+    assert!(blocked.is_empty(), "{blocked:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "egress_allowed" && e["via"] == "proxy"),
+        "{events:?}"
+    );
+    let text = String::from_utf8(audit.0.lock().unwrap().clone()).unwrap();
+    let summary = forge_runtime::audit::verify(std::io::Cursor::new(text)).expect("verifies");
+    assert!(
+        summary
+            .counts
+            .iter()
+            .any(|(name, n)| name == "browser_crash" && *n == 1),
+        "{:?}",
+        summary.counts
+    );
+}
+
 #[test]
 fn a_policy_error_names_the_file_that_holds_the_value() {
     let (d, agent) = agent_from(

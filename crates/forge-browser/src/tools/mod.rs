@@ -174,11 +174,49 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
             };
             self.manager.guard(&running, limit, run).await
         };
-        tokio::select! {
+        let r = tokio::select! {
             r = work => r.map_err(ToolError::from),
-            _ = ctx.cancel.cancelled() => Err(ToolError::Cancelled),
+            _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
+        };
+        // After a crash, the first result of each of the dead browser's sessions says so
+        // (`crash.rs`).
+        let Some(notice) = self.manager.crashes().take(session_key) else {
+            return r;
+        };
+        let (r, carried) = with_crash_notice(r, &notice);
+        if !carried {
+            self.manager.crashes().put_back(session_key, notice);
         }
+        r
     }
+}
+
+/// `r` with the crash `notice` first in its text (and in its data as `notice`), and whether it
+/// could carry it (a timeout has no message to put it in).
+fn with_crash_notice(
+    r: Result<ToolOutput, ToolError>,
+    notice: &str,
+) -> (Result<ToolOutput, ToolError>, bool) {
+    let says = |m: String| format!("notice: {notice}\n{m}");
+    let r = match r {
+        Ok(mut out) => {
+            out.text = says(out.text);
+            out.data = Some(match out.data.take() {
+                Some(Value::Object(mut m)) => {
+                    m.insert("notice".into(), json!(notice));
+                    Value::Object(m)
+                }
+                None => json!({ "notice": notice }),
+                Some(other) => json!({ "notice": notice, "value": other }),
+            });
+            Ok(out)
+        }
+        Err(ToolError::Failed(m)) => Err(ToolError::Failed(says(m))),
+        Err(ToolError::InvalidInput(m)) => Err(ToolError::InvalidInput(says(m))),
+        Err(ToolError::Blocked(m)) => Err(ToolError::Blocked(says(m))),
+        other => return (other, false),
+    };
+    (r, true)
 }
 
 /// What an action works with: the session (its state locked), the call's context and time
@@ -593,6 +631,28 @@ pub(crate) async fn settle_frames(page: &Page) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crash_notice_goes_first_in_results_and_messages_but_not_in_a_timeout() {
+        let out = ToolOutput {
+            text: "navigated".into(),
+            data: Some(json!({"tab": "t1"})),
+        };
+        let (r, carried) = with_crash_notice(Ok(out), "N");
+        let out = r.expect("still ok");
+        assert!(carried);
+        assert_eq!(out.text, "notice: N\nnavigated");
+        assert_eq!(out.data, Some(json!({"tab": "t1", "notice": "N"})));
+        let (r, carried) = with_crash_notice(Err(ToolError::Failed("stale ref e1".into())), "N");
+        assert!(carried);
+        assert_eq!(
+            r.expect_err("still an error").to_string(),
+            "notice: N\nstale ref e1"
+        );
+        let (r, carried) = with_crash_notice(Err(ToolError::Timeout(Duration::from_secs(1))), "N");
+        assert!(!carried, "kept for the next call");
+        assert!(matches!(r, Err(ToolError::Timeout(_))));
+    }
 
     #[test]
     fn schemas_are_objects_and_names_unique() {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use forge_browser::{
     browser_tools, find_browser_binary, BrowserConfig, BrowserManager, BrowserToolOptions,
-    RefusalLog,
+    CrashObserver, RefusalLog,
 };
 use forge_egress::client::{ClientOptions, EgressClient};
 use forge_egress::policy::PolicyError;
@@ -26,6 +26,8 @@ pub struct DepOptions {
     pub client: ClientOptions,
     /// Options of the egress proxy (resolver, observer, limits).
     pub proxy: ProxyOptions,
+    /// Told about every Chromium crash (the runner sets its audit log).
+    pub browser_crash: Option<Arc<dyn CrashObserver>>,
 }
 
 /// The egress settings for `agent` (none: deny-all): forge.yaml `egress`, every active skill's
@@ -243,6 +245,7 @@ impl BrowserParts {
         binary: PathBuf,
         egress: &EgressParts,
         refusals: RefusalLog,
+        crash: Option<Arc<dyn CrashObserver>>,
     ) -> Result<Self, AssembleError> {
         let proxy = egress.proxy_addr().ok_or_else(|| AssembleError::Browser {
             skills: view.skills.join(", "),
@@ -250,7 +253,11 @@ impl BrowserParts {
         })?;
         let mut config = BrowserConfig::with_proxy(proxy);
         config.binary = Some(binary.clone());
-        let manager = Arc::new(BrowserManager::new(config).with_refusals(refusals));
+        let mut manager = BrowserManager::new(config).with_refusals(refusals);
+        if let Some(observer) = crash {
+            manager = manager.with_crash_observer(observer);
+        }
+        let manager = Arc::new(manager);
         let tools = browser_tools(
             manager.clone(),
             BrowserToolOptions {
