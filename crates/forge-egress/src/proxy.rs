@@ -898,10 +898,12 @@ async fn handle_http(
     } else {
         format!("{}:{port}", host.authority_form())
     };
-    // Invariant: the host is a normalised name or IP literal, both valid header values.
-    if let Ok(v) = HeaderValue::from_str(&host_header) {
-        parts.headers.insert(HOST, v);
-    }
+    // The client's Host never passes: it is replaced by the URI authority (a normalised name or IP
+    // literal is always a valid header value; were it not, the request would go without Host).
+    match HeaderValue::from_str(&host_header) {
+        Ok(v) => parts.headers.insert(HOST, v),
+        Err(_) => parts.headers.remove(HOST),
+    };
     let path = match parts.uri.path_and_query() {
         Some(p) => p.clone(),
         None => http::uri::PathAndQuery::from_static("/"),
