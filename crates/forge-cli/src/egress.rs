@@ -15,7 +15,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use forge_egress::client::parse_url;
 use forge_egress::connect::{ConnectLimits, Connector, TcpDialer};
-use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, Outcome, ProxyOptions};
+use forge_egress::proxy::{
+    Decision, EgressObserver, EgressProxy, Outcome, ProxyLimits, ProxyOptions,
+};
 use forge_egress::resolve::{Resolver, StaticResolver, SystemResolver};
 use forge_egress::{EgressError, EgressPolicy};
 use forge_runtime::assemble::{egress_policy, EgressPolicyError};
@@ -86,6 +88,8 @@ struct Built {
     policy: Arc<EgressPolicy>,
     resolver: Arc<dyn Resolver>,
     config: Option<PathBuf>,
+    /// forge.yaml `egress.max_tunnels` (the default without a forge.yaml).
+    max_tunnels: usize,
 }
 
 fn build(args: &PolicyArgs) -> Result<Built, ExitCode> {
@@ -109,10 +113,16 @@ fn build(args: &PolicyArgs) -> Result<Built, ExitCode> {
             ExitCode::from(1)
         })?;
     }
+    let max_tunnels = agent
+        .as_ref()
+        .map_or(ProxyLimits::default().max_tunnels, |a| {
+            a.config.egress.max_tunnels as usize
+        });
     Ok(Built {
         policy: Arc::new(policy),
         resolver: Arc::new(resolver),
         config,
+        max_tunnels,
     })
 }
 
@@ -277,6 +287,10 @@ async fn serve(args: ServeArgs) -> ExitCode {
         observer: Some(Arc::new(StderrLog)),
         resolver: built.resolver.clone(),
         listen_port: args.listen_port,
+        limits: ProxyLimits {
+            max_tunnels: built.max_tunnels,
+            ..ProxyLimits::default()
+        },
         ..Default::default()
     };
     let (addr, handle) = match EgressProxy::serve(built.policy.clone(), opts).await {

@@ -306,3 +306,64 @@ fn bad_private_cidr_in_forge_yaml_points_at_file_line_and_fix() {
         ))
         .stderr(predicate::str::contains("write 10.20.0.0/16"));
 }
+
+#[test]
+fn serve_caps_tunnels_at_forge_yaml_max_tunnels_with_a_prompt_429() {
+    // A loopback listener for the tunnel to reach; the open tunnel just sits on it.
+    let target = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = target.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        format!(
+            "agent_id: egress-test\nversion: 0.1.0\negress:\n  mode: allowlist\n  allowed_domains: [\"127.0.0.1:{port}\"]\n  max_tunnels: 1\n"
+        ),
+    )
+    .unwrap();
+    let mut child = Command::cargo_bin("forge")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["egress", "serve"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("proxy listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    let connect = || -> (String, TcpStream) {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        // Bounded by the read timeout and the size.
+        while !head.ends_with(b"\r\n\r\n") && head.len() < 65536 {
+            match s.read(&mut b) {
+                Ok(1) => head.push(b[0]),
+                _ => break,
+            }
+        }
+        (String::from_utf8_lossy(&head).into_owned(), s)
+    };
+    let (first, _open) = connect();
+    let (second, _) = connect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(second.starts_with("HTTP/1.1 429"), "{second}");
+    assert!(
+        second.to_ascii_lowercase().contains("retry-after: 1"),
+        "{second}"
+    );
+}

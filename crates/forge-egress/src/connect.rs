@@ -129,6 +129,16 @@ impl Connector {
             .policy
             .check_host(host, port, kind)
             .map_err(|r| (EgressError::Blocked(r), Vec::new()))?;
+        self.resolve_allowed(allowed).await
+    }
+
+    /// One lookup of an already allowed host and validation of every answer (the second half of
+    /// [`Connector::validate`], for a caller that made the policy check itself).
+    pub async fn resolve_allowed(
+        &self,
+        allowed: Allowed,
+    ) -> Result<Validated, (EgressError, Vec<IpAddr>)> {
+        let host = &allowed.host;
         let resolved = match host {
             NormalHost::Ip(ip) => vec![*ip],
             NormalHost::Name(_) if host.is_localhost_name() => vec![

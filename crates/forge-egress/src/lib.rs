@@ -13,6 +13,7 @@
 //!   injectable [`connect::Dialer`].
 //! - `proxy.rs`: [`proxy::EgressProxy`], the loopback HTTP/1.1 forward proxy (absolute-form http and
 //!   CONNECT) with limits and an [`proxy::EgressObserver`] for audit events.
+//! - `pool.rs`: the proxy's keep-alive pool of upstream connections, keyed by policy decision.
 //! - `splice.rs` (Linux): zero-copy relay for CONNECT tunnels.
 //! - `client.rs`: [`client::EgressClient`], the HTTP(S) client for tools and LLM providers: same
 //!   policy and dialer, redirects followed and re-validated by the client, rustls with webpki roots.
@@ -25,6 +26,7 @@ pub mod host;
 pub mod inbound;
 pub mod ip;
 pub mod policy;
+mod pool;
 pub mod proxy;
 pub mod resolve;
 #[cfg(target_os = "linux")]

@@ -251,8 +251,9 @@ impl Kind {
     }
 }
 
-/// A host and port the policy allows (before resolution).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A host and port the policy allows (before resolution). Equal values are the same decision (the
+/// proxy's connection pool keys on it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Allowed {
     pub host: NormalHost,
     pub port: u16,

@@ -38,10 +38,11 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::connect::{ConnectLimits, Connector, Dialer, TcpDialer};
+use crate::connect::{ConnectLimits, Connector, Dialer, TcpDialer, Validated};
 use crate::error::EgressError;
 use crate::host::{normalize_host, split_authority, NormalHost};
 use crate::policy::{EgressPolicy, Kind};
+use crate::pool::{Pool, PoolLimits};
 use crate::resolve::{Resolver, SystemResolver};
 
 /// The response header naming why the proxy refused a request.
@@ -72,6 +73,12 @@ pub struct ProxyLimits {
     pub upstream_response_timeout: Duration,
     /// On shutdown, time in-flight plain HTTP exchanges get to finish before they are dropped.
     pub shutdown_grace: Duration,
+    /// An idle keep-alive upstream connection (plain HTTP) is closed after this long unused.
+    pub pool_idle_timeout: Duration,
+    /// Idle keep-alive upstream connections kept in total (0: no reuse, a connection per request).
+    pub pool_max_idle: usize,
+    /// Idle keep-alive upstream connections kept per policy decision (host, port, rule).
+    pub pool_max_idle_per_host: usize,
 }
 
 impl Default for ProxyLimits {
@@ -88,6 +95,9 @@ impl Default for ProxyLimits {
             connect_timeout: Duration::from_secs(10),
             upstream_response_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(2),
+            pool_idle_timeout: Duration::from_secs(30),
+            pool_max_idle: 64,
+            pool_max_idle_per_host: 8,
         }
     }
 }
@@ -209,6 +219,8 @@ impl Drop for ProxyHandle {
 
 struct Shared {
     connector: Connector,
+    /// Keep-alive upstream connections of the plain-HTTP path (see pool.rs for the rules).
+    pool: Pool<UpstreamSender>,
     limits: ProxyLimits,
     observer: Option<Arc<dyn EgressObserver>>,
     tunnels: Arc<Semaphore>,
@@ -256,12 +268,18 @@ impl EgressProxy {
                     connect_timeout: limits.connect_timeout,
                 },
             },
+            pool: Pool::new(PoolLimits {
+                idle_timeout: limits.pool_idle_timeout,
+                max_idle: limits.pool_max_idle,
+                max_idle_per_decision: limits.pool_max_idle_per_host,
+            }),
             tunnels: Arc::new(Semaphore::new(limits.max_tunnels)),
             limits,
             observer: options.observer,
             cancel: cancel.clone(),
             tracker: tracker.clone(),
         });
+        tokio::spawn(sweep_pool(shared.clone()));
         let accept = tokio::spawn(accept_loop(listener, shared));
         Ok((
             addr,
@@ -272,6 +290,18 @@ impl EgressProxy {
                 accept: Some(accept),
             },
         ))
+    }
+}
+
+/// Close idle upstream connections past their idle time even when no request comes.
+async fn sweep_pool(shared: Arc<Shared>) {
+    let tick = (shared.limits.pool_idle_timeout / 2).max(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = shared.cancel.cancelled() => return,
+            _ = tokio::time::sleep(tick) => {}
+        }
+        shared.pool.sweep(Instant::now());
     }
 }
 
@@ -432,7 +462,7 @@ fn malformed(
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBody> {
     let start = Instant::now();
     let is_connect = req.method() == Method::CONNECT;
-    let target_len = req.uri().to_string().len();
+    let target_len = target_len(req.uri());
     let pending = Pending {
         method: req.method().to_string(),
         host: req
@@ -460,6 +490,13 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBo
     } else {
         handle_http(shared, req, pending).await
     }
+}
+
+/// Length of the request target as sent (`scheme://authority/path?query`), without formatting it.
+fn target_len(uri: &Uri) -> usize {
+    uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path_and_query().map_or(0, |p| p.as_str().len())
 }
 
 /// Parse and normalise the authority of a proxy request.
@@ -615,11 +652,16 @@ async fn tunnel(
             Ok(parts) => {
                 let client = parts.io.into_inner();
                 let mut upstream = upstream;
-                if !parts.read_buf.is_empty() {
+                // `read_buf` may share hyper's whole read buffer even when empty: forward what it
+                // holds and free it before the tunnel idles (that buffer was most of an idle
+                // tunnel's memory).
+                let early = parts.read_buf;
+                if !early.is_empty() {
                     use tokio::io::AsyncWriteExt;
-                    upstream.write_all(&parts.read_buf).await?;
-                    up.fetch_add(parts.read_buf.len() as u64, Ordering::Relaxed);
+                    upstream.write_all(&early).await?;
+                    up.fetch_add(early.len() as u64, Ordering::Relaxed);
                 }
+                drop(early);
                 return crate::splice::relay(&client, &upstream, &up, &down, &last, epoch)
                     .await
                     .map(|()| " (zero-copy splice relay)");
@@ -727,23 +769,26 @@ fn connection_tokens(headers: &HeaderMap) -> Vec<String> {
         .collect()
 }
 
-fn strip_request_headers(headers: &HeaderMap) -> HeaderMap {
+/// Remove what never travels past the proxy from a forwarded request: hop-by-hop headers, those the
+/// Connection header names, client-sent `Proxy-*`, `Forwarded`, `X-Forwarded-*`. `Host` is replaced by
+/// the caller. Allocates nothing when there is nothing to remove.
+fn strip_request_headers(headers: &mut HeaderMap) {
     let named = connection_tokens(headers);
-    let mut out = HeaderMap::with_capacity(headers.len());
-    for (name, value) in headers {
-        let n = name.as_str();
-        if is_hop_by_hop(name)
-            || n == "host"
-            || n == "forwarded"
-            || n.starts_with("proxy-")
-            || n.starts_with("x-forwarded-")
-            || named.iter().any(|t| t == n)
-        {
-            continue;
-        }
-        out.append(name.clone(), value.clone());
+    let remove: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            let n = name.as_str();
+            is_hop_by_hop(name)
+                || n == "forwarded"
+                || n.starts_with("proxy-")
+                || n.starts_with("x-forwarded-")
+                || named.iter().any(|t| t == n)
+        })
+        .cloned()
+        .collect();
+    for n in remove {
+        headers.remove(&n);
     }
-    out
 }
 
 fn strip_response_headers(headers: &mut HeaderMap) {
@@ -758,13 +803,49 @@ fn strip_response_headers(headers: &mut HeaderMap) {
     }
 }
 
+/// The body type forwarded upstream, and the pooled sender of such requests.
+type UpstreamBody = Counted<Incoming>;
+type UpstreamSender = hyper::client::conn::http1::SendRequest<UpstreamBody>;
+
+/// Dial a validated address and start an HTTP/1.1 client connection on it (its task ends when the
+/// sender is dropped, the connection closes, or the proxy stops).
+async fn open_upstream(
+    shared: &Shared,
+    validated: Validated,
+) -> Result<(UpstreamSender, SocketAddr, Validated), (EgressError, Vec<IpAddr>)> {
+    let connected = shared
+        .connector
+        .dial_validated(validated)
+        .await
+        .map_err(|(e, v)| (e, v.resolved))?;
+    let host = &connected.validated.allowed.host;
+    let (sender, conn) =
+        match hyper::client::conn::http1::handshake(TokioIo::new(connected.stream)).await {
+            Ok(x) => x,
+            Err(e) => {
+                let err = EgressError::Http {
+                    host: host.to_string(),
+                    message: e.to_string(),
+                };
+                return Err((err, connected.validated.resolved));
+            }
+        };
+    let cancel = shared.cancel.clone();
+    shared.tracker.spawn(async move {
+        tokio::select! {
+            _ = conn => {}
+            _ = cancel.cancelled() => {}
+        }
+    });
+    Ok((sender, connected.chosen, connected.validated))
+}
+
 async fn handle_http(
     shared: Arc<Shared>,
     req: Request<Incoming>,
     mut pending: Pending,
 ) -> Response<ProxyBody> {
-    let uri = req.uri().clone();
-    match uri.scheme_str() {
+    match req.uri().scheme_str() {
         Some("http") => {}
         None => {
             return malformed(
@@ -776,67 +857,57 @@ async fn handle_http(
             )
         }
         Some(other) => {
-            return malformed(
-                &shared,
-                pending,
-                StatusCode::BAD_REQUEST,
-                format!("scheme {other:?} is not proxied as absolute-form (only http://; use CONNECT for https)"),
-                false,
-            )
+            let why = format!("scheme {other:?} is not proxied as absolute-form (only http://; use CONNECT for https)");
+            return malformed(&shared, pending, StatusCode::BAD_REQUEST, why, false);
         }
     }
-    let (host, port) = match parse_target(&uri, Some(80)) {
+    let (host, port) = match parse_target(req.uri(), Some(80)) {
         Ok(x) => x,
         Err(why) => return malformed(&shared, pending, StatusCode::BAD_REQUEST, why, false),
     };
-    pending.host = host.to_string();
     pending.port = port;
-    let validated = match shared.connector.validate(&host, port, Kind::Http).await {
-        Ok(v) => v,
-        Err((e, resolved)) => return fail(&shared, pending, e, resolved, false),
-    };
-    let connected = match shared.connector.dial_validated(validated).await {
-        Ok(c) => c,
-        Err((e, v)) => return fail(&shared, pending, e, v.resolved, false),
-    };
-    let chosen = connected.chosen;
-    let resolved = connected.validated.resolved.clone();
-    let rule = connected.validated.allowed.rule.clone();
-    let (mut sender, conn) =
-        match hyper::client::conn::http1::handshake(TokioIo::new(connected.stream)).await {
-            Ok(x) => x,
-            Err(e) => {
-                let err = EgressError::Http {
-                    host: host.to_string(),
-                    message: e.to_string(),
-                };
-                return fail(&shared, pending, err, resolved, false);
-            }
-        };
-    let cancel = shared.cancel.clone();
-    shared.tracker.spawn(async move {
-        tokio::select! {
-            _ = conn => {}
-            _ = cancel.cancelled() => {}
+    // The decision first (no lookup): a pooled connection opened under the same decision is reused
+    // without resolving again; its address was validated for this host when it was dialed.
+    let allowed = match shared.connector.policy.check_host(&host, port, Kind::Http) {
+        Ok(a) => a,
+        Err(r) => {
+            pending.host = host.to_string();
+            return fail(&shared, pending, EgressError::Blocked(r), Vec::new(), false);
         }
-    });
+    };
+    pending.host = host.to_string();
+    let pooled = shared.pool.checkout(&allowed, Instant::now());
+    let (mut sender, mut chosen, mut allowed, mut resolved, reused) = match pooled {
+        Some((addr, sender)) => (sender, addr, allowed, vec![addr.ip()], true),
+        None => {
+            let validated = match shared.connector.resolve_allowed(allowed).await {
+                Ok(v) => v,
+                Err((e, resolved)) => return fail(&shared, pending, e, resolved, false),
+            };
+            match open_upstream(&shared, validated).await {
+                Ok((s, addr, v)) => (s, addr, v.allowed, v.resolved, false),
+                Err((e, resolved)) => return fail(&shared, pending, e, resolved, false),
+            }
+        }
+    };
 
-    let (parts, body) = req.into_parts();
-    let mut headers = strip_request_headers(&parts.headers);
+    let (mut parts, body) = req.into_parts();
+    strip_request_headers(&mut parts.headers);
     let host_header = if port == 80 {
         host.authority_form()
     } else {
         format!("{}:{port}", host.authority_form())
     };
-    // Invariant: the host is a normalised name or IP literal, both valid header values.
-    if let Ok(v) = HeaderValue::from_str(&host_header) {
-        headers.insert(HOST, v);
-    }
-    let path = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".into());
+    // The client's Host never passes: it is replaced by the URI authority (a normalised name or IP
+    // literal is always a valid header value; were it not, the request would go without Host).
+    match HeaderValue::from_str(&host_header) {
+        Ok(v) => parts.headers.insert(HOST, v),
+        Err(_) => parts.headers.remove(HOST),
+    };
+    let path = match parts.uri.path_and_query() {
+        Some(p) => p.clone(),
+        None => http::uri::PathAndQuery::from_static("/"),
+    };
     let up_bytes = Arc::new(AtomicU64::new(0));
     let body = Counted {
         inner: body,
@@ -845,25 +916,33 @@ async fn handle_http(
     let mut out = Request::new(body);
     *out.method_mut() = parts.method;
     *out.version_mut() = Version::HTTP_11;
-    *out.headers_mut() = headers;
-    *out.uri_mut() = match path.parse() {
-        Ok(u) => u,
-        Err(_) => {
-            return malformed(
-                &shared,
-                pending,
-                StatusCode::BAD_REQUEST,
-                "invalid path".into(),
-                false,
-            )
-        }
+    *out.uri_mut() = Uri::from(path.clone());
+    *out.headers_mut() = parts.headers;
+    let timeout = shared.limits.upstream_response_timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let sent = match tokio::time::timeout_at(deadline, sender.try_send_request(out)).await {
+        Ok(Err(mut e)) if reused => match e.take_message() {
+            // The pooled connection closed before the request was written (the upstream's
+            // keep-alive ended): the request goes out once more on a fresh, validated connection.
+            Some(out) => {
+                let validated = match shared.connector.resolve_allowed(allowed).await {
+                    Ok(v) => v,
+                    Err((e, resolved)) => return fail(&shared, pending, e, resolved, false),
+                };
+                match open_upstream(&shared, validated).await {
+                    Ok((s, addr, v)) => {
+                        (sender, chosen, allowed, resolved) = (s, addr, v.allowed, v.resolved);
+                    }
+                    Err((e, resolved)) => return fail(&shared, pending, e, resolved, false),
+                }
+                tokio::time::timeout_at(deadline, sender.send_request(out)).await
+            }
+            None => Ok(Err(e.into_error())),
+        },
+        Ok(r) => Ok(r.map_err(|e| e.into_error())),
+        Err(elapsed) => Err(elapsed),
     };
-    let resp = match tokio::time::timeout(
-        shared.limits.upstream_response_timeout,
-        sender.send_request(out),
-    )
-    .await
-    {
+    let resp = match sent {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             let err = EgressError::Http {
@@ -875,7 +954,7 @@ async fn handle_http(
         Err(_) => {
             let err = EgressError::Timeout {
                 url: format!("http://{host_header}{path}"),
-                after: shared.limits.upstream_response_timeout,
+                after: timeout,
             };
             return fail(&shared, pending, err, resolved, false);
         }
@@ -884,15 +963,27 @@ async fn handle_http(
     strip_response_headers(&mut rparts.headers);
     let status = rparts.status;
     let s = shared.clone();
-    let finish = Box::new(move |down: u64| {
-        let mut d = pending.finish(Outcome::Allowed, rule, status, resolved, Some(chosen));
+    let finish = Box::new(move |down: u64, clean: bool| {
+        let mut d = pending.finish(
+            Outcome::Allowed,
+            allowed.rule.clone(),
+            status,
+            resolved,
+            Some(chosen),
+        );
         d.bytes_up = up_bytes.load(Ordering::Relaxed);
         d.bytes_down = down;
         s.report(d);
+        // Only a connection whose response was read to its end, without error, carries another
+        // request; the pool checks at checkout that hyper agrees it is ready.
+        if clean {
+            s.pool.checkin(allowed, chosen, sender, Instant::now());
+        }
     });
     let body = Observed {
         inner: rbody,
         bytes: 0,
+        clean: false,
         finish: Some(finish),
     };
     Response::from_parts(rparts, body.boxed())
@@ -931,12 +1022,15 @@ where
     }
 }
 
-type Finish = Box<dyn FnOnce(u64) + Send + Sync>;
+/// Called once with the bytes passed and whether the body was read to its end without error.
+type Finish = Box<dyn FnOnce(u64, bool) + Send + Sync>;
 
 /// A response body that reports the decision (with byte count) when it ends or is dropped.
-struct Observed<B> {
+struct Observed<B: Body> {
     inner: B,
     bytes: u64,
+    /// The upstream body was read to its end without error.
+    clean: bool,
     finish: Option<Finish>,
 }
 
@@ -958,11 +1052,11 @@ where
                     self.bytes += d.len() as u64;
                 }
             }
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
-                if let Some(f) = self.finish.take() {
-                    f(self.bytes);
-                }
+            Poll::Ready(None) => {
+                self.clean = true;
+                self.end();
             }
+            Poll::Ready(Some(Err(_))) => self.end(),
             Poll::Pending => {}
         }
         r
@@ -975,10 +1069,21 @@ where
     }
 }
 
-impl<B> Drop for Observed<B> {
-    fn drop(&mut self) {
+impl<B: Body> Observed<B> {
+    fn end(&mut self) {
         if let Some(f) = self.finish.take() {
-            f(self.bytes);
+            f(self.bytes, self.clean);
         }
+    }
+}
+
+impl<B: Body> Drop for Observed<B> {
+    fn drop(&mut self) {
+        // hyper stops polling a body once it reports its end (a Content-Length body after its last
+        // byte, an empty body at once), so a body at its end is complete even without `None`.
+        if self.finish.is_some() && self.inner.is_end_stream() {
+            self.clean = true;
+        }
+        self.end();
     }
 }

@@ -5,11 +5,14 @@
 //! Semantics match the portable relay: each direction runs until EOF, then shuts down the write half
 //! of the other socket (half-close); an error in either direction ends the tunnel. Readiness comes
 //! from tokio (`readable`/`writable` + `try_io`), so the sockets stay in tokio's reactor.
+//!
+//! Memory: a direction's pipe exists only while bytes flow (made on the first readable event, closed
+//! after a second without traffic), so an idle tunnel costs its sockets and its task, no pipes.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -70,7 +73,12 @@ fn shutdown_write(s: &TcpStream) {
     }
 }
 
-/// Relay `from` -> `to` until EOF on `from`; counts bytes and records activity.
+/// A pipe idle for this long is closed (and made again when data comes): an idle tunnel then holds
+/// no pipe, only its two sockets.
+const PIPE_IDLE: Duration = Duration::from_secs(1);
+
+/// Relay `from` -> `to` until EOF on `from`; counts bytes and records activity. The pipe is created
+/// when the first bytes arrive and dropped after [`PIPE_IDLE`] without traffic.
 async fn one_way(
     from: &TcpStream,
     to: &TcpStream,
@@ -78,10 +86,26 @@ async fn one_way(
     last: &AtomicU64,
     epoch: Instant,
 ) -> io::Result<()> {
-    let p = pipe()?;
+    let mut pipe_slot: Option<Pipe> = None;
     loop {
         let n = loop {
-            from.readable().await?;
+            if pipe_slot.is_some() {
+                if tokio::time::timeout(PIPE_IDLE, from.readable())
+                    .await
+                    .is_err()
+                {
+                    // Empty here: every byte spliced in was spliced out before reading again.
+                    pipe_slot = None;
+                    continue;
+                }
+            } else {
+                from.readable().await?;
+            }
+            if pipe_slot.is_none() {
+                pipe_slot = Some(pipe()?);
+            }
+            // Invariant: set just above.
+            let Some(p) = &pipe_slot else { continue };
             match from.try_io(Interest::READABLE, || {
                 splice(from.as_raw_fd(), p.write.as_raw_fd(), PIPE_SIZE)
             }) {
@@ -94,6 +118,10 @@ async fn one_way(
             shutdown_write(to);
             return Ok(());
         }
+        // Invariant: a pipe exists, the splice that returned n > 0 filled it.
+        let Some(p) = &pipe_slot else {
+            return Err(io::Error::other("splice relay lost its pipe"));
+        };
         count.fetch_add(n as u64, Ordering::Relaxed);
         last.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
         let mut left = n;

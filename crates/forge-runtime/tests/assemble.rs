@@ -528,3 +528,85 @@ async fn a_tool_name_that_is_a_path_runs_nothing_outside_the_skill() {
     assert!(r.reason.contains("not a plain file name"), "{}", r.reason);
     tools.shutdown().await;
 }
+
+/// Send `CONNECT authority` to the proxy; returns the response head and, on 200, the open tunnel.
+async fn connect_head(
+    proxy: std::net::SocketAddr,
+    authority: &str,
+) -> (String, tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let step = std::time::Duration::from_secs(10);
+    tokio::time::timeout(step, async {
+        let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
+        s.write_all(
+            format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        // Bounded: a response head is far below 64 KiB.
+        while !head.ends_with(b"\r\n\r\n") && head.len() < 65536 {
+            s.read_exact(&mut b).await.unwrap();
+            head.push(b[0]);
+        }
+        (String::from_utf8_lossy(&head).into_owned(), s)
+    })
+    .await
+    .expect("the proxy answered CONNECT within 10 s")
+}
+
+#[tokio::test]
+async fn forge_yaml_max_tunnels_caps_the_proxy_tunnels_with_a_prompt_429() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A loopback echo server for the tunnels to reach.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let yaml = format!(
+        "agent_id: t\nversion: 0.1.0\ntools:\n  - name: cli_execute\n    config:\n      allowed_binaries: [echo]\negress:\n  mode: allowlist\n  allowed_domains: [\"127.0.0.1:{port}\"]\n  max_tunnels: 2\n"
+    );
+    let (_d, agent) = agent_from(&yaml, &[]);
+    assert_eq!(agent.config.egress.max_tunnels, 2);
+    let tools = assemble(&agent, AssembleOptions::default()).await.unwrap();
+    let proxy = tools
+        .proxy_addr()
+        .expect("cli_execute starts the egress proxy");
+    let target = format!("127.0.0.1:{port}");
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let (head, t) = connect_head(proxy, &target).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        open.push(t);
+    }
+    let (head, _) = connect_head(proxy, &target).await;
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(lower.contains("retry-after: 1"), "{head}");
+    assert!(
+        lower.contains("x-forge-egress-reason: too-many-tunnels"),
+        "{head}"
+    );
+    // The tunnels within the cap still carry bytes.
+    for t in &mut open {
+        t.write_all(b"ping").await.unwrap();
+        let mut back = [0u8; 4];
+        tokio::time::timeout(std::time::Duration::from_secs(10), t.read_exact(&mut back))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&back, b"ping");
+    }
+    tools.shutdown().await;
+}

@@ -123,8 +123,13 @@ impl EgressMode {
     }
 }
 
+/// Default of `egress.max_tunnels`.
+pub const DEFAULT_MAX_TUNNELS: u32 = 256;
+/// Largest `egress.max_tunnels` accepted.
+pub const MAX_TUNNELS_LIMIT: u32 = 16_384;
+
 /// `egress`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EgressConfig {
     #[serde(default)]
     pub mode: EgressMode,
@@ -134,6 +139,26 @@ pub struct EgressConfig {
     pub allow_private_ips: bool,
     #[serde(default)]
     pub allowed_private_cidrs: Vec<String>,
+    /// Concurrent CONNECT tunnels the egress proxy holds open (1 to 16384); past it a new CONNECT
+    /// gets 429 with `Retry-After` at once.
+    #[serde(default = "default_max_tunnels")]
+    pub max_tunnels: u32,
+}
+
+fn default_max_tunnels() -> u32 {
+    DEFAULT_MAX_TUNNELS
+}
+
+impl Default for EgressConfig {
+    fn default() -> Self {
+        EgressConfig {
+            mode: EgressMode::default(),
+            allowed_domains: Vec::new(),
+            allow_private_ips: false,
+            allowed_private_cidrs: Vec::new(),
+            max_tunnels: DEFAULT_MAX_TUNNELS,
+        }
+    }
 }
 
 /// `security`.
@@ -177,6 +202,7 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "allowed_domains",
             "allow_private_ips",
             "allowed_private_cidrs",
+            "max_tunnels",
         ],
     ),
     (&["security"], &["policy_path"]),
@@ -263,6 +289,20 @@ impl ForgeConfig {
             return Err(invalid(mcp_errors));
         }
         cfg.mcp = mcp;
+        if !(1..=MAX_TUNNELS_LIMIT).contains(&cfg.egress.max_tunnels) {
+            return Err(invalid(vec![doc.diag(
+                "forge::config::egress-max-tunnels",
+                format!(
+                    "egress.max_tunnels is {}, outside 1..={MAX_TUNNELS_LIMIT}",
+                    cfg.egress.max_tunnels
+                ),
+                &[Seg::Key("egress"), Seg::Key("max_tunnels")],
+                "out of range",
+                Some(format!(
+                    "use a number from 1 to {MAX_TUNNELS_LIMIT} (concurrent CONNECT tunnels of the egress proxy), or remove it for the default ({DEFAULT_MAX_TUNNELS})"
+                )),
+            )]));
+        }
         let (fleet_errors, fleet_warnings): (Vec<_>, Vec<_>) =
             crate::fleet::check(&doc, &cfg.state, &cfg.deploy)
                 .into_iter()

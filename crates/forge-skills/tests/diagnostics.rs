@@ -131,6 +131,54 @@ fn config_wrong_type() {
 }
 
 #[test]
+fn config_max_tunnels_out_of_range_points_at_the_value() {
+    for (value, col) in [("0", 16), ("16385", 16), ("100000", 16)] {
+        let err = config_error(&format!(
+            "agent_id: a\nversion: 0.1.0\negress:\n  max_tunnels: {value}\n"
+        ));
+        let p = &err.problems()[0];
+        assert_eq!(p.code, "forge::config::egress-max-tunnels", "{value}");
+        assert_eq!((p.line, p.column), (4, col), "{value}");
+        assert!(p.message.contains(value), "{}", p.message);
+        if value == "0" {
+            insta::assert_snapshot!(render(&err));
+        }
+    }
+}
+
+#[test]
+fn config_max_tunnels_not_a_number_points_at_the_value() {
+    for value in ["many", "-1", "1.5", "[1]"] {
+        let err = config_error(&format!(
+            "agent_id: a\nversion: 0.1.0\negress:\n  max_tunnels: {value}\n"
+        ));
+        let p = &err.problems()[0];
+        assert_eq!(p.line, 4, "{value}: {p:?}");
+        assert!(p.message.contains("max_tunnels"), "{value}: {}", p.message);
+    }
+}
+
+#[test]
+fn config_max_tunnels_default_and_bounds() {
+    let parse = |extra: &str| {
+        ForgeConfig::parse(
+            &format!("agent_id: a\nversion: 0.1.0\n{extra}"),
+            Path::new("agent/forge.yaml"),
+        )
+        .unwrap()
+    };
+    assert_eq!(parse("").egress.max_tunnels, 256);
+    assert_eq!(
+        parse("egress:\n  mode: allowlist\n").egress.max_tunnels,
+        256
+    );
+    assert_eq!(parse("egress:\n  max_tunnels: 1\n").egress.max_tunnels, 1);
+    let top = parse("egress:\n  max_tunnels: 16384\n");
+    assert_eq!(top.egress.max_tunnels, 16384);
+    assert!(top.warnings.is_empty(), "{:?}", top.warnings);
+}
+
+#[test]
 fn config_unknown_keys_are_warnings_naming_them() {
     let cfg = ForgeConfig::parse(
         "agent_id: a\nversion: 0.1.0\nentrypoint: main.py\negress:\n  mode: allowlist\n  allowed_domain: [x.com]\n",

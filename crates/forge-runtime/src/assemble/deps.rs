@@ -129,6 +129,8 @@ pub struct EgressParts {
     /// Behind a lock so that [`EgressParts::shutdown`] can stop it through a shared reference
     /// (a task still finishing must not keep the proxy listening after shutdown).
     proxy: Mutex<Option<ProxyHandle>>,
+    /// forge.yaml `egress.max_tunnels`: the proxy's concurrent CONNECT tunnel cap.
+    max_tunnels: usize,
 }
 
 impl EgressParts {
@@ -143,6 +145,7 @@ impl EgressParts {
             policy,
             client,
             proxy: Mutex::new(None),
+            max_tunnels: agent.config.egress.max_tunnels as usize,
         })
     }
 
@@ -157,6 +160,7 @@ impl EgressParts {
             return Ok(());
         }
         let mut options = opts.deps.proxy.clone();
+        options.limits.max_tunnels = self.max_tunnels;
         let observers: Vec<Arc<dyn EgressObserver>> =
             options.observer.take().into_iter().chain(extra).collect();
         options.observer = match observers.len() {
