@@ -37,6 +37,6 @@ pub mod tools;
 pub use binary::{find_browser_binary, BrowserNotFound};
 pub use config::BrowserConfig;
 pub use error::BrowserError;
-pub use manager::BrowserManager;
+pub use manager::{BrowserManager, CloseReason, SessionClosedHook, SessionOptions};
 pub use refusals::RefusalLog;
 pub use tools::{browser_tools, BrowserToolOptions};

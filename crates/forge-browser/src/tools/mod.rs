@@ -32,6 +32,7 @@ use crate::pointer;
 
 mod back;
 mod click;
+mod close;
 mod drag;
 mod extract;
 mod fill;
@@ -91,6 +92,9 @@ pub fn browser_tools(
         tool(select_text::SelectText, m, o),
         tool(scroll::Scroll, m, o),
         tool(upload::Upload, m, o),
+        Arc::new(close::Close {
+            manager: manager.clone(),
+        }),
     ]
 }
 
