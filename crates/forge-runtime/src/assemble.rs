@@ -43,8 +43,8 @@ use serde_json::Value;
 use crate::guardrails::{GuardrailError, Guardrails};
 
 pub use deps::{
-    egress_policy, egress_settings, mcp_egress_entry, BrowserParts, DepOptions, EgressParts,
-    EgressPolicyError,
+    browser_config, egress_policy, egress_settings, mcp_egress_entry, BrowserParts, DepOptions,
+    EgressParts, EgressPolicyError,
 };
 pub use runner::{
     CallEvent, CallProgress, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner,
@@ -421,7 +421,13 @@ pub async fn assemble(
                     skills: view.skills.join(", "),
                     message: "no browser binary was resolved".into(),
                 })?;
-            let parts = BrowserParts::build(view, binary, &egress, refusals.clone())?;
+            let parts = BrowserParts::build(
+                view,
+                &agent.config.browser,
+                binary,
+                &egress,
+                refusals.clone(),
+            )?;
             let how = format!(
                 "; Chromium {} through the egress proxy{}",
                 parts.binary().display(),

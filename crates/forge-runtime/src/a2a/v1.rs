@@ -116,6 +116,9 @@ fn part_to_v1(p: &Value) -> Value {
             let mut m = Map::new();
             if let Some(u) = f.get("uri") {
                 m.insert("url".into(), u.clone());
+            } else if let Some(b) = f.get("bytes") {
+                // ProtoJSON writes `bytes` fields as base64, as 0.3 does.
+                m.insert("raw".into(), b.clone());
             }
             if let Some(t) = f.get("mimeType") {
                 m.insert("mediaType".into(), t.clone());

@@ -14,7 +14,7 @@ use forge_egress::client::{ClientOptions, EgressClient};
 use forge_egress::policy::PolicyError;
 use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, ProxyHandle, ProxyOptions};
 use forge_egress::{EgressMode, EgressPolicy, EgressSettings};
-use forge_skills::{expand_domains, Agent, BrowserView};
+use forge_skills::{expand_domains, Agent, BrowserSettings, BrowserView};
 use forge_tools::Tool;
 
 use super::{AssembleError, AssembleOptions};
@@ -220,6 +220,41 @@ impl EgressObserver for Fanout {
     }
 }
 
+/// The browser's configuration: forge's defaults, then forge.yaml `browser:` (`settings`), then
+/// the environment (`FORGE_BROWSER_BIN`, `FORGE_BROWSER_HEADLESS`), which still wins.
+pub fn browser_config(
+    proxy: SocketAddr,
+    settings: &BrowserSettings,
+    env: impl Fn(&str) -> Option<String>,
+) -> BrowserConfig {
+    let mut c = BrowserConfig {
+        proxy: Some(proxy),
+        ..BrowserConfig::default()
+    };
+    if let Some(n) = settings.max_sessions {
+        c.max_sessions = n;
+    }
+    if let Some(d) = settings.idle_timeout {
+        c.idle_timeout = d;
+    }
+    if let Some(d) = settings.navigation_timeout {
+        c.navigation_timeout = d;
+        // A skill's timeout_hint is capped at max_timeout; never below the configured limits.
+        c.max_timeout = c.max_timeout.max(d);
+    }
+    if let Some(d) = settings.action_timeout {
+        c.action_timeout = d;
+        c.max_timeout = c.max_timeout.max(d);
+    }
+    if let Some(v) = settings.viewport {
+        c.viewport = v;
+    }
+    if let Some(h) = settings.headless {
+        c.headless = h;
+    }
+    c.apply_env_from(env)
+}
+
 /// The browser manager and its tools.
 pub struct BrowserParts {
     binary: PathBuf,
@@ -237,9 +272,11 @@ impl BrowserParts {
         })
     }
 
-    /// Build the manager on the running proxy (Chromium itself starts lazily on the first call).
+    /// Build the manager on the running proxy (Chromium itself starts lazily on the first call),
+    /// with forge.yaml `browser:` applied ([`browser_config`]).
     pub(super) fn build(
         view: &BrowserView,
+        settings: &BrowserSettings,
         binary: PathBuf,
         egress: &EgressParts,
         refusals: RefusalLog,
@@ -248,7 +285,7 @@ impl BrowserParts {
             skills: view.skills.join(", "),
             message: "the egress proxy is not running; the browser never runs unproxied".into(),
         })?;
-        let mut config = BrowserConfig::with_proxy(proxy);
+        let mut config = browser_config(proxy, settings, |k| std::env::var(k).ok());
         config.binary = Some(binary.clone());
         let manager = Arc::new(BrowserManager::new(config).with_refusals(refusals));
         let tools = browser_tools(
