@@ -302,7 +302,7 @@ async fn a_conversation_keeps_its_browser_until_closed_or_idle_and_its_screensho
         .filter(|e| e["event"] == "browser_session_close" && e["session"] == ctx.as_str())
         .map(|e| e["reason"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(closes, vec!["closed", "idle"], "{closes:?}");
+    assert_eq!(closes, vec!["close_browser", "idle"], "{closes:?}");
 
     // 6. The screenshot: an absolute http URI on the address the client used, served with the
     //    token (PNG, nosniff, the same bytes as the inline part), refused without it.

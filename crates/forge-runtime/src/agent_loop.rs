@@ -371,11 +371,21 @@ impl AgentLoop {
             .await;
         let cancelled = matches!(result, Err(LoopError::Cancelled));
         if browser_used.load(std::sync::atomic::Ordering::SeqCst) && (!browser.keep || cancelled) {
-            // The close is audited (browser_session_close, with its reason) by the manager's
-            // closed-session hook, whoever closes a session.
             if let Some(s) = &self.sessions {
                 s.close_session(&browser.session).await;
             }
+            // Closes on request are audited here, with the task; the idle timer's, shutdown's
+            // and a crash's by the manager's closed-session hook.
+            let reason = match (cancelled, browser.session == task_id) {
+                (true, _) => "canceled",
+                (false, true) => "task_end",
+                (false, false) => "close_browser",
+            };
+            self.audit.emit(
+                Some(task_id),
+                events::BROWSER_SESSION_CLOSE,
+                json!({"session": browser.session, "reason": reason}),
+            );
         }
         let (status, extra) = match &result {
             Ok(o) => (

@@ -168,8 +168,8 @@ pub struct AssembledSessions {
 }
 
 impl AssembledSessions {
-    /// The browser side of `tools`, auditing to `audit`: every browser session that ends
-    /// (closed, idle, shutdown, crash) is audited as `browser_session_close` with its reason.
+    /// The browser side of `tools`, auditing to `audit`: a browser session that ends on its own
+    /// (idle, shutdown, crash) is audited as `browser_session_close` with its reason.
     pub fn new(tools: Arc<AssembledTools>, audit: AuditLog) -> Self {
         if let Some(b) = tools.browser() {
             b.manager()
@@ -183,18 +183,22 @@ impl AssembledSessions {
     }
 }
 
-/// A closed-session hook writing `browser_session_close {session, reason}`, then calling `then`
-/// (the A2A server clears its record of which replica holds the conversation's browser).
+/// A closed-session hook writing `browser_session_close {session, reason}` for the sessions that
+/// end on their own (`idle`, `shutdown`, `crashed`; a close on request is audited by whoever asked:
+/// the task, or the `browser_close` tool call), then calling `then` for every close (the A2A
+/// server clears its record of which replica holds the conversation's browser).
 pub fn audit_session_close(
     audit: AuditLog,
     then: Option<forge_browser::SessionClosedHook>,
 ) -> forge_browser::SessionClosedHook {
     Arc::new(move |key: &str, why: forge_browser::CloseReason| {
-        audit.emit(
-            None,
-            events::BROWSER_SESSION_CLOSE,
-            json!({"session": key, "reason": why.as_str()}),
-        );
+        if why != forge_browser::CloseReason::Closed {
+            audit.emit(
+                None,
+                events::BROWSER_SESSION_CLOSE,
+                json!({"session": key, "reason": why.as_str()}),
+            );
+        }
         if let Some(t) = &then {
             t(key, why);
         }
