@@ -10,6 +10,8 @@
 //!   context's browser is open, and `/readyz` says so; it is ready again once it is closed;
 //! - an idle context's browser is closed by the timer (`browser.idle_timeout: 3s`), before any
 //!   further message arrives;
+//! - the state store records which replica holds the context's live browser while it is open, and
+//!   not once it is closed (by close_browser or the idle timer);
 //! - the first task's screenshot downloads from its FilePart URI with the token (PNG, the same
 //!   bytes as the inline part), is refused without it, and `..`, an encoded `/` and a listing are
 //!   refused.
@@ -222,12 +224,14 @@ async fn a_conversation_keeps_its_browser_until_closed_or_idle_and_its_screensho
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/run_sessions_client.py");
     let out = tokio::task::spawn_blocking({
         let (url, audit) = (url.clone(), audit.clone());
+        let db = dir.path().join(".forge/state.db");
         move || {
             Command::new("python3")
                 .arg(&script)
                 .arg(&url)
                 .arg(token)
                 .arg(&audit)
+                .arg(&db)
                 .output()
                 .unwrap()
         }
@@ -303,6 +307,13 @@ async fn a_conversation_keeps_its_browser_until_closed_or_idle_and_its_screensho
         .map(|e| e["reason"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(closes, vec!["close_browser", "idle"], "{closes:?}");
+
+    // The store says which replica holds the live browser (a replica id), and nothing once closed.
+    let replica = seen["replica_after_first"].as_str().unwrap_or("");
+    assert!(replica.len() >= 32 && replica != "no row", "{seen}");
+    assert_eq!(seen["replica_after_second"], Value::Null, "{seen}");
+    assert_eq!(seen["replica_after_third"], replica, "{seen}");
+    assert_eq!(seen["replica_after_idle"], Value::Null, "{seen}");
 
     // 6. The screenshot: an absolute http URI on the address the client used, served with the
     //    token (PNG, nosniff, the same bytes as the inline part), refused without it.

@@ -2,7 +2,10 @@
 official A2A Python SDK (a2a-sdk) through one conversation whose browser continues, and print what
 it saw as one JSON object.
 
-Usage: python3 run_sessions_client.py URL TOKEN AUDIT_FILE
+Usage: python3 run_sessions_client.py URL TOKEN AUDIT_FILE STATE_DB
+
+After each step it also reads, from the SQLite state store, which replica the store says holds the
+context's live browser (`forge_contexts.browser_replica`).
 
 Steps (every message is the same prompt; the scripted model observes the page, visits the site,
 takes a screenshot and reports both observations):
@@ -20,6 +23,7 @@ Used by crates/forge-cli/tests/run_sessions.rs.
 import asyncio
 import base64
 import json
+import sqlite3
 import sys
 import time
 import uuid
@@ -55,6 +59,15 @@ def answer(task):
     return "\n".join(p.get("text", "") for p in parts)
 
 
+def browser_replica(db, context_id):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        row = con.execute("SELECT browser_replica FROM forge_contexts WHERE id = ?", (context_id,)).fetchone()
+    finally:
+        con.close()
+    return row[0] if row else "no row"
+
+
 def idle_close_seen(audit_file, context_id):
     try:
         with open(audit_file) as f:
@@ -68,7 +81,7 @@ def idle_close_seen(audit_file, context_id):
     return False
 
 
-async def main(url, token, audit_file):
+async def main(url, token, audit_file, db):
     auth = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(timeout=60, headers=auth) as h:
         card = await A2ACardResolver(h, url).get_agent_card()
@@ -78,18 +91,26 @@ async def main(url, token, audit_file):
         ctx = first["contextId"]
         out["first"] = {"task": first, "answer": answer(first)}
         out["ready_after_first"] = (await h.get(url + "readyz")).status_code
+        out["replica_after_first"] = browser_replica(db, ctx)
         other = await send(client)
         out["other"] = {"context": other["contextId"], "answer": answer(other)}
         second = await send(client, context_id=ctx, close_browser=True)
         out["second"] = {"context": second["contextId"], "answer": answer(second)}
         out["ready_after_second"] = (await h.get(url + "readyz")).status_code
+        out["replica_after_second"] = browser_replica(db, ctx)
         third = await send(client, context_id=ctx)
         out["third"] = {"context": third["contextId"], "answer": answer(third)}
+        out["replica_after_third"] = browser_replica(db, ctx)
         # Wait (at most 20 s) for the idle timer to close the context's browser on its own.
         deadline = time.monotonic() + 20
         while not idle_close_seen(audit_file, ctx) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         out["idle_closed_before_fourth"] = idle_close_seen(audit_file, ctx)
+        # The idle close clears the record through the store's writer: give it (at most) 5 s.
+        deadline = time.monotonic() + 5
+        while browser_replica(db, ctx) is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        out["replica_after_idle"] = browser_replica(db, ctx)
         fourth = await send(client, context_id=ctx)
         out["fourth"] = {"context": fourth["contextId"], "answer": answer(fourth)}
 
@@ -118,4 +139,4 @@ async def main(url, token, audit_file):
 
 
 if __name__ == "__main__":
-    asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2], sys.argv[3]), 240))
+    asyncio.run(asyncio.wait_for(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]), 240))
