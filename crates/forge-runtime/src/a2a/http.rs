@@ -578,3 +578,33 @@ fn sse(id: Value, rx: tokio::sync::mpsc::UnboundedReceiver<Value>, v1: bool) -> 
     );
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+    use crate::a2a::tasks::is_servable_name;
+
+    #[test]
+    fn artifact_names_that_could_leave_the_task_are_not_servable() {
+        for ok in ["shot-1.png", "report final.pdf", "ä.txt"] {
+            assert!(is_servable_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "..",
+            "a/b.png",
+            "a\\b.png",
+            "x..y",
+            "nul\0.png",
+            &"a".repeat(256),
+        ] {
+            assert!(!is_servable_name(bad), "{bad:?}");
+        }
+        assert_eq!(percent_decode("a%20b.png").as_deref(), Some("a b.png"));
+        assert_eq!(percent_decode("..%2f..%2fx").as_deref(), Some("../../x"));
+        assert_eq!(percent_decode("%2e%2e").as_deref(), Some(".."));
+        for broken in ["%", "%2", "%zz", "%ff", "%é1"] {
+            assert_eq!(percent_decode(broken), None, "{broken}");
+        }
+    }
+}

@@ -292,4 +292,15 @@ mod tests {
         assert_eq!(method_v03("CancelTask"), Some("tasks/cancel"));
         assert_eq!(method_v03("message/send"), None);
     }
+
+    #[test]
+    fn an_inline_file_part_becomes_raw_bytes() {
+        let p = part_to_v1(
+            &json!({"kind": "file", "file": {"bytes": "iVBORw==", "mimeType": "image/png", "name": "s.png"}}),
+        );
+        assert_eq!(
+            p,
+            json!({"raw": "iVBORw==", "mediaType": "image/png", "filename": "s.png"})
+        );
+    }
 }

@@ -324,3 +324,52 @@ impl BrowserParts {
         self.manager.shutdown().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn forge_yaml_browser_settings_apply_and_the_environment_still_wins() {
+        let proxy: SocketAddr = "127.0.0.1:3128".parse().expect("addr");
+        let settings = BrowserSettings {
+            max_sessions: Some(3),
+            idle_timeout: Some(Duration::from_secs(90)),
+            navigation_timeout: Some(Duration::from_secs(300)),
+            viewport: Some((1024, 768)),
+            headless: Some(true),
+            ..Default::default()
+        };
+        let env = |k: &str| match k {
+            "FORGE_BROWSER_HEADLESS" => Some("false".to_string()),
+            "FORGE_BROWSER_BIN" => Some("/opt/chromium/chrome".to_string()),
+            _ => None,
+        };
+        let c = browser_config(proxy, &settings, env);
+        assert_eq!(c.proxy, Some(proxy));
+        assert_eq!(c.max_sessions, 3);
+        assert_eq!(c.idle_timeout, Duration::from_secs(90));
+        assert_eq!(c.navigation_timeout, Duration::from_secs(300));
+        assert_eq!(c.max_timeout, Duration::from_secs(300), "the cap follows");
+        assert_eq!(c.action_timeout, BrowserConfig::default().action_timeout);
+        assert_eq!(c.viewport, (1024, 768));
+        assert!(
+            !c.headless,
+            "FORGE_BROWSER_HEADLESS=false wins over headless: true"
+        );
+        assert_eq!(c.binary, Some(PathBuf::from("/opt/chromium/chrome")));
+        let plain = browser_config(proxy, &BrowserSettings::default(), |_| None);
+        let d = BrowserConfig::default();
+        assert_eq!(
+            (
+                plain.max_sessions,
+                plain.idle_timeout,
+                plain.viewport,
+                plain.headless
+            ),
+            (d.max_sessions, d.idle_timeout, d.viewport, d.headless)
+        );
+    }
+}
