@@ -23,11 +23,11 @@ impl Tool for Close {
     }
 
     fn description(&self) -> &str {
-        "Close this conversation's browser: its tabs, cookies and logins end. The next browser call starts fresh."
+        "End this conversation's browser (tabs, cookies, logins); the next browser call starts fresh."
     }
 
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {}, "additionalProperties": false})
+        super::schema(serde_json::Map::new(), &[])
     }
 
     async fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
