@@ -1051,7 +1051,7 @@ async fn with_timeout<T>(
 }
 
 impl Session {
-    fn touch(&self) {
+    pub(crate) fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 

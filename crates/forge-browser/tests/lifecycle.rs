@@ -594,3 +594,43 @@ async fn browser_close_ends_a_session_and_the_hook_hears_every_end_with_its_reas
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_time_counts_from_the_end_of_a_call_not_its_start() {
+    if browser_or_skip("idle after a long call").is_none() {
+        return;
+    }
+    // The page shows "ready" 2.5 s after it loads: navigate waits for it, so the call lasts longer
+    // than the idle timeout (1.5 s).
+    let server = TestServer::start(Arc::new(|_r: &Request| {
+        Response::html(
+            "<!doctype html><title>Slow</title><body><script>setTimeout(() => document.body.append('ready'), 2500)</script></body>",
+        )
+    }))
+    .await;
+    let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cfg = BrowserConfig::with_proxy(addr);
+    cfg.temp_root = Some(tmp.path().to_path_buf());
+    cfg.idle_timeout = Duration::from_millis(1500);
+    let m = Arc::new(BrowserManager::new(cfg).with_refusals(log));
+    let ctx = ToolContext::new("long-call", tmp.path().join("files"));
+    let started = Instant::now();
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/"), "wait_for": "ready"}))
+        .await
+        .expect("navigate");
+    assert!(
+        started.elapsed() > Duration::from_millis(1500),
+        "precondition: the call outlasted the idle timeout ({:?})",
+        started.elapsed()
+    );
+    // The timer checks every 375 ms: after 700 ms it has looked at least once. Counted from the
+    // call's start the session would be idle for more than 1.5 s and closed; from its end, not.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        m.has_session("long-call").await,
+        "the session was closed as idle right after a long call"
+    );
+    m.shutdown().await;
+}

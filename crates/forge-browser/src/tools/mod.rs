@@ -176,7 +176,11 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
                 };
                 self.action.run(&mut cx, &input).await
             };
-            self.manager.guard(&running, limit, run).await
+            let r = self.manager.guard(&running, limit, run).await;
+            // Idle time counts from the end of the last call, not its start: a call longer than
+            // idle_timeout must not leave its session to be closed before the next one.
+            session.touch();
+            r
         };
         tokio::select! {
             r = work => r.map_err(ToolError::from),
