@@ -62,11 +62,17 @@ impl BrowserConfig {
     }
 
     /// Apply `FORGE_BROWSER_BIN` and `FORGE_BROWSER_HEADLESS` from the environment.
-    pub fn apply_env(mut self) -> Self {
-        if let Some(bin) = std::env::var_os("FORGE_BROWSER_BIN").filter(|v| !v.is_empty()) {
+    pub fn apply_env(self) -> Self {
+        self.apply_env_from(|k| std::env::var(k).ok())
+    }
+
+    /// Apply `FORGE_BROWSER_BIN` and `FORGE_BROWSER_HEADLESS` as `env` gives them (they win over
+    /// forge.yaml `browser:`).
+    pub fn apply_env_from(mut self, env: impl Fn(&str) -> Option<String>) -> Self {
+        if let Some(bin) = env("FORGE_BROWSER_BIN").filter(|v| !v.is_empty()) {
             self.binary = Some(PathBuf::from(bin));
         }
-        if let Ok(v) = std::env::var("FORGE_BROWSER_HEADLESS") {
+        if let Some(v) = env("FORGE_BROWSER_HEADLESS") {
             let v = v.trim().to_ascii_lowercase();
             self.headless = !(v == "false" || v == "0" || v == "no" || v == "off");
         }

@@ -27,8 +27,8 @@ pub enum BrowserError {
     /// Chromium died or hung while a call was in flight.
     #[error("Chromium {0}; the call was aborted. The next browser call starts a fresh browser (pages, tabs and cookies of every session are gone; navigate again)")]
     Crashed(String),
-    /// Too many sessions.
-    #[error("{0} browser sessions are already open (the limit); finish another task first or wait for idle sessions to close")]
+    /// Too many live sessions (each conversation keeps its own until it is closed or idle).
+    #[error("{0} browser sessions are already open, the limit (forge.yaml browser.max_sessions); a session is a conversation's browser (A2A contextId) and stays open until browser_close, a message with metadata.forge.close_browser: true, or browser.idle_timeout without use; close one of them or try again later")]
     TooManySessions(usize),
     /// A CDP command failed.
     #[error("browser command failed: {0}")]

@@ -41,6 +41,6 @@ pub use binary::{find_browser_binary, BrowserNotFound};
 pub use config::BrowserConfig;
 pub use crash::{BrowserCrash, CrashObserver};
 pub use error::BrowserError;
-pub use manager::BrowserManager;
+pub use manager::{BrowserManager, CloseReason, SessionClosedHook, SessionOptions};
 pub use refusals::RefusalLog;
 pub use tools::{browser_tools, BrowserToolOptions};

@@ -8,6 +8,10 @@
 //!   the whole group and remove the 0700 throwaway profile dir.
 //! - A session (a task, a conversation) owns one browser context; its tabs, popups included, live
 //!   in that context only.
+//! - A session lives until it is closed ([`BrowserManager::close_session`], the `browser_close`
+//!   tool), idle for `idle_timeout` (a timer closes it, not only the next call), or the browser
+//!   shuts down or crashes; each of these tells the [`SessionClosedHook`] which key closed and
+//!   why. `max_sessions` counts live sessions.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -76,7 +80,59 @@ pub struct Session {
     pub(crate) running: Arc<Running>,
     pub(crate) state: Mutex<SessionState>,
     last_used: StdMutex<Instant>,
+    /// The proxy this session's browser context was created with (every byte of its pages
+    /// leaves through it). Fixed for the session's life.
+    proxy: std::net::SocketAddr,
+    /// The scope the session was created with ([`SessionOptions::scope`]): the scope of the
+    /// first task of its conversation. Fixed for the session's life; a later task may narrow it
+    /// but never widen it (the runtime compares against this value).
+    scope: Option<serde_json::Value>,
 }
+
+/// How a session is created, beyond its key. Only the first call for a key counts: an existing
+/// session keeps what it was created with.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// The proxy this session's browser context uses; `None`: the manager's
+    /// ([`BrowserConfig::proxy`]). Must be a loopback address. A task with its own scope gets
+    /// its own proxy identity (a per-context listener on the narrowed policy) through this.
+    pub proxy: Option<std::net::SocketAddr>,
+    /// The scope of the task that opened the session (allowed hosts, budgets), kept opaque here
+    /// and handed back by [`Session::scope`], so a later task in the same conversation can be
+    /// checked against it (narrow, never widen).
+    pub scope: Option<serde_json::Value>,
+}
+
+/// Why a session ended, as told to the [`SessionClosedHook`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// Closed on request ([`BrowserManager::close_session`]: the `browser_close` tool, a task
+    /// asking for it, a cancelled task).
+    Closed,
+    /// Unused for `idle_timeout`; closed by the timer.
+    Idle,
+    /// The browser was shut down ([`BrowserManager::shutdown`]).
+    Shutdown,
+    /// Chromium died or hung; its sessions are gone.
+    Crashed,
+}
+
+impl CloseReason {
+    /// `closed`, `idle`, `shutdown`, `crashed` (audit logs use these).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::Closed => "closed",
+            CloseReason::Idle => "idle",
+            CloseReason::Shutdown => "shutdown",
+            CloseReason::Crashed => "crashed",
+        }
+    }
+}
+
+/// Told about every session that ends (its key and why), whoever ended it: the runtime audits it
+/// and clears the record of which replica holds the conversation's browser.
+pub type SessionClosedHook = Arc<dyn Fn(&str, CloseReason) + Send + Sync>;
 
 /// A live Chromium: the process group, the CDP connection and the sessions on it.
 pub struct Running {
@@ -290,6 +346,8 @@ pub struct BrowserManager {
     refusals: Option<RefusalLog>,
     launches: AtomicU64,
     crashes: CrashBook,
+    /// Shared with the idle timer, which may outlive a hook change.
+    on_close: Arc<StdMutex<Option<SessionClosedHook>>>,
 }
 
 impl BrowserManager {
@@ -301,6 +359,28 @@ impl BrowserManager {
             refusals: None,
             launches: AtomicU64::new(0),
             crashes: CrashBook::default(),
+            on_close: Arc::new(StdMutex::new(None)),
+        }
+    }
+
+    /// Call `hook` whenever a session ends (closed, idle, shutdown, crash). One hook; a later
+    /// call replaces it.
+    pub fn set_on_session_closed(&self, hook: SessionClosedHook) {
+        *self.on_close.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
+    }
+
+    fn hook(&self) -> Option<SessionClosedHook> {
+        self.on_close
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn tell_closed(&self, keys: &[String], why: CloseReason) {
+        if let Some(h) = self.hook() {
+            for k in keys {
+                h(k, why);
+            }
         }
     }
 
@@ -371,6 +451,8 @@ impl BrowserManager {
             let old = guard.take();
             if let Some(old) = old {
                 self.crashes.record(old.crash_record(true).await);
+                let keys: Vec<String> = old.sessions.lock().await.keys().cloned().collect();
+                self.tell_closed(&keys, CloseReason::Crashed);
                 tokio::task::spawn_blocking(move || old.kill_and_clean())
                     .await
                     .ok();
@@ -383,6 +465,7 @@ impl BrowserManager {
         let weak = Arc::downgrade(&r);
         let idle = self.config.idle_timeout;
         let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+        let hook = self.on_close.clone();
         let reaper = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
@@ -392,7 +475,8 @@ impl BrowserManager {
                 if running.is_dead() {
                     return;
                 }
-                reap_idle_sessions(&running, idle).await;
+                let h = hook.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                reap_idle_sessions(&running, idle, h.as_ref()).await;
             }
         });
         r.tasks
@@ -405,6 +489,21 @@ impl BrowserManager {
 
     /// The session for `key`, created (with a fresh browser context and one blank tab) if needed.
     pub async fn session(&self, key: &str) -> Result<Arc<Session>, BrowserError> {
+        self.session_with(key, &SessionOptions::default()).await
+    }
+
+    /// The session for `key`; when there is none, one is created with `options` (its own proxy,
+    /// its scope). An existing session is returned as it is, with what it was created with.
+    pub async fn session_with(
+        &self,
+        key: &str,
+        options: &SessionOptions,
+    ) -> Result<Arc<Session>, BrowserError> {
+        if let Some(p) = options.proxy {
+            if !p.ip().is_loopback() {
+                return Err(BrowserError::ProxyNotLoopback(p));
+            }
+        }
         let running = self.running().await?;
         self.reap_idle(&running).await;
         let mut sessions = running.sessions.lock().await;
@@ -415,7 +514,10 @@ impl BrowserManager {
         if sessions.len() >= self.config.max_sessions {
             return Err(BrowserError::TooManySessions(self.config.max_sessions));
         }
-        let proxy = self.config.proxy.ok_or(BrowserError::NoProxy)?;
+        let proxy = options
+            .proxy
+            .or(self.config.proxy)
+            .ok_or(BrowserError::NoProxy)?;
         let params = CreateBrowserContextParams::builder()
             .dispose_on_detach(true)
             .proxy_server(format!("http://{proxy}"))
@@ -458,9 +560,20 @@ impl BrowserManager {
             running: running.clone(),
             state: Mutex::new(state),
             last_used: StdMutex::new(Instant::now()),
+            proxy,
+            scope: options.scope.clone(),
         });
         sessions.insert(key.to_string(), s.clone());
         Ok(s)
+    }
+
+    /// Whether a live session `key` exists (nothing is launched or created).
+    pub async fn has_session(&self, key: &str) -> bool {
+        let running = self.running.lock().await.clone();
+        match running {
+            Some(r) if !r.is_dead() => r.sessions.lock().await.contains_key(key),
+            _ => false,
+        }
     }
 
     /// The active tab's page of session `key`, if the session exists (for diagnostics and the
@@ -473,13 +586,19 @@ impl BrowserManager {
     }
 
     /// Close the session `key` (its context, tabs, cookies and storage). Unknown keys are a no-op.
-    pub async fn close_session(&self, key: &str) {
+    /// Returns whether a session was open.
+    pub async fn close_session(&self, key: &str) -> bool {
         self.crashes.forget(key);
         let running = self.running.lock().await.clone();
-        let Some(running) = running else { return };
+        let Some(running) = running else { return false };
         let s = running.sessions.lock().await.remove(key);
-        if let Some(s) = s {
-            s.dispose().await;
+        match s {
+            Some(s) => {
+                s.dispose().await;
+                self.tell_closed(&[key.to_string()], CloseReason::Closed);
+                true
+            }
+            None => false,
         }
     }
 
@@ -493,7 +612,7 @@ impl BrowserManager {
     }
 
     async fn reap_idle(&self, running: &Arc<Running>) {
-        reap_idle_sessions(running, self.config.idle_timeout).await;
+        reap_idle_sessions(running, self.config.idle_timeout, self.hook().as_ref()).await;
     }
 
     /// Stop Chromium: close it, kill its process group, remove the profile dir. Idempotent; the
@@ -501,6 +620,8 @@ impl BrowserManager {
     pub async fn shutdown(&self) {
         let r = self.running.lock().await.take();
         if let Some(r) = r {
+            let keys: Vec<String> = r.sessions.lock().await.keys().cloned().collect();
+            self.tell_closed(&keys, CloseReason::Shutdown);
             if r.is_dead() {
                 // Crashed and never replaced: audited, with no notices (no call will follow).
                 self.crashes.record(r.crash_record(false).await);
@@ -826,7 +947,11 @@ fn launch_err(binary: &std::path::Path, reason: String) -> BrowserError {
 
 /// Close the sessions unused for longer than `idle`. A session with a call in flight (its state
 /// is locked) is left alone, however long the call takes.
-async fn reap_idle_sessions(running: &Arc<Running>, idle: Duration) {
+async fn reap_idle_sessions(
+    running: &Arc<Running>,
+    idle: Duration,
+    hook: Option<&SessionClosedHook>,
+) {
     let idle: Vec<Arc<Session>> = {
         let mut sessions = running.sessions.lock().await;
         let keys: Vec<String> = sessions
@@ -839,6 +964,9 @@ async fn reap_idle_sessions(running: &Arc<Running>, idle: Duration) {
     for s in idle {
         tracing::debug!(session = %s.key, "closing idle browser session");
         s.dispose().await;
+        if let Some(h) = hook {
+            h(&s.key, CloseReason::Idle);
+        }
     }
 }
 
@@ -979,7 +1107,7 @@ async fn with_timeout<T>(
 }
 
 impl Session {
-    fn touch(&self) {
+    pub(crate) fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 
@@ -993,6 +1121,16 @@ impl Session {
     /// The session key.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// The proxy this session's browser context uses.
+    pub fn proxy(&self) -> std::net::SocketAddr {
+        self.proxy
+    }
+
+    /// The scope the session was created with ([`SessionOptions::scope`]), if any.
+    pub fn scope(&self) -> Option<&serde_json::Value> {
+        self.scope.as_ref()
     }
 
     async fn dispose(&self) {

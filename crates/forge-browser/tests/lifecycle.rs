@@ -682,3 +682,134 @@ async fn a_crash_between_calls_is_said_once_and_audited() {
     m.shutdown().await;
     assert_eq!(crashes.0.lock().expect("crashes").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_close_ends_a_session_and_the_hook_hears_every_end_with_its_reason() {
+    use forge_browser::{CloseReason, SessionOptions};
+    if browser_or_skip("session ends").is_none() {
+        return;
+    }
+    let server = simple_server().await;
+    let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cfg = BrowserConfig::with_proxy(addr);
+    cfg.temp_root = Some(tmp.path().to_path_buf());
+    cfg.idle_timeout = Duration::from_millis(600);
+    let m = Arc::new(BrowserManager::new(cfg).with_refusals(log));
+    let heard: Arc<std::sync::Mutex<Vec<(String, CloseReason)>>> = Arc::default();
+    let h = heard.clone();
+    m.set_on_session_closed(Arc::new(move |k: &str, why| {
+        h.lock().expect("hook lock").push((k.to_string(), why))
+    }));
+    let close = tool(&m, "browser_close");
+
+    // browser_close on a session that does not exist opens nothing and says so.
+    let ctx = ToolContext::new("conv-1", tmp.path().join("files"));
+    let out = close.execute(&ctx, json!({})).await.expect("close");
+    assert_eq!(out.data, Some(json!({"closed": false})), "{}", out.text);
+    assert_eq!(m.launch_count(), 0, "closing launched nothing");
+
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/")}))
+        .await
+        .expect("navigate");
+    assert!(m.has_session("conv-1").await);
+    let out = close.execute(&ctx, json!({})).await.expect("close");
+    assert_eq!(out.data, Some(json!({"closed": true})), "{}", out.text);
+    assert!(!m.has_session("conv-1").await);
+    assert_eq!(m.session_count().await, 0);
+
+    // A session keeps the scope and proxy it was created with; a later call cannot change them.
+    let scope = json!({"allowed_hosts": [format!("127.0.0.1:{}", server.addr.port())]});
+    let s = m
+        .session_with(
+            "conv-2",
+            &SessionOptions {
+                proxy: None,
+                scope: Some(scope.clone()),
+            },
+        )
+        .await
+        .expect("session");
+    assert_eq!(s.scope(), Some(&scope));
+    assert_eq!(s.proxy(), addr);
+    let again = m
+        .session_with(
+            "conv-2",
+            &SessionOptions {
+                proxy: None,
+                scope: Some(json!({"allowed_hosts": ["*.example.org"]})),
+            },
+        )
+        .await
+        .expect("same session");
+    assert_eq!(again.scope(), Some(&scope), "the first scope stays");
+    let far = SessionOptions {
+        proxy: Some("10.1.2.3:8080".parse().expect("addr")),
+        scope: None,
+    };
+    assert!(matches!(
+        m.session_with("conv-x", &far).await,
+        Err(BrowserError::ProxyNotLoopback(_))
+    ));
+    drop((s, again));
+
+    // conv-2 is left alone: the timer closes it. Bounded: 50 checks, 5 s.
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if !m.has_session("conv-2").await {
+            break;
+        }
+    }
+    m.session("conv-3").await.expect("session");
+    m.shutdown().await;
+    let heard = heard.lock().expect("hook lock").clone();
+    assert_eq!(
+        heard,
+        vec![
+            ("conv-1".to_string(), CloseReason::Closed),
+            ("conv-2".to_string(), CloseReason::Idle),
+            ("conv-3".to_string(), CloseReason::Shutdown),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_time_counts_from_the_end_of_a_call_not_its_start() {
+    if browser_or_skip("idle after a long call").is_none() {
+        return;
+    }
+    // The page shows "ready" 2.5 s after it loads: navigate waits for it, so the call lasts longer
+    // than the idle timeout (1.5 s).
+    let server = TestServer::start(Arc::new(|_r: &Request| {
+        Response::html(
+            "<!doctype html><title>Slow</title><body><script>setTimeout(() => document.body.append('ready'), 2500)</script></body>",
+        )
+    }))
+    .await;
+    let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut cfg = BrowserConfig::with_proxy(addr);
+    cfg.temp_root = Some(tmp.path().to_path_buf());
+    cfg.idle_timeout = Duration::from_millis(1500);
+    let m = Arc::new(BrowserManager::new(cfg).with_refusals(log));
+    let ctx = ToolContext::new("long-call", tmp.path().join("files"));
+    let started = Instant::now();
+    tool(&m, "browser_navigate")
+        .execute(&ctx, json!({"url": server.url("/"), "wait_for": "ready"}))
+        .await
+        .expect("navigate");
+    assert!(
+        started.elapsed() > Duration::from_millis(1500),
+        "precondition: the call outlasted the idle timeout ({:?})",
+        started.elapsed()
+    );
+    // The timer checks every 375 ms: after 700 ms it has looked at least once. Counted from the
+    // call's start the session would be idle for more than 1.5 s and closed; from its end, not.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        m.has_session("long-call").await,
+        "the session was closed as idle right after a long call"
+    );
+    m.shutdown().await;
+}

@@ -451,8 +451,13 @@ async fn cancelling_an_a2a_task_stops_its_browser_call_and_closes_its_session() 
             .any(|e| e["event"] == name && e["task_id"] == task_id.as_str())
     };
     assert!(mine("browser_session_open"), "session opened");
+    // The session is the conversation's (its contextId); a cancelled task closes it.
+    let context_id = cancelled["result"]["contextId"].as_str().unwrap_or("");
     assert!(
-        mine("browser_session_close"),
+        ev.iter().any(|e| e["event"] == "browser_session_close"
+            && e["task_id"] == task_id.as_str()
+            && e["session"] == context_id
+            && e["reason"] == "canceled"),
         "session closed after the cancel"
     );
     assert!(ev.iter().any(|e| e["event"] == "session_end"

@@ -11,8 +11,12 @@
 //! - Cancellation (the task's [`CancellationToken`]) reaches the model request and every tool in
 //!   flight (through [`ToolContext::cancel`]); the futures are then dropped, which aborts browser
 //!   CDP calls too.
-//! - Each task's browser session (its own browser context, keyed by the task id) is closed when
-//!   the task ends, however it ends ([`SessionCloser`]).
+//! - A task's browser calls go to one browser session (a browser context) named by its
+//!   [`BrowserUse`]: the task's own (keyed by the task id, closed when the task ends: `forge run
+//!   --once`), or its conversation's (the A2A `contextId`, kept open after the task so the next
+//!   message finds the same pages and cookies; it ends on `browser_close`, a message with
+//!   `metadata.forge.close_browser`, the idle timeout, or shutdown). A cancelled task closes its
+//!   session either way: an action cut off half way leaves the page in an unknown state.
 //! - Audit events: `session_start`, `llm_call`, `tool_exec`, `guardrail_check` (prompt/response
 //!   here; tools and egress decisions via the observers in [`assembled`]),
 //!   `browser_session_open/close`, `session_end`. Tool arguments and outputs are never written, only their sizes.
@@ -94,8 +98,13 @@ impl LoopTools for Registry {
 /// browser tool call (to audit a Chromium launch, which happens lazily on first use).
 #[async_trait]
 pub trait SessionCloser: Send + Sync {
-    /// Close the session `key` (a task id); a no-op when it was never opened.
+    /// Close the session `key` (a task id or a conversation's contextId); a no-op when it was
+    /// never opened.
     async fn close_session(&self, key: &str);
+    /// Whether the session `key` is open (a conversation's browser still alive).
+    async fn has_session(&self, _key: &str) -> bool {
+        false
+    }
     /// A browser tool call of task `key` finished.
     async fn after_browser_call(&self, _key: &str) {}
     /// `Some(cap)` when every browser session is taken (a new task that needs the browser would
@@ -190,6 +199,36 @@ pub enum LoopError {
     Guardrail(String),
 }
 
+/// Which browser session a task's browser calls use, and whether it ends with the task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrowserUse {
+    /// The session key: the A2A `contextId` for A2A tasks (the conversation keeps its browser),
+    /// the task id for a task on its own.
+    pub session: String,
+    /// Keep the session open when the task ends (an A2A conversation's browser). A cancelled
+    /// task closes it anyway.
+    pub keep: bool,
+}
+
+impl BrowserUse {
+    /// The task's own session, closed when it ends.
+    pub fn own(task_id: &str) -> Self {
+        Self {
+            session: task_id.to_string(),
+            keep: false,
+        }
+    }
+
+    /// The conversation `context_id`'s session; `keep: false` closes it when this task ends
+    /// (`metadata.forge.close_browser: true`).
+    pub fn conversation(context_id: &str, keep: bool) -> Self {
+        Self {
+            session: context_id.to_string(),
+            keep,
+        }
+    }
+}
+
 /// Everything a task needs; shared by all tasks of a runner.
 pub struct AgentLoop {
     /// The model.
@@ -278,10 +317,33 @@ fn short(s: &str, n: usize) -> String {
 
 impl AgentLoop {
     /// Run one task: `prompt` after `history` (earlier turns of the same conversation).
-    /// `events` receives progress; `cancel` stops the task.
+    /// `events` receives progress; `cancel` stops the task. Its browser session is its own
+    /// (closed at the end); see [`AgentLoop::run_task_in`].
     pub async fn run_task(
         &self,
         task_id: &str,
+        prompt: &str,
+        history: Vec<Message>,
+        cancel: CancellationToken,
+        events: Option<UnboundedSender<LoopEvent>>,
+    ) -> Result<TaskOutcome, LoopError> {
+        self.run_task_in(
+            task_id,
+            &BrowserUse::own(task_id),
+            prompt,
+            history,
+            cancel,
+            events,
+        )
+        .await
+    }
+
+    /// [`AgentLoop::run_task`] with the browser session `browser` (a conversation's, kept open
+    /// after the task unless it says otherwise).
+    pub async fn run_task_in(
+        &self,
+        task_id: &str,
+        browser: &BrowserUse,
         prompt: &str,
         history: Vec<Message>,
         cancel: CancellationToken,
@@ -298,6 +360,7 @@ impl AgentLoop {
         let result = self
             .drive(
                 task_id,
+                &browser.session,
                 prompt,
                 history,
                 &specs,
@@ -306,14 +369,22 @@ impl AgentLoop {
                 &browser_used,
             )
             .await;
-        if browser_used.load(std::sync::atomic::Ordering::SeqCst) {
+        let cancelled = matches!(result, Err(LoopError::Cancelled));
+        if browser_used.load(std::sync::atomic::Ordering::SeqCst) && (!browser.keep || cancelled) {
             if let Some(s) = &self.sessions {
-                s.close_session(task_id).await;
+                s.close_session(&browser.session).await;
             }
+            // Closes on request are audited here, with the task; the idle timer's, shutdown's
+            // and a crash's by the manager's closed-session hook.
+            let reason = match (cancelled, browser.session == task_id) {
+                (true, _) => "canceled",
+                (false, true) => "task_end",
+                (false, false) => "close_browser",
+            };
             self.audit.emit(
                 Some(task_id),
                 events::BROWSER_SESSION_CLOSE,
-                json!({"session": task_id}),
+                json!({"session": browser.session, "reason": reason}),
             );
         }
         let (status, extra) = match &result {
@@ -337,6 +408,7 @@ impl AgentLoop {
     async fn drive(
         &self,
         task_id: &str,
+        session_key: &str,
         prompt: &str,
         history: Vec<Message>,
         specs: &[ToolSpec],
@@ -438,10 +510,10 @@ impl AgentLoop {
                 self.audit.emit(
                     Some(task_id),
                     events::BROWSER_SESSION_OPEN,
-                    json!({"session": task_id}),
+                    json!({"session": session_key}),
                 );
             }
-            let calls_fut = self.run_calls(task_id, &calls, cancel, &send);
+            let calls_fut = self.run_calls(task_id, session_key, &calls, cancel, &send);
             tokio::pin!(calls_fut);
             let results = tokio::select! {
                 r = &mut calls_fut => r,
@@ -492,11 +564,12 @@ impl AgentLoop {
     async fn run_calls(
         &self,
         task_id: &str,
+        session_key: &str,
         calls: &[ToolCall],
         cancel: &CancellationToken,
         send: &(dyn Fn(LoopEvent) + Sync),
     ) -> Vec<CallResult> {
-        let mut ctx = ToolContext::new(task_id, self.files_dir.clone());
+        let mut ctx = ToolContext::new(session_key, self.files_dir.clone());
         ctx.cancel = cancel.child_token();
         ctx.egress = self.egress.clone();
         ctx.timeout = self.config.tool_timeout;

@@ -43,8 +43,8 @@ use serde_json::Value;
 use crate::guardrails::{GuardrailError, Guardrails};
 
 pub use deps::{
-    egress_policy, egress_settings, mcp_egress_entry, BrowserParts, DepOptions, EgressParts,
-    EgressPolicyError,
+    browser_config, egress_policy, egress_settings, mcp_egress_entry, BrowserParts, DepOptions,
+    EgressParts, EgressPolicyError,
 };
 pub use runner::{
     CallEvent, CallProgress, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner,
@@ -423,6 +423,7 @@ pub async fn assemble(
                 })?;
             let parts = BrowserParts::build(
                 view,
+                &agent.config.browser,
                 binary,
                 &egress,
                 refusals.clone(),

@@ -335,6 +335,7 @@ struct AgentInfo {
     description: Option<String>,
     skills: Vec<(String, String, Vec<String>)>,
     state: forge_skills::StateConfig,
+    a2a: forge_skills::A2aSettings,
 }
 
 /// The model side: the resolved model, its client and the loop.
@@ -544,6 +545,30 @@ impl Runner {
             a2a::tasks::new_id(),
             self.agent.state.max_artifact_bytes,
         );
+        // Artifact URIs: FORGE_PUBLIC_URL (what clients outside reach, e.g. an ingress) wins,
+        // else the Host the client used, else the bound address.
+        store.set_artifact_options(a2a::tasks::ArtifactOptions {
+            public_url: (self.env)("FORGE_PUBLIC_URL")
+                .map(|u| u.trim().to_string())
+                .filter(|u| u.starts_with("http://") || u.starts_with("https://")),
+            bound_url: url.clone(),
+            inline_bytes: self.agent.a2a.inline_artifact_bytes,
+        });
+        // A conversation's browser session that ends (closed, idle, shutdown) is audited and
+        // no longer recorded in the store as held by this replica.
+        if let Some(b) = self.tools.browser() {
+            let weak = Arc::downgrade(&store);
+            let clear: forge_browser::SessionClosedHook = Arc::new(move |key: &str, _| {
+                if let Some(s) = weak.upgrade() {
+                    s.browser_closed(key);
+                }
+            });
+            b.manager()
+                .set_on_session_closed(crate::agent_loop::assembled::audit_session_close(
+                    m.agent_loop.audit.clone(),
+                    Some(clear),
+                ));
+        }
         let handle =
             a2a::serve(listener, store.clone(), card, token.clone()).map_err(ServeError::Server)?;
         // Other replicas find this one at FORGE_REPLICA_URL (a pod's own IP in Kubernetes),
@@ -686,6 +711,7 @@ fn agent_info(agent: &Agent) -> AgentInfo {
         dir: agent.dir.clone(),
         description: agent_description(agent),
         state: agent.config.state.clone(),
+        a2a: agent.config.a2a.clone(),
         skills: agent
             .skills
             .iter()

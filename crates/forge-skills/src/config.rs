@@ -1,6 +1,6 @@
 //! forge.yaml: the agent file (`agent_id`, `version`, `model`, `tools`, `skills.path`, `egress`,
 //! `security.policy_path`, `denied_tools`, `mcp.servers` (read in `mcp.rs`), `state` and `deploy`
-//! (checked in `fleet.rs`)). Errors are diagnostics pointing at the YAML; unknown keys are warnings
+//! (checked in `fleet.rs`), `browser` and `a2a` (read in `browser.rs`)). Errors are diagnostics pointing at the YAML; unknown keys are warnings
 //! that name them.
 
 use std::path::{Path, PathBuf};
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use miette::NamedSource;
 use serde::{Deserialize, Serialize};
 
+use crate::browser::{A2aSettings, BrowserSettings};
 use crate::fleet::{DeployConfig, StateConfig};
 use crate::mcp::McpConfig;
 use crate::skill::suggest;
@@ -46,6 +47,13 @@ pub struct ForgeConfig {
     /// How many replicas serve the agent (`deploy`; see `fleet.rs`).
     #[serde(default)]
     pub deploy: DeployConfig,
+    /// The browser's limits, timeouts, viewport and sub-agent model (`browser`; read from the
+    /// marked tree by `browser.rs`, so serde skips it).
+    #[serde(default, skip_deserializing)]
+    pub browser: BrowserSettings,
+    /// How task results go out over A2A (`a2a`; read by `browser.rs`).
+    #[serde(default, skip_deserializing)]
+    pub a2a: A2aSettings,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -185,6 +193,8 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "mcp",
             "state",
             "deploy",
+            "browser",
+            "a2a",
         ],
     ),
     (
@@ -303,6 +313,12 @@ impl ForgeConfig {
                 )),
             )]));
         }
+        let (browser, a2a, browser_errors, browser_warnings) = crate::browser::read(&doc);
+        if !browser_errors.is_empty() {
+            return Err(invalid(browser_errors));
+        }
+        cfg.browser = browser;
+        cfg.a2a = a2a;
         let (fleet_errors, fleet_warnings): (Vec<_>, Vec<_>) =
             crate::fleet::check(&doc, &cfg.state, &cfg.deploy)
                 .into_iter()
@@ -314,6 +330,7 @@ impl ForgeConfig {
         cfg.warnings = unknown_keys(&doc);
         cfg.warnings.extend(mcp_warnings);
         cfg.warnings.extend(fleet_warnings);
+        cfg.warnings.extend(browser_warnings);
         cfg.source = Some(src);
         Ok(cfg)
     }

@@ -4,6 +4,7 @@
 //! - [`Skill`], [`ForgeMeta`] and the rest of the SKILL.md format, [`parse_skill`]: `skill.rs`
 //! - [`ForgeConfig`] (forge.yaml) with [`ForgeConfig::load`]: `config.rs`
 //! - [`McpConfig`], [`McpServer`] (forge.yaml `mcp.servers`), [`parse_duration`]: `mcp.rs`
+//! - [`BrowserSettings`] (forge.yaml `browser`), [`A2aSettings`] (`a2a`): `browser.rs`
 //! - [`discover`] (`skills/*/SKILL.md`, `skills/*.md`, symlink rules): `discovery.rs`
 //! - [`embedded_skills`] (the repo's `skills/` folder compiled in): `embedded.rs`, listed by `build.rs`
 //! - [`Aggregate`], [`BrowserView`], [`CliView`]: `aggregate.rs`
@@ -15,6 +16,7 @@
 
 mod agent;
 mod aggregate;
+mod browser;
 mod config;
 mod discovery;
 mod embedded;
@@ -28,6 +30,10 @@ mod yaml;
 pub use agent::Agent;
 pub use aggregate::{
     expand_domains, Aggregate, BrowserView, CliView, EnvAggregate, OneOfGroup, SHELLS,
+};
+pub use browser::{
+    A2aSettings, BrowserSettings, TaskModel, DEFAULT_INLINE_ARTIFACT_BYTES, MAX_BROWSER_SESSIONS,
+    MAX_INLINE_ARTIFACT_BYTES,
 };
 pub use config::{
     EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,

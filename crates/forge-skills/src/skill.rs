@@ -35,6 +35,7 @@ pub const BROWSER_TOOLS: &[&str] = &[
     "browser_select_text",
     "browser_scroll",
     "browser_upload",
+    "browser_close",
 ];
 
 /// Where a skill came from.

@@ -32,6 +32,7 @@ use crate::pointer;
 
 mod back;
 mod click;
+mod close;
 mod drag;
 mod extract;
 mod fill;
@@ -91,6 +92,9 @@ pub fn browser_tools(
         tool(select_text::SelectText, m, o),
         tool(scroll::Scroll, m, o),
         tool(upload::Upload, m, o),
+        Arc::new(close::Close {
+            manager: manager.clone(),
+        }),
     ]
 }
 
@@ -172,7 +176,11 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
                 };
                 self.action.run(&mut cx, &input).await
             };
-            self.manager.guard(&running, limit, run).await
+            let r = self.manager.guard(&running, limit, run).await;
+            // Idle time counts from the end of the last call, not its start: a call longer than
+            // idle_timeout must not leave its session to be closed before the next one.
+            session.touch();
+            r
         };
         let r = tokio::select! {
             r = work => r.map_err(ToolError::from),

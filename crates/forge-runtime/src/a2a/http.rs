@@ -3,7 +3,8 @@
 //!
 //! Routes: `GET /.well-known/agent-card.json` (and `/.well-known/agent.json`), `GET /healthz`
 //! (liveness: the process answers), `GET /readyz` (readiness: 503 while draining or at the browser
-//! session cap), `POST /` (JSON-RPC). Limits: request bodies up to [`MAX_BODY`] (413 beyond), header read
+//! session cap), `POST /` (JSON-RPC), `GET /artifacts/{task_id}/{name}` (a file a task wrote, with
+//! the same authentication as `POST /`; no listing, plain file names only). Limits: request bodies up to [`MAX_BODY`] (413 beyond), header read
 //! timeout, at most [`MAX_CONNECTIONS`] connections at once.
 
 use std::convert::Infallible;
@@ -23,7 +24,7 @@ use tokio::sync::{mpsc::unbounded_channel, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::tasks::{RpcError, TaskStore};
+use super::tasks::{ArtifactError, RpcError, TaskStore};
 use super::v1;
 
 /// Largest request body accepted.
@@ -147,23 +148,27 @@ fn rpc_error(id: &Value, e: &RpcError) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
 }
 
+/// `http://HOST/` from the request's `Host` header when that is a plain `host[:port]`: the address
+/// the client actually used (a server bound to 0.0.0.0 does not know it otherwise).
+fn request_base_url(headers: &http::HeaderMap) -> Option<String> {
+    let h = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)?;
+    let plain = !h.is_empty()
+        && h.len() <= 255
+        && h.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+    plain.then(|| format!("http://{h}/"))
+}
+
 /// The card with its `url` taken from the request's `Host` header when that is a plain
 /// `host[:port]` (so a server bound to 0.0.0.0 advertises the address clients actually used).
 fn card_for(card: &Value, headers: &http::HeaderMap) -> Value {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim);
-    match host {
-        Some(h)
-            if !h.is_empty()
-                && h.len() <= 255
-                && h.chars().all(|c| {
-                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']')
-                }) =>
-        {
+    match request_base_url(headers) {
+        Some(base) => {
             let mut c = card.clone();
-            let url = json!(format!("http://{h}/"));
+            let url = json!(base);
             if let Some(ifaces) = c
                 .get_mut("supportedInterfaces")
                 .and_then(Value::as_array_mut)
@@ -188,8 +193,131 @@ fn is_json(headers: &http::HeaderMap) -> bool {
         .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
 }
 
+/// The refusal for a request that fails the rule of `POST /`: without a token the Host must name
+/// loopback (no DNS rebinding); with one, the bearer token must match. `None`: allowed.
+fn refuse_unauthorized(shared: &Shared, headers: &http::HeaderMap) -> Option<Response<Body>> {
+    if shared.token.is_none() && !forge_egress::inbound::host_is_loopback(headers) {
+        return Some(json_response(
+            StatusCode::FORBIDDEN,
+            &json!({"error": "this agent serves loopback clients without a token: the Host header must be 127.0.0.1, [::1] or localhost"}),
+        ));
+    }
+    if let Some(expected) = &shared.token {
+        if !forge_egress::inbound::bearer_matches(headers, expected) {
+            let mut r = json_response(
+                StatusCode::UNAUTHORIZED,
+                &json!({"error": "a bearer token is required: send Authorization: Bearer <token> with the token from .forge/runtime.token"}),
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return Some(r);
+        }
+    }
+    None
+}
+
+/// Decode `%XX` escapes of one path segment; `None` for a bad escape or bytes that are not UTF-8.
+fn percent_decode(seg: &str) -> Option<String> {
+    let b = seg.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = seg.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `GET /artifacts/{task_id}/{name}`: the bytes of a file a task wrote. `rest` is the path after
+/// `/artifacts/`. Exactly two segments; no listing; a name that could leave the task's files
+/// (`/`, `\`, `..`, NUL, also when percent-encoded) is refused with 400.
+async fn artifact(shared: &Shared, rest: &str) -> Response<Body> {
+    let not_found = || {
+        full(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: artifacts are served at /artifacts/{task_id}/{file name}; there is no listing\n",
+        )
+    };
+    let mut segs = rest.split('/');
+    let (Some(task), Some(name), None) = (segs.next(), segs.next(), segs.next()) else {
+        // `..` as a segment of its own ends up here too: refuse it by name.
+        if rest.split('/').any(|s| s == ".." || s == ".") {
+            return full(
+                StatusCode::BAD_REQUEST,
+                "text/plain",
+                "refused: an artifact path names one task and one plain file name, never `..`\n",
+            );
+        }
+        return not_found();
+    };
+    if task.is_empty() || name.is_empty() {
+        return not_found();
+    }
+    let (Some(task), Some(name)) = (percent_decode(task), percent_decode(name)) else {
+        return full(
+            StatusCode::BAD_REQUEST,
+            "text/plain",
+            "refused: the artifact path has a bad %-escape\n",
+        );
+    };
+    match shared.store.artifact(&task, &name).await {
+        Ok((mime, bytes)) => {
+            let mut r = full(StatusCode::OK, &mime, bytes);
+            let h = r.headers_mut();
+            // The bytes are the agent's output, possibly from a web page: never sniffed, never
+            // run as a page of this origin, not cached by shared caches.
+            h.insert(
+                header::X_CONTENT_TYPE_OPTIONS,
+                header::HeaderValue::from_static("nosniff"),
+            );
+            h.insert(
+                header::CONTENT_SECURITY_POLICY,
+                header::HeaderValue::from_static("default-src 'none'; sandbox"),
+            );
+            h.insert(
+                header::CACHE_CONTROL,
+                header::HeaderValue::from_static("private, no-store"),
+            );
+            r
+        }
+        Err(ArtifactError::BadName(n)) => full(
+            StatusCode::BAD_REQUEST,
+            "text/plain",
+            format!("refused: {n:?} is not a plain file name (no `/`, `\\`, `..` or NUL)\n"),
+        ),
+        Err(ArtifactError::NotFound) => not_found(),
+        Err(ArtifactError::Unavailable(why)) => full(
+            StatusCode::GONE,
+            "text/plain",
+            format!("the artifact cannot be served: {why}\n"),
+        ),
+    }
+}
+
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
+    if let Some(rest) = path.strip_prefix("/artifacts/") {
+        if req.method() != Method::GET {
+            return full(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain",
+                "method not allowed\n",
+            );
+        }
+        if let Some(refusal) = refuse_unauthorized(&shared, req.headers()) {
+            return refusal;
+        }
+        return artifact(&shared, rest).await;
+    }
     match (req.method(), path.as_str()) {
         (&Method::GET, "/.well-known/agent-card.json" | "/.well-known/agent.json") => {
             json_response(StatusCode::OK, &card_for(&shared.card, req.headers()))
@@ -208,10 +336,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             // type, no CORS preflight) or reach the port under a DNS-rebinding name. So without
             // a token the Host must name loopback, and every POST must be JSON.
             if shared.token.is_none() && !forge_egress::inbound::host_is_loopback(req.headers()) {
-                return json_response(
-                    StatusCode::FORBIDDEN,
-                    &json!({"error": "this agent serves loopback clients without a token: the Host header must be 127.0.0.1, [::1] or localhost"}),
-                );
+                if let Some(refusal) = refuse_unauthorized(&shared, req.headers()) {
+                    return refusal;
+                }
             }
             if !is_json(req.headers()) {
                 return json_response(
@@ -219,19 +346,10 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                     &json!({"error": "send JSON-RPC with Content-Type: application/json"}),
                 );
             }
-            if let Some(expected) = &shared.token {
-                if !forge_egress::inbound::bearer_matches(req.headers(), expected) {
-                    let mut r = json_response(
-                        StatusCode::UNAUTHORIZED,
-                        &json!({"error": "a bearer token is required: send Authorization: Bearer <token> with the token from .forge/runtime.token"}),
-                    );
-                    r.headers_mut().insert(
-                        header::WWW_AUTHENTICATE,
-                        header::HeaderValue::from_static("Bearer"),
-                    );
-                    return r;
-                }
+            if let Some(refusal) = refuse_unauthorized(&shared, req.headers()) {
+                return refusal;
             }
+            let base_url = request_base_url(req.headers());
             let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
                 Ok(b) => b.to_bytes(),
                 Err(_) => {
@@ -241,7 +359,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                     )
                 }
             };
-            rpc(shared, &body).await
+            rpc(shared, &body, base_url).await
         }
         (
             _,
@@ -263,7 +381,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
+async fn rpc(shared: Arc<Shared>, body: &[u8], base_url: Option<String>) -> Response<Body> {
     let null = Value::Null;
     let req: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
@@ -337,7 +455,7 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
                 .and_then(|c| c.get("blocking"))
                 .and_then(Value::as_bool)
                 .unwrap_or(true);
-            match store.start(&msg, None) {
+            match store.start_at(&msg, None, base_url.clone()) {
                 Ok((task_id, done)) => {
                     if blocking {
                         store.wait(done).await;
@@ -357,7 +475,7 @@ async fn rpc(shared: Arc<Shared>, body: &[u8]) -> Response<Body> {
                 store.preload_context(ctx).await;
             }
             let (tx, rx) = unbounded_channel::<Value>();
-            return match store.start(&msg, Some(tx)) {
+            return match store.start_at(&msg, Some(tx), base_url.clone()) {
                 Ok(_) => sse(id, rx, v1_name.is_some()),
                 Err(e) => rpc_error_response(&id, &e),
             };
@@ -460,4 +578,34 @@ fn sse(id: Value, rx: tokio::sync::mpsc::UnboundedReceiver<Value>, v1: bool) -> 
         header::HeaderValue::from_static("no-cache"),
     );
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_decode;
+    use crate::a2a::tasks::is_servable_name;
+
+    #[test]
+    fn artifact_names_that_could_leave_the_task_are_not_servable() {
+        for ok in ["shot-1.png", "report final.pdf", "ä.txt"] {
+            assert!(is_servable_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "..",
+            "a/b.png",
+            "a\\b.png",
+            "x..y",
+            "nul\0.png",
+            &"a".repeat(256),
+        ] {
+            assert!(!is_servable_name(bad), "{bad:?}");
+        }
+        assert_eq!(percent_decode("a%20b.png").as_deref(), Some("a b.png"));
+        assert_eq!(percent_decode("..%2f..%2fx").as_deref(), Some("../../x"));
+        assert_eq!(percent_decode("%2e%2e").as_deref(), Some(".."));
+        for broken in ["%", "%2", "%zz", "%ff", "%é1"] {
+            assert_eq!(percent_decode(broken), None, "{broken}");
+        }
+    }
 }

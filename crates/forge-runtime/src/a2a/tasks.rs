@@ -4,7 +4,12 @@
 //! artifact update events).
 //!
 //! Tasks sharing a `contextId` form a conversation: a new message in a context continues from the
-//! last completed task's conversation. The store keeps the most recent [`MAX_TASKS`] tasks and
+//! last completed task's conversation, in the same browser session (the session key is the
+//! `contextId`; `metadata.forge.close_browser: true` closes it when that task ends).
+//!
+//! Files a task writes are artifacts with an absolute `http(s)` URI served by the server at
+//! `GET /artifacts/{task_id}/{name}` ([`TaskStore::artifact`]), plus the bytes inline (base64) in a
+//! second part when they are at most `a2a.inline_artifact_bytes`. The store keeps the most recent [`MAX_TASKS`] tasks and
 //! [`MAX_CONTEXTS`] contexts; older ones are forgotten (`tasks/get` then says the task is unknown).
 
 use std::collections::{HashMap, VecDeque};
@@ -17,7 +22,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_loop::{AgentLoop, LoopError, LoopEvent};
+use crate::agent_loop::{AgentLoop, BrowserUse, LoopError, LoopEvent};
 use crate::audit::rfc3339_now;
 use crate::providers::Message;
 use crate::state::{now_ms, ContextRecord, StateStore, StoredArtifact, TaskRecord};
@@ -91,6 +96,13 @@ impl State {
 
 struct Entry {
     context_id: String,
+    /// The server's base URL as the client that sent the message reached it (`http://host/`):
+    /// artifact URIs start with it.
+    base_url: String,
+    /// Close the conversation's browser session when this task ends.
+    close_browser: bool,
+    /// The files the task wrote, by name (served at `/artifacts/{task_id}/{name}`).
+    files: Vec<(String, std::path::PathBuf)>,
     state: State,
     status_message: Option<Value>,
     status_time: String,
@@ -121,6 +133,54 @@ pub struct TaskStore {
     interrupted: Mutex<Option<String>>,
     /// The durable store, when the server keeps one (tasks, events, contexts, artifacts).
     durable: Option<Durable>,
+    /// How artifacts are addressed and inlined.
+    artifacts: Mutex<ArtifactOptions>,
+}
+
+/// How a task's files are offered to A2A clients.
+#[derive(Debug, Clone)]
+pub struct ArtifactOptions {
+    /// The base URL artifact URIs start with when no request says better (`FORGE_PUBLIC_URL`
+    /// wins over the request's Host; else the bound address).
+    pub public_url: Option<String>,
+    /// The bound address as a URL (`http://127.0.0.1:8080/`), the last resort.
+    pub bound_url: String,
+    /// Files up to this size also go inline (base64) in the artifact; 0 never.
+    pub inline_bytes: u64,
+}
+
+impl Default for ArtifactOptions {
+    fn default() -> Self {
+        Self {
+            public_url: None,
+            bound_url: "http://127.0.0.1/".into(),
+            inline_bytes: forge_skills::DEFAULT_INLINE_ARTIFACT_BYTES,
+        }
+    }
+}
+
+/// Largest file served from the local files dir at `/artifacts/...` (the state store has its own
+/// per-artifact cap).
+pub const MAX_SERVED_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Why `GET /artifacts/{task_id}/{name}` has nothing to give.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArtifactError {
+    /// The name (or task id) is not a plain file name: `/`, `\`, `..`, NUL, empty, too long.
+    BadName(String),
+    /// No such task, or the task has no such artifact.
+    NotFound,
+    /// The file is there but cannot be served (gone, a symlink, too large, unreadable).
+    Unavailable(String),
+}
+
+/// Whether `name` is a plain file name that can be served: not empty, at most 255 bytes, no `/`,
+/// `\`, `..` or NUL (nothing that could name another directory).
+pub fn is_servable_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.contains(['/', '\\', '\0'])
+        && !name.contains("..")
 }
 
 /// The state store side of a [`TaskStore`]: writes go through one writer task, in order.
@@ -137,6 +197,8 @@ enum Write {
     Event(String, Value),
     Context(ContextRecord),
     Artifact(String, StoredArtifact),
+    /// The browser session of conversation `.0` closed: clear the context's `browser_replica`.
+    BrowserClosed(String),
     /// Answered once every earlier write is done.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -151,6 +213,14 @@ async fn write_all(
             Write::Event(id, ev) => store.append_event(&id, &ev).await.map(|_| ()),
             Write::Context(c) => store.save_context(&c).await,
             Write::Artifact(id, a) => store.save_artifact(&id, &a).await,
+            Write::BrowserClosed(ctx) => match store.context(&ctx).await {
+                Ok(Some(mut c)) if c.browser_replica.is_some() => {
+                    c.browser_replica = None;
+                    store.save_context(&c).await
+                }
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            },
             Write::Flush(done) => {
                 let _ = done.send(());
                 Ok(())
@@ -221,6 +291,74 @@ fn mime_for(path: &Path) -> &'static str {
     }
 }
 
+/// The artifact for file `path` (named `name`) of task `task_id`: a FilePart with the absolute
+/// URI `{base_url}artifacts/{task_id}/{name}`, and a second FilePart with the bytes (base64) when
+/// the file is at most `inline_limit` bytes.
+fn file_artifact(
+    base_url: &str,
+    task_id: &str,
+    name: &str,
+    path: &Path,
+    inline_limit: u64,
+) -> Value {
+    let mime = mime_for(path);
+    let uri = match url::Url::parse(base_url) {
+        Ok(mut u) => {
+            if let Ok(mut segs) = u.path_segments_mut() {
+                segs.pop_if_empty().extend(["artifacts", task_id, name]);
+            }
+            u.to_string()
+        }
+        Err(_) => format!("{base_url}artifacts/{task_id}/{name}"),
+    };
+    let mut parts =
+        vec![json!({"kind": "file", "file": {"uri": uri, "mimeType": mime, "name": name}})];
+    let size = std::fs::symlink_metadata(path).map(|m| m.len()).ok();
+    if inline_limit > 0 && size.is_some_and(|n| n <= inline_limit) {
+        if let Ok(bytes) = read_plain_file(path) {
+            use base64::Engine as _;
+            let b64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            parts.push(
+                json!({"kind": "file", "file": {"bytes": b64, "mimeType": mime, "name": name}}),
+            );
+        }
+    }
+    json!({
+        "artifactId": new_id(),
+        "name": name,
+        "description": format!("file written by the agent ({} bytes)", size.unwrap_or(0)),
+        "parts": parts,
+    })
+}
+
+/// Read a regular file that is not a symlink (opened with `O_NOFOLLOW`), at most
+/// [`MAX_SERVED_FILE_BYTES`].
+fn read_plain_file(path: &Path) -> Result<Vec<u8>, ArtifactError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let gone = |e: std::io::Error| ArtifactError::Unavailable(format!("cannot read it: {e}"));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(gone)?;
+    let meta = f.metadata().map_err(gone)?;
+    if !meta.is_file() {
+        return Err(ArtifactError::Unavailable("not a regular file".into()));
+    }
+    if meta.len() > MAX_SERVED_FILE_BYTES {
+        return Err(ArtifactError::Unavailable(format!(
+            "{} bytes, over the {MAX_SERVED_FILE_BYTES}-byte limit for serving",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_SERVED_FILE_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(gone)?;
+    Ok(bytes)
+}
+
 fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
     // A panic while holding the lock leaves plain data behind; keep serving.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -262,7 +400,66 @@ impl TaskStore {
             draining: std::sync::atomic::AtomicBool::new(false),
             interrupted: Mutex::new(None),
             durable,
+            artifacts: Mutex::new(ArtifactOptions::default()),
         })
+    }
+
+    /// Set how artifacts are addressed (public URL, bound URL) and inlined.
+    pub fn set_artifact_options(&self, options: ArtifactOptions) {
+        *self.artifacts.lock().unwrap_or_else(|p| p.into_inner()) = options;
+    }
+
+    fn artifact_options(&self) -> ArtifactOptions {
+        self.artifacts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The browser session of conversation `context_id` ended (closed, idle, shutdown): the
+    /// state store no longer says this replica holds it.
+    pub fn browser_closed(&self, context_id: &str) {
+        if let Some(d) = &self.durable {
+            let _ = d.writes.send(Write::BrowserClosed(context_id.to_string()));
+        }
+    }
+
+    /// The bytes and type of artifact `name` of task `task_id`: from the state store when the task
+    /// is there (any replica of a fleet can serve it), else from the file the task wrote.
+    pub async fn artifact(
+        &self,
+        task_id: &str,
+        name: &str,
+    ) -> Result<(String, Vec<u8>), ArtifactError> {
+        if !is_servable_name(name) {
+            return Err(ArtifactError::BadName(name.chars().take(100).collect()));
+        }
+        if !is_servable_name(task_id)
+            || !task_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(ArtifactError::BadName(task_id.chars().take(100).collect()));
+        }
+        if let Some(d) = &self.durable {
+            if let Ok(Some(a)) = d.store.artifact(task_id, name).await {
+                return Ok((a.mime_type, a.bytes));
+            }
+        }
+        let path = {
+            let inner = lock(&self.inner);
+            let e = inner.tasks.get(task_id).ok_or(ArtifactError::NotFound)?;
+            e.files
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, p)| p.clone())
+                .ok_or(ArtifactError::NotFound)?
+        };
+        let mime = mime_for(&path).to_string();
+        let bytes = tokio::task::spawn_blocking(move || read_plain_file(&path))
+            .await
+            .map_err(|e| ArtifactError::Unavailable(e.to_string()))??;
+        Ok((mime, bytes))
     }
 
     /// Queue the task's current snapshot (and `events`) for the state store.
@@ -426,6 +623,18 @@ impl TaskStore {
         message: &Value,
         subscriber: Option<UnboundedSender<Value>>,
     ) -> Result<(String, watch::Receiver<bool>), RpcError> {
+        self.start_at(message, subscriber, None)
+    }
+
+    /// [`TaskStore::start`] for a client that reached the server at `base_url`
+    /// (`http://host:port/`, from its Host header): the task's artifact URIs start with it, unless
+    /// a public URL is configured.
+    pub fn start_at(
+        self: &Arc<Self>,
+        message: &Value,
+        subscriber: Option<UnboundedSender<Value>>,
+        base_url: Option<String>,
+    ) -> Result<(String, watch::Receiver<bool>), RpcError> {
         if !message.is_object() {
             return Err(RpcError::invalid_params(
                 "params.message must be an A2A Message object",
@@ -443,6 +652,30 @@ impl TaskStore {
                 "params.message has no text part; forge agents take text input",
             ));
         }
+        let close_browser = match message
+            .get("metadata")
+            .and_then(|m| m.get("forge"))
+            .and_then(|f| f.get("close_browser"))
+        {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(RpcError::invalid_params(format!(
+                    "params.message.metadata.forge.close_browser must be true or false, not {other}"
+                )))
+            }
+        };
+        let options = self.artifact_options();
+        let base_url = options
+            .public_url
+            .clone()
+            .or(base_url)
+            .unwrap_or(options.bound_url);
+        let base_url = if base_url.ends_with('/') {
+            base_url
+        } else {
+            format!("{base_url}/")
+        };
         let task_id = new_id();
         let context_id = message
             .get("contextId")
@@ -464,6 +697,9 @@ impl TaskStore {
             history_msgs = inner.contexts.get(&context_id).cloned().unwrap_or_default();
             let entry = Entry {
                 context_id: context_id.clone(),
+                base_url,
+                close_browser,
+                files: Vec::new(),
                 state: State::Submitted,
                 status_message: None,
                 status_time: rfc3339_now(),
@@ -544,9 +780,15 @@ impl TaskStore {
                 vec![Self::status_event(&id, e, false)]
             });
             let (tx, mut rx) = unbounded_channel::<LoopEvent>();
-            let run = self
-                .agent
-                .run_task(&id, &text, history, cancel.clone(), Some(tx));
+            // The conversation's browser session: the next message in this context finds it.
+            let close_browser = lock(&self.inner)
+                .tasks
+                .get(&id)
+                .is_some_and(|e| e.close_browser);
+            let browser = BrowserUse::conversation(&context_id, !close_browser);
+            let run =
+                self.agent
+                    .run_task_in(&id, &browser, &text, history, cancel.clone(), Some(tx));
             let forward = async {
                 while let Some(ev) = rx.recv().await {
                     self.progress(&id, &context_id, ev);
@@ -567,26 +809,38 @@ impl TaskStore {
                 let mut artifacts = vec![
                     json!({"artifactId": new_id(), "name": "answer", "parts": [{"kind": "text", "text": o.answer}]}),
                 ];
+                let base_url = lock(&self.inner)
+                    .tasks
+                    .get(&id)
+                    .map(|e| e.base_url.clone())
+                    .unwrap_or_default();
+                let inline_limit = self.artifact_options().inline_bytes;
+                let mut files = Vec::new();
                 for p in &o.artifacts {
                     let name = p
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_default();
-                    let uri = url::Url::from_file_path(p)
-                        .map(|u| u.to_string())
-                        .unwrap_or_else(|_| p.display().to_string());
-                    artifacts.push(json!({
-                        "artifactId": new_id(),
-                        "name": name,
-                        "description": format!("file written by the agent: {}", p.display()),
-                        "parts": [{"kind": "file", "file": {"uri": uri, "mimeType": mime_for(p), "name": name}}],
-                    }));
+                    if !is_servable_name(&name) {
+                        continue;
+                    }
+                    files.push((name.clone(), p.clone()));
+                    artifacts.push(file_artifact(&base_url, &id, &name, p, inline_limit));
                 }
+                if let Some(e) = lock(&self.inner).tasks.get_mut(&id) {
+                    e.files = files;
+                }
+                // Which replica holds the conversation's live browser (a fleet forwards the next
+                // message there); cleared when the session closes ([`TaskStore::browser_closed`]).
+                let browser_alive = match &self.agent.sessions {
+                    Some(s) => s.has_session(&context_id).await,
+                    None => false,
+                };
                 if let Some(d) = &self.durable {
                     let _ = d.writes.send(Write::Context(ContextRecord {
                         id: context_id.clone(),
                         messages: serde_json::to_value(&o.messages).unwrap_or(Value::Null),
-                        browser_replica: None,
+                        browser_replica: browser_alive.then(|| d.replica.clone()),
                         scope: None,
                         updated_ms: now_ms(),
                     }));

@@ -116,6 +116,9 @@ fn part_to_v1(p: &Value) -> Value {
             let mut m = Map::new();
             if let Some(u) = f.get("uri") {
                 m.insert("url".into(), u.clone());
+            } else if let Some(b) = f.get("bytes") {
+                // ProtoJSON writes `bytes` fields as base64, as 0.3 does.
+                m.insert("raw".into(), b.clone());
             }
             if let Some(t) = f.get("mimeType") {
                 m.insert("mediaType".into(), t.clone());
@@ -288,5 +291,16 @@ mod tests {
         );
         assert_eq!(method_v03("CancelTask"), Some("tasks/cancel"));
         assert_eq!(method_v03("message/send"), None);
+    }
+
+    #[test]
+    fn an_inline_file_part_becomes_raw_bytes() {
+        let p = part_to_v1(
+            &json!({"kind": "file", "file": {"bytes": "iVBORw==", "mimeType": "image/png", "name": "s.png"}}),
+        );
+        assert_eq!(
+            p,
+            json!({"raw": "iVBORw==", "mediaType": "image/png", "filename": "s.png"})
+        );
     }
 }

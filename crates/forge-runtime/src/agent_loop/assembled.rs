@@ -168,8 +168,13 @@ pub struct AssembledSessions {
 }
 
 impl AssembledSessions {
-    /// The browser side of `tools`, auditing to `audit`.
+    /// The browser side of `tools`, auditing to `audit`: a browser session that ends on its own
+    /// (idle, shutdown, crash) is audited as `browser_session_close` with its reason.
     pub fn new(tools: Arc<AssembledTools>, audit: AuditLog) -> Self {
+        if let Some(b) = tools.browser() {
+            b.manager()
+                .set_on_session_closed(audit_session_close(audit.clone(), None));
+        }
         Self {
             tools,
             audit,
@@ -178,10 +183,39 @@ impl AssembledSessions {
     }
 }
 
+/// A closed-session hook writing `browser_session_close {session, reason}` for the sessions that
+/// end on their own (`idle`, `shutdown`, `crashed`; a close on request is audited by whoever asked:
+/// the task, or the `browser_close` tool call), then calling `then` for every close (the A2A
+/// server clears its record of which replica holds the conversation's browser).
+pub fn audit_session_close(
+    audit: AuditLog,
+    then: Option<forge_browser::SessionClosedHook>,
+) -> forge_browser::SessionClosedHook {
+    Arc::new(move |key: &str, why: forge_browser::CloseReason| {
+        if why != forge_browser::CloseReason::Closed {
+            audit.emit(
+                None,
+                events::BROWSER_SESSION_CLOSE,
+                json!({"session": key, "reason": why.as_str()}),
+            );
+        }
+        if let Some(t) = &then {
+            t(key, why);
+        }
+    })
+}
+
 #[async_trait]
 impl SessionCloser for AssembledSessions {
     async fn close_session(&self, key: &str) {
         self.tools.close_session(key).await;
+    }
+
+    async fn has_session(&self, key: &str) -> bool {
+        match self.tools.browser() {
+            Some(b) => b.manager().has_session(key).await,
+            None => false,
+        }
     }
 
     async fn after_browser_call(&self, key: &str) {
@@ -206,6 +240,7 @@ impl SessionCloser for AssembledSessions {
         }
     }
 
+    /// Live sessions count: a conversation's browser stays open between its messages.
     async fn at_capacity(&self) -> Option<usize> {
         let b = self.tools.browser()?;
         let m = b.manager();

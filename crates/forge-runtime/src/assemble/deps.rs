@@ -14,7 +14,7 @@ use forge_egress::client::{ClientOptions, EgressClient};
 use forge_egress::policy::PolicyError;
 use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, ProxyHandle, ProxyOptions};
 use forge_egress::{EgressMode, EgressPolicy, EgressSettings};
-use forge_skills::{expand_domains, Agent, BrowserView};
+use forge_skills::{expand_domains, Agent, BrowserSettings, BrowserView};
 use forge_tools::Tool;
 
 use super::{AssembleError, AssembleOptions};
@@ -226,6 +226,41 @@ impl EgressObserver for Fanout {
     }
 }
 
+/// The browser's configuration: forge's defaults, then forge.yaml `browser:` (`settings`), then
+/// the environment (`FORGE_BROWSER_BIN`, `FORGE_BROWSER_HEADLESS`), which still wins.
+pub fn browser_config(
+    proxy: SocketAddr,
+    settings: &BrowserSettings,
+    env: impl Fn(&str) -> Option<String>,
+) -> BrowserConfig {
+    let mut c = BrowserConfig {
+        proxy: Some(proxy),
+        ..BrowserConfig::default()
+    };
+    if let Some(n) = settings.max_sessions {
+        c.max_sessions = n;
+    }
+    if let Some(d) = settings.idle_timeout {
+        c.idle_timeout = d;
+    }
+    if let Some(d) = settings.navigation_timeout {
+        c.navigation_timeout = d;
+        // A skill's timeout_hint is capped at max_timeout; never below the configured limits.
+        c.max_timeout = c.max_timeout.max(d);
+    }
+    if let Some(d) = settings.action_timeout {
+        c.action_timeout = d;
+        c.max_timeout = c.max_timeout.max(d);
+    }
+    if let Some(v) = settings.viewport {
+        c.viewport = v;
+    }
+    if let Some(h) = settings.headless {
+        c.headless = h;
+    }
+    c.apply_env_from(env)
+}
+
 /// The browser manager and its tools.
 pub struct BrowserParts {
     binary: PathBuf,
@@ -243,9 +278,11 @@ impl BrowserParts {
         })
     }
 
-    /// Build the manager on the running proxy (Chromium itself starts lazily on the first call).
+    /// Build the manager on the running proxy (Chromium itself starts lazily on the first call),
+    /// with forge.yaml `browser:` applied ([`browser_config`]).
     pub(super) fn build(
         view: &BrowserView,
+        settings: &BrowserSettings,
         binary: PathBuf,
         egress: &EgressParts,
         refusals: RefusalLog,
@@ -255,7 +292,7 @@ impl BrowserParts {
             skills: view.skills.join(", "),
             message: "the egress proxy is not running; the browser never runs unproxied".into(),
         })?;
-        let mut config = BrowserConfig::with_proxy(proxy);
+        let mut config = browser_config(proxy, settings, |k| std::env::var(k).ok());
         config.binary = Some(binary.clone());
         let mut manager = BrowserManager::new(config).with_refusals(refusals);
         if let Some(observer) = crash {
@@ -296,5 +333,54 @@ impl BrowserParts {
 
     pub(super) async fn shutdown(&self) {
         self.manager.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn forge_yaml_browser_settings_apply_and_the_environment_still_wins() {
+        let proxy: SocketAddr = "127.0.0.1:3128".parse().expect("addr");
+        let settings = BrowserSettings {
+            max_sessions: Some(3),
+            idle_timeout: Some(Duration::from_secs(90)),
+            navigation_timeout: Some(Duration::from_secs(300)),
+            viewport: Some((1024, 768)),
+            headless: Some(true),
+            ..Default::default()
+        };
+        let env = |k: &str| match k {
+            "FORGE_BROWSER_HEADLESS" => Some("false".to_string()),
+            "FORGE_BROWSER_BIN" => Some("/opt/chromium/chrome".to_string()),
+            _ => None,
+        };
+        let c = browser_config(proxy, &settings, env);
+        assert_eq!(c.proxy, Some(proxy));
+        assert_eq!(c.max_sessions, 3);
+        assert_eq!(c.idle_timeout, Duration::from_secs(90));
+        assert_eq!(c.navigation_timeout, Duration::from_secs(300));
+        assert_eq!(c.max_timeout, Duration::from_secs(300), "the cap follows");
+        assert_eq!(c.action_timeout, BrowserConfig::default().action_timeout);
+        assert_eq!(c.viewport, (1024, 768));
+        assert!(
+            !c.headless,
+            "FORGE_BROWSER_HEADLESS=false wins over headless: true"
+        );
+        assert_eq!(c.binary, Some(PathBuf::from("/opt/chromium/chrome")));
+        let plain = browser_config(proxy, &BrowserSettings::default(), |_| None);
+        let d = BrowserConfig::default();
+        assert_eq!(
+            (
+                plain.max_sessions,
+                plain.idle_timeout,
+                plain.viewport,
+                plain.headless
+            ),
+            (d.max_sessions, d.idle_timeout, d.viewport, d.headless)
+        );
     }
 }

@@ -1,0 +1,179 @@
+//! A2A file artifacts without a state store (served from the file the task wrote): the FilePart
+//! URI is built from the Host the client used, bytes go inline only up to the configured size,
+//! `GET /artifacts/...` serves the file with its type, and a file swapped for a symlink after the
+//! task (pointing outside the files dir) is not followed. Real sockets, the scripted model and
+//! the real `file_create` builtin.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use forge_runtime::a2a::tasks::ArtifactOptions;
+use forge_runtime::a2a::{self, CardInfo, TaskStore};
+use forge_runtime::agent_loop::{AgentLoop, LoopConfig};
+use forge_runtime::audit::AuditLog;
+use forge_runtime::providers::scripted::Scripted;
+use forge_tools::Registry;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One HTTP/1.1 request with `host` as the Host header; returns (status, head, body bytes).
+async fn http(
+    addr: std::net::SocketAddr,
+    host: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, String, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!("{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{payload}", payload.len());
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("response within 30 s")
+        .expect("read");
+    let split = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let head = String::from_utf8_lossy(&buf[..split]).to_string();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head, buf[split + 4..].to_vec())
+}
+
+#[tokio::test]
+async fn file_artifacts_are_served_from_the_task_file_with_a_uri_on_the_callers_host() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let script = dir.path().join("s.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - {name: file_create, arguments: {filename: small.txt, content: \"hello artifact\"}}\n      - {name: file_create, arguments: {filename: big.md, content: \"0123456789012345678901234567890123456789\"}}\n  - text: done\n",
+    )
+    .expect("script");
+    let mut reg = Registry::new();
+    reg.register(Arc::new(forge_tools::builtins::file_create::FileCreate));
+    let files = dir.path().join("files");
+    let agent = Arc::new(AgentLoop {
+        provider: Arc::new(Scripted::load(&script).expect("script loads")),
+        tools: Arc::new(reg),
+        system_prompt: "test".into(),
+        audit: AuditLog::to_writer(Box::new(std::io::sink())),
+        config: LoopConfig::default(),
+        files_dir: files.clone(),
+        egress: None,
+        sessions: None,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let store = TaskStore::new(agent);
+    store.set_artifact_options(ArtifactOptions {
+        public_url: None,
+        bound_url: format!("http://{addr}/"),
+        inline_bytes: 20,
+    });
+    let info = CardInfo {
+        name: "t".into(),
+        description: "t".into(),
+        version: "0.1.0".into(),
+        skills: vec![],
+    };
+    let card = a2a::agent_card(&info, &format!("http://{addr}/"), false);
+    let handle = a2a::serve(listener, store, card, None).expect("serve");
+
+    // The client reaches the server as `localhost:PORT`: the URIs say so.
+    let host = format!("localhost:{}", addr.port());
+    let msg = json!({"kind": "message", "role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "write two files"}]});
+    let (status, _, body) = http(
+        addr,
+        &host,
+        "POST",
+        "/",
+        Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": msg}})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_slice(&body).expect("json");
+    let task = &v["result"];
+    assert_eq!(task["status"]["state"], "completed", "{task}");
+    let id = task["id"].as_str().expect("id");
+    let arts = task["artifacts"].as_array().expect("artifacts");
+    let find = |name: &str| {
+        arts.iter()
+            .find(|a| a["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} missing: {arts:?}"))
+    };
+    let small = find("small.txt");
+    assert_eq!(
+        small["parts"][0]["file"],
+        json!({"uri": format!("http://{host}/artifacts/{id}/small.txt"), "mimeType": "text/plain", "name": "small.txt"})
+    );
+    // 14 bytes <= 20: inline too, base64 of the content.
+    assert_eq!(small["parts"][1]["file"]["bytes"], "aGVsbG8gYXJ0aWZhY3Q=");
+    // 40 bytes > 20: the URI only.
+    let big = find("big.md");
+    assert_eq!(big["parts"].as_array().map(Vec::len), Some(1), "{big}");
+
+    let (status, head, bytes) = http(
+        addr,
+        &host,
+        "GET",
+        &format!("/artifacts/{id}/small.txt"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain"),
+        "{head}"
+    );
+    assert!(head.contains("sandbox"), "{head}");
+    assert_eq!(bytes, b"hello artifact");
+
+    // Without a token the Host must name loopback, as for POST /.
+    let (status, _, _) = http(
+        addr,
+        "attacker.example",
+        "GET",
+        &format!("/artifacts/{id}/small.txt"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+    // Only GET.
+    let (status, _, _) = http(
+        addr,
+        &host,
+        "POST",
+        &format!("/artifacts/{id}/small.txt"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 405);
+
+    // The file swapped for a symlink to a file outside: not followed.
+    let outside = dir.path().join("secret.txt");
+    std::fs::write(&outside, "outside the files dir").expect("write");
+    let target = std::fs::read_dir(&files)
+        .expect("files dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n == "big.md"))
+        .expect("big.md written");
+    std::fs::remove_file(&target).expect("rm");
+    std::os::unix::fs::symlink(&outside, &target).expect("symlink");
+    let (status, _, bytes) =
+        http(addr, &host, "GET", &format!("/artifacts/{id}/big.md"), None).await;
+    assert_eq!(status, 410, "{}", String::from_utf8_lossy(&bytes));
+    assert!(!String::from_utf8_lossy(&bytes).contains("outside the files dir"));
+    handle.shutdown().await;
+}

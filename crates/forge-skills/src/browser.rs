@@ -1,0 +1,418 @@
+//! forge.yaml `browser:` (how the agent's Chromium is limited and shown) and `a2a:` (how task
+//! results go out over A2A).
+//!
+//! ```yaml
+//! browser:
+//!   max_sessions: 8            # live browser sessions (one per conversation); the next is refused
+//!   idle_timeout: 15m          # a session unused this long is closed by a timer
+//!   navigation_timeout: 45s    # navigate, back, clicks that navigate
+//!   action_timeout: 30s        # every other browser action
+//!   viewport: {width: 1280, height: 800}
+//!   headless: true             # FORGE_BROWSER_HEADLESS still overrides
+//!   task_model: {provider: openai, name: gpt-4o-mini}   # browser_task's sub-agent model
+//! a2a:
+//!   inline_artifact_bytes: 262144   # files up to this size also go inline (base64) in the task
+//! ```
+//!
+//! Every key is optional; a missing key keeps forge's default. The block is read from the
+//! position-keeping YAML tree (like `mcp.servers`), so each bad value is a diagnostic pointing at
+//! it, saying the rule and the fix. Durations are written like MCP timeouts (`90s`, `15m`,
+//! `1m30s`, `1500ms`; a bare number is refused). The environment variables `FORGE_BROWSER_BIN`
+//! and `FORGE_BROWSER_HEADLESS` still override what is here (the runtime applies them last).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::mcp::parse_duration;
+use crate::skill::suggest;
+use crate::yaml::{Doc, Kind, Seg};
+use crate::SourceDiagnostic;
+
+/// Most live browser sessions `browser.max_sessions` accepts.
+pub const MAX_BROWSER_SESSIONS: usize = 64;
+/// Longest `browser.idle_timeout`.
+pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+/// Longest `browser.navigation_timeout` and `browser.action_timeout`.
+pub const MAX_ACTION_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default `a2a.inline_artifact_bytes` (256 KiB).
+pub const DEFAULT_INLINE_ARTIFACT_BYTES: u64 = 256 * 1024;
+/// Largest `a2a.inline_artifact_bytes` (4 MiB: inline bytes grow every `tasks/get` answer).
+pub const MAX_INLINE_ARTIFACT_BYTES: u64 = 4 * 1024 * 1024;
+
+const BROWSER_KEYS: &[&str] = &[
+    "max_sessions",
+    "idle_timeout",
+    "navigation_timeout",
+    "action_timeout",
+    "viewport",
+    "headless",
+    "task_model",
+];
+const VIEWPORT_KEYS: &[&str] = &["width", "height"];
+const TASK_MODEL_KEYS: &[&str] = &["provider", "name"];
+const A2A_KEYS: &[&str] = &["inline_artifact_bytes"];
+
+/// `browser`: each field `None` when forge.yaml does not set it (the runtime keeps its default).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrowserSettings {
+    /// Live browser sessions at once (1 to [`MAX_BROWSER_SESSIONS`]; default 8).
+    pub max_sessions: Option<usize>,
+    /// A session unused this long is closed (1 s to 24 h; default 15 min).
+    pub idle_timeout: Option<Duration>,
+    /// Time limit of navigations (1 s to 10 min; default 45 s).
+    pub navigation_timeout: Option<Duration>,
+    /// Time limit of other actions (1 s to 10 min; default 30 s).
+    pub action_timeout: Option<Duration>,
+    /// Viewport `(width, height)` in CSS pixels (200 to 7680 by 200 to 4320; default 1280x800).
+    pub viewport: Option<(u32, u32)>,
+    /// Headless (default true; `FORGE_BROWSER_HEADLESS` overrides).
+    pub headless: Option<bool>,
+    /// The model of `browser_task`'s sub-agent (default: the agent's model).
+    pub task_model: Option<TaskModel>,
+}
+
+/// `browser.task_model`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskModel {
+    /// The provider (`openai`, `anthropic`, `scripted`, ...), as in `model.provider`.
+    pub provider: String,
+    /// The model name, as in `model.name`.
+    pub name: String,
+}
+
+/// `a2a`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct A2aSettings {
+    /// Files a task writes up to this size are also sent inline (base64) in the task's artifact,
+    /// next to the `http(s)` URI; 0 never inlines. Default [`DEFAULT_INLINE_ARTIFACT_BYTES`].
+    pub inline_artifact_bytes: u64,
+}
+
+impl Default for A2aSettings {
+    fn default() -> Self {
+        Self {
+            inline_artifact_bytes: DEFAULT_INLINE_ARTIFACT_BYTES,
+        }
+    }
+}
+
+/// Read `browser` and `a2a` from the marked tree: the settings, the errors, the warnings
+/// (unknown keys).
+pub(crate) fn read(
+    doc: &Doc<'_>,
+) -> (
+    BrowserSettings,
+    A2aSettings,
+    Vec<SourceDiagnostic>,
+    Vec<SourceDiagnostic>,
+) {
+    let mut r = Reader {
+        doc,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let b = r.browser();
+    let a = r.a2a();
+    (b, a, r.errors, r.warnings)
+}
+
+struct Reader<'d, 'a> {
+    doc: &'d Doc<'a>,
+    errors: Vec<SourceDiagnostic>,
+    warnings: Vec<SourceDiagnostic>,
+}
+
+impl Reader<'_, '_> {
+    fn err(&mut self, msg: String, at: &[Seg<'_>], label: &str, help: String) {
+        self.errors.push(
+            self.doc
+                .diag("forge::config::browser", msg, at, label, Some(help)),
+        );
+    }
+
+    /// The mapping at `at`: `None` when absent or empty; an error when it is something else.
+    fn section(&mut self, at: &[Seg<'_>], what: &str, example: &str) -> bool {
+        let Some(node) = self.doc.tree.get(at) else {
+            return false;
+        };
+        match &node.kind {
+            Kind::Map(_) => true,
+            Kind::Scalar(s) if s.is_empty() => false,
+            _ => {
+                self.err(
+                    format!("forge.yaml `{what}` must be a mapping"),
+                    at,
+                    "expected a mapping",
+                    format!("write it as `{example}` (see docs/browser.md)"),
+                );
+                false
+            }
+        }
+    }
+
+    fn unknown_keys(&mut self, at: &[Seg<'_>], known: &[&str], where_: &str) {
+        let Some(node) = self.doc.tree.get(at) else {
+            return;
+        };
+        for (key, key_node) in node.map_keys() {
+            if known.contains(&key) {
+                continue;
+            }
+            let d = self.doc.key_diag(
+                "forge::config::unknown-key",
+                format!("unknown key `{key}` in forge.yaml `{where_}`; it is ignored"),
+                key_node,
+                "unknown key",
+                Some(format!(
+                    "known keys here: {}{}",
+                    known.join(", "),
+                    suggest(key, known)
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default()
+                )),
+            );
+            self.warnings.push(d.warning());
+        }
+    }
+
+    /// The scalar at `at` (None when absent); a list or mapping is an error.
+    fn scalar(&mut self, at: &[Seg<'_>], what: &str, example: &str) -> Option<String> {
+        let node = self.doc.tree.get(at)?;
+        match &node.kind {
+            Kind::Scalar(s) => Some(s.trim().to_string()),
+            _ => {
+                self.err(
+                    format!("forge.yaml `{what}` must be a single value"),
+                    at,
+                    "expected a single value",
+                    format!("write `{example}`"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A whole number in `min..=max` at `at`.
+    fn number(
+        &mut self,
+        at: &[Seg<'_>],
+        what: &str,
+        min: u64,
+        max: u64,
+        default: &str,
+    ) -> Option<u64> {
+        let example = format!("{}: {default}", what.rsplit('.').next().unwrap_or(what));
+        let text = self.scalar(at, what, &example)?;
+        match text.parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => Some(n),
+            Ok(n) => {
+                self.err(
+                    format!("forge.yaml `{what}` is {n}, outside {min} to {max}"),
+                    at,
+                    "out of range",
+                    format!(
+                        "use a number from {min} to {max}, or remove the key for the default ({default})"
+                    ),
+                );
+                None
+            }
+            Err(_) => {
+                self.err(
+                    format!("forge.yaml `{what}` must be a whole number, not \"{text}\""),
+                    at,
+                    "not a whole number",
+                    format!("write `{example}`"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A duration in `min..=max` at `at`.
+    fn duration(
+        &mut self,
+        at: &[Seg<'_>],
+        what: &str,
+        max: Duration,
+        default: &str,
+    ) -> Option<Duration> {
+        let key = what.rsplit('.').next().unwrap_or(what);
+        let text = self.scalar(at, what, &format!("{key}: {default}"))?;
+        let min = Duration::from_secs(1);
+        match parse_duration(&text) {
+            Ok(d) if d >= min && d <= max => Some(d),
+            Ok(_) => {
+                self.err(
+                    format!(
+                        "forge.yaml `{what}` is {text}, outside 1s to {}",
+                        crate::mcp::format_duration(max)
+                    ),
+                    at,
+                    "out of range",
+                    format!(
+                        "use a duration from 1s to {}, or remove the key for the default ({default})",
+                        crate::mcp::format_duration(max)
+                    ),
+                );
+                None
+            }
+            Err(why) => {
+                self.err(
+                    format!("forge.yaml `{what}` is not a duration: {why}"),
+                    at,
+                    "not a duration",
+                    format!(
+                        "write a number with a unit (ms, s, m, h), e.g. `{key}: {default}` or `{key}: 1m30s`"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn browser(&mut self) -> BrowserSettings {
+        let mut out = BrowserSettings::default();
+        let base = [Seg::Key("browser")];
+        if !self.section(
+            &base,
+            "browser",
+            "browser: {max_sessions: 8, idle_timeout: 15m}",
+        ) {
+            return out;
+        }
+        self.unknown_keys(&base, BROWSER_KEYS, "browser");
+        let at = |k: &'static str| [Seg::Key("browser"), Seg::Key(k)];
+        out.max_sessions = self
+            .number(
+                &at("max_sessions"),
+                "browser.max_sessions",
+                1,
+                MAX_BROWSER_SESSIONS as u64,
+                "8",
+            )
+            .map(|n| n as usize);
+        out.idle_timeout = self.duration(
+            &at("idle_timeout"),
+            "browser.idle_timeout",
+            MAX_IDLE_TIMEOUT,
+            "15m",
+        );
+        out.navigation_timeout = self.duration(
+            &at("navigation_timeout"),
+            "browser.navigation_timeout",
+            MAX_ACTION_TIMEOUT,
+            "45s",
+        );
+        out.action_timeout = self.duration(
+            &at("action_timeout"),
+            "browser.action_timeout",
+            MAX_ACTION_TIMEOUT,
+            "30s",
+        );
+        if let Some(h) = self.scalar(&at("headless"), "browser.headless", "headless: true") {
+            match h.as_str() {
+                "true" => out.headless = Some(true),
+                "false" => out.headless = Some(false),
+                other => self.err(
+                    format!("forge.yaml `browser.headless` must be true or false, not \"{other}\""),
+                    &at("headless"),
+                    "not true or false",
+                    "write `headless: true` (the default) or `headless: false` (a visible window, for local debugging)".into(),
+                ),
+            }
+        }
+        let vp = [Seg::Key("browser"), Seg::Key("viewport")];
+        if self.section(
+            &vp,
+            "browser.viewport",
+            "viewport: {width: 1280, height: 800}",
+        ) {
+            self.unknown_keys(&vp, VIEWPORT_KEYS, "browser.viewport");
+            let at_vp = |k: &'static str| [Seg::Key("browser"), Seg::Key("viewport"), Seg::Key(k)];
+            let present = |r: &Self, k: &'static str| r.doc.tree.get(&at_vp(k)).is_some();
+            let (has_w, has_h) = (present(self, "width"), present(self, "height"));
+            if !(has_w && has_h) {
+                let missing = if has_w { "height" } else { "width" };
+                self.err(
+                    format!("forge.yaml `browser.viewport` has no `{missing}`"),
+                    &vp,
+                    "width and height are both needed",
+                    "write `viewport: {width: 1280, height: 800}`".into(),
+                );
+            }
+            let w = self.number(&at_vp("width"), "browser.viewport.width", 200, 7680, "1280");
+            let h = self.number(
+                &at_vp("height"),
+                "browser.viewport.height",
+                200,
+                4320,
+                "800",
+            );
+            if let (Some(w), Some(h)) = (w, h) {
+                out.viewport = Some((w as u32, h as u32));
+            }
+        }
+        let tm = [Seg::Key("browser"), Seg::Key("task_model")];
+        if self.section(
+            &tm,
+            "browser.task_model",
+            "task_model: {provider: openai, name: gpt-4o-mini}",
+        ) {
+            self.unknown_keys(&tm, TASK_MODEL_KEYS, "browser.task_model");
+            let at_tm =
+                |k: &'static str| [Seg::Key("browser"), Seg::Key("task_model"), Seg::Key(k)];
+            let provider = self.scalar(
+                &at_tm("provider"),
+                "browser.task_model.provider",
+                "provider: openai",
+            );
+            let name = self.scalar(
+                &at_tm("name"),
+                "browser.task_model.name",
+                "name: gpt-4o-mini",
+            );
+            match (provider, name) {
+                (Some(p), Some(n)) if !p.is_empty() && !n.is_empty() => {
+                    out.task_model = Some(TaskModel {
+                        provider: p,
+                        name: n,
+                    })
+                }
+                (p, _) => {
+                    let missing = if p.as_deref().is_none_or(str::is_empty) {
+                        "provider"
+                    } else {
+                        "name"
+                    };
+                    self.err(
+                        format!("forge.yaml `browser.task_model` has no `{missing}`"),
+                        &tm,
+                        "provider and name are both needed",
+                        "write `task_model: {provider: openai, name: gpt-4o-mini}`, or remove it to use the agent's model".into(),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    fn a2a(&mut self) -> A2aSettings {
+        let mut out = A2aSettings::default();
+        let base = [Seg::Key("a2a")];
+        if !self.section(&base, "a2a", "a2a: {inline_artifact_bytes: 262144}") {
+            return out;
+        }
+        self.unknown_keys(&base, A2A_KEYS, "a2a");
+        if let Some(n) = self.number(
+            &[Seg::Key("a2a"), Seg::Key("inline_artifact_bytes")],
+            "a2a.inline_artifact_bytes",
+            0,
+            MAX_INLINE_ARTIFACT_BYTES,
+            "262144",
+        ) {
+            out.inline_artifact_bytes = n;
+        }
+        out
+    }
+}
