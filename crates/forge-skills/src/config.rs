@@ -46,6 +46,9 @@ pub struct ForgeConfig {
     /// How many replicas serve the agent (`deploy`; see `fleet.rs`).
     #[serde(default)]
     pub deploy: DeployConfig,
+    /// Per-task budgets: defaults and caps (`tasks`; see `tasks.rs`).
+    #[serde(default)]
+    pub tasks: crate::tasks::TasksConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -160,6 +163,16 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "mcp",
             "state",
             "deploy",
+            "tasks",
+        ],
+    ),
+    (
+        &["tasks"],
+        &[
+            "max_steps",
+            "max_seconds",
+            "max_steps_cap",
+            "max_seconds_cap",
         ],
     ),
     (
@@ -269,6 +282,10 @@ impl ForgeConfig {
                 .partition(|d| d.severity != miette::Severity::Warning);
         if !fleet_errors.is_empty() {
             return Err(invalid(fleet_errors));
+        }
+        let task_errors = crate::tasks::check(&doc, &cfg.tasks);
+        if !task_errors.is_empty() {
+            return Err(invalid(task_errors));
         }
         cfg.path = path.to_path_buf();
         cfg.warnings = unknown_keys(&doc);
