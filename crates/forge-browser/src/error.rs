@@ -30,6 +30,9 @@ pub enum BrowserError {
     /// Too many sessions.
     #[error("{0} browser sessions are already open (the limit); finish another task first or wait for idle sessions to close")]
     TooManySessions(usize),
+    /// A session's egress scope changed while its browser context is open.
+    #[error("browser session {0} is open with another egress scope (proxy); it is not reused across scopes: close it (it ends with its task) and start again")]
+    ScopeChanged(String),
     /// A CDP command failed.
     #[error("browser command failed: {0}")]
     Cdp(String),
