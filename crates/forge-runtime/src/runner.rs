@@ -145,6 +145,10 @@ pub enum RunError {
     /// The task failed.
     #[error(transparent)]
     Task(#[from] LoopError),
+    /// The task's scope or budgets were refused (an entry outside the agent's policy, a budget
+    /// over the cap).
+    #[error(transparent)]
+    Spec(#[from] crate::task::SpecError),
 }
 
 /// Where and how to serve A2A.
@@ -227,8 +231,9 @@ pub struct DrainOutcome {
     pub interrupted: usize,
 }
 
-/// The longest a task may run when forge.yaml sets no cap (seconds).
-pub const DEFAULT_TASK_SECONDS_CAP: u64 = 1800;
+/// The longest a task may run when forge.yaml sets no cap (seconds): the default of
+/// `tasks.max_seconds_cap`.
+pub const DEFAULT_TASK_SECONDS_CAP: u64 = forge_skills::DEFAULT_MAX_SECONDS_CAP;
 
 /// The status message of tasks a restart found unfinished.
 pub const INTERRUPTED_BY_RESTART: &str = "interrupted by restart";
@@ -335,6 +340,7 @@ struct AgentInfo {
     description: Option<String>,
     skills: Vec<(String, String, Vec<String>)>,
     state: forge_skills::StateConfig,
+    tasks: forge_skills::TasksConfig,
 }
 
 /// The model side: the resolved model, its client and the loop.
@@ -432,13 +438,19 @@ impl Runner {
     }
 
     /// How long a drain waits for running tasks: `FORGE_DRAIN_SECONDS`, else the task time cap
-    /// ([`DEFAULT_TASK_SECONDS_CAP`]), so a Kubernetes rollout (whose grace period forge build
-    /// sets to the cap plus 30 s) loses nothing.
+    /// (forge.yaml `tasks.max_seconds_cap`, default [`DEFAULT_TASK_SECONDS_CAP`]), so a
+    /// Kubernetes rollout (whose grace period forge build sets to the cap plus 30 s) loses
+    /// nothing.
     pub fn drain_grace(&self) -> Duration {
         let secs = (self.env)("FORGE_DRAIN_SECONDS")
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(DEFAULT_TASK_SECONDS_CAP);
+            .unwrap_or(self.agent.tasks.max_seconds_cap);
         Duration::from_secs(secs)
+    }
+
+    /// forge.yaml `tasks:`: the per-task budgets' defaults and caps.
+    pub fn task_limits(&self) -> &forge_skills::TasksConfig {
+        &self.agent.tasks
     }
 
     /// The agent's description (its root SKILL.md's), when it has one.
@@ -509,6 +521,27 @@ impl Runner {
         Ok(m.agent_loop
             .run_task(&task_id, prompt, vec![], cancel, events)
             .await?)
+    }
+
+    /// Run one task in a caller's scope and budgets (`forge run --once --task-host ...
+    /// --max-steps N --max-seconds S`): the spec is checked first (an entry the agent's policy
+    /// does not allow, or a budget over forge.yaml's cap, is [`RunError::Spec`]); the task's
+    /// result object comes back whatever the outcome.
+    pub async fn run_once_with(
+        &self,
+        prompt: &str,
+        spec: &crate::task::TaskSpec,
+        cancel: CancellationToken,
+        events: Option<UnboundedSender<LoopEvent>>,
+    ) -> Result<crate::agent_loop::TaskRun, RunError> {
+        let m = self.model.as_ref().ok_or(RunError::NoModel)?;
+        let resolved = m
+            .agent_loop
+            .resolve_spec(spec, crate::task::SpecFields::CLI)?;
+        let task_id = a2a::tasks::new_id();
+        Ok(m.agent_loop
+            .run_task_with(&task_id, prompt, vec![], cancel, events, &resolved)
+            .await)
     }
 
     /// Serve the agent over A2A. On anything but loopback a bearer token is required: the one in
@@ -685,6 +718,7 @@ fn agent_info(agent: &Agent) -> AgentInfo {
         dir: agent.dir.clone(),
         description: agent_description(agent),
         state: agent.config.state.clone(),
+        tasks: agent.config.tasks,
         skills: agent
             .skills
             .iter()
@@ -830,6 +864,7 @@ fn build_model(
         config: LoopConfig {
             max_iterations: max_iterations.max(1),
             tool_timeout: tools.timeout(),
+            tasks: info.tasks,
             ..Default::default()
         },
         files_dir: tools.files_dir().to_path_buf(),

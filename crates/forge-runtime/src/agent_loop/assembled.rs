@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use forge_egress::proxy::{Decision, EgressObserver, Outcome};
+use forge_egress::proxy::{Decision, EgressObserver, Outcome, ProxyHandle};
+use forge_egress::EgressPolicy;
 use forge_tools::{ToolContext, ToolError, ToolOutput};
 use serde_json::{json, Value};
 
@@ -17,6 +18,7 @@ use crate::assemble::{AssembledTools, CallEvent, GuardrailEvent, ToolEvents, Too
 use crate::audit::{events, AuditLog};
 use crate::guardrails::Guardrails;
 use crate::providers::ToolSpec;
+use crate::task::NavigationRecord;
 
 /// [`LoopTools`] over the assembled tool set.
 pub struct AssembledLoopTools {
@@ -182,6 +184,9 @@ impl AssembledSessions {
 impl SessionCloser for AssembledSessions {
     async fn close_session(&self, key: &str) {
         self.tools.close_session(key).await;
+        if let Some(b) = self.tools.browser() {
+            b.manager().set_session_proxy(key, None);
+        }
     }
 
     async fn after_browser_call(&self, key: &str) {
@@ -211,5 +216,41 @@ impl SessionCloser for AssembledSessions {
         let m = b.manager();
         let cap = m.config().max_sessions;
         (m.session_count().await >= cap).then_some(cap)
+    }
+
+    async fn open_scoped_proxy(
+        &self,
+        key: &str,
+        policy: Arc<EgressPolicy>,
+        observer: Arc<dyn EgressObserver>,
+    ) -> Result<Option<ProxyHandle>, String> {
+        let Some(b) = self.tools.browser() else {
+            return Ok(None);
+        };
+        match self.tools.egress().serve_task_proxy(policy, observer).await {
+            None => Ok(None),
+            Some(Err(e)) => Err(format!(
+                "cannot start the task's egress proxy listener on 127.0.0.1: {e}"
+            )),
+            Some(Ok(handle)) => {
+                b.manager().set_session_proxy(key, Some(handle.addr()));
+                Ok(Some(handle))
+            }
+        }
+    }
+
+    async fn navigations(&self, key: &str) -> Vec<NavigationRecord> {
+        let Some(b) = self.tools.browser() else {
+            return Vec::new();
+        };
+        b.manager()
+            .navigations(key)
+            .await
+            .into_iter()
+            .map(|n| NavigationRecord {
+                url: n.url,
+                status: n.status,
+            })
+            .collect()
     }
 }

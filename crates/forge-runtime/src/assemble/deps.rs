@@ -127,6 +127,8 @@ pub struct EgressParts {
     /// Behind a lock so that [`EgressParts::shutdown`] can stop it through a shared reference
     /// (a task still finishing must not keep the proxy listening after shutdown).
     proxy: Mutex<Option<ProxyHandle>>,
+    /// The options the proxy was started with (observers included), for per-task listeners.
+    proxy_options: Option<ProxyOptions>,
 }
 
 impl EgressParts {
@@ -141,6 +143,7 @@ impl EgressParts {
             policy,
             client,
             proxy: Mutex::new(None),
+            proxy_options: None,
         })
     }
 
@@ -162,11 +165,34 @@ impl EgressParts {
             1 => observers.into_iter().next(),
             _ => Some(Arc::new(Fanout(observers))),
         };
-        let (_addr, handle) = EgressProxy::serve(self.policy.clone(), options)
+        let (_addr, handle) = EgressProxy::serve(self.policy.clone(), options.clone())
             .await
             .map_err(|e| AssembleError::Proxy(e.to_string()))?;
+        self.proxy_options = Some(options);
         *self.proxy.get_mut().unwrap_or_else(|p| p.into_inner()) = Some(handle);
         Ok(())
+    }
+
+    /// A proxy listener of one task's own on 127.0.0.1 (ephemeral port), serving `policy` (the
+    /// agent's, or narrowed for the task) with the agent proxy's limits and observers (audit,
+    /// the browser's refusal log) plus `extra` (the task's refusal recorder). `None` when the
+    /// agent runs no proxy.
+    pub async fn serve_task_proxy(
+        &self,
+        policy: Arc<EgressPolicy>,
+        extra: Arc<dyn EgressObserver>,
+    ) -> Option<std::io::Result<ProxyHandle>> {
+        let mut options = self.proxy_options.clone()?;
+        options.observer = Some(match options.observer.take() {
+            Some(own) => Arc::new(Fanout(vec![own, extra])),
+            None => extra,
+        });
+        let listener = match tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await
+        {
+            Ok(l) => l,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(EgressProxy::serve_on(listener, policy, options).map(|(_, h)| h))
     }
 
     /// The policy (one value for every enforcement point).
