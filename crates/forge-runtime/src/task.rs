@@ -258,7 +258,7 @@ pub struct NavigationRecord {
 /// A request the egress policy refused during the task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockedRecord {
-    /// The host (normalised).
+    /// The host (normalised), with `:port` when the port is not 80 or 443.
     pub host: String,
     /// The tool whose request it was (`http_request`, `browser_navigate`, ...).
     pub tool: String,
@@ -375,7 +375,13 @@ impl EgressObserver for BlockedRecorder {
                 ToolName::Fixed(t) => t.clone(),
                 ToolName::Current(c) => c.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             };
-            self.log.push(&d.host, &tool);
+            // The port is part of what was refused unless it is a default one.
+            let host = match d.port {
+                0 | 80 | 443 => d.host.clone(),
+                p if d.host.contains(':') => format!("[{}]:{p}", d.host),
+                p => format!("{}:{p}", d.host),
+            };
+            self.log.push(&host, &tool);
         }
     }
 }
