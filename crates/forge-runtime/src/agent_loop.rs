@@ -512,6 +512,7 @@ impl AgentLoop {
 
     /// The final turn after a budget ran out: no tools, a note in the system prompt, at most
     /// [`FINAL_TURN_LIMIT`]. Its text is the answer; the task is `incomplete` whatever happens.
+    #[allow(clippy::too_many_arguments)]
     async fn final_turn(
         &self,
         cx: &TaskCx<'_>,
