@@ -8,10 +8,16 @@
 //!   their own site in the browser and are refused the other (blocked list; the other site's
 //!   server sees no page request from it); the `result` artifact's data part carries the
 //!   navigations; a scope entry outside the policy is JSON-RPC -32602 naming it.
-//!   The browser test skips without Chromium, and fails instead when FORGE_REQUIRE_BROWSER=1.
+//! - `browser_task` with a fake model (a fake OpenAI server answering the sub-agent by its system
+//!   prompt) returns the sub-task's result object, and the page's text never reaches the calling
+//!   model's conversation.
+//!   The browser tests skip without Chromium, and fail instead when FORGE_REQUIRE_BROWSER=1.
 
 // Test: prints skip notes and diagnostics (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+
+#[path = "../../forge-runtime/tests/providers_support/fake_llm.rs"]
+mod fake_llm;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -110,6 +116,20 @@ async fn serve_site(name: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
 /// a skill that requires the browser.
 fn write_agent(dir: &Path, sites: &[SocketAddr], script: &str, browser: bool) -> PathBuf {
     std::fs::write(dir.join("s.yaml"), script).unwrap();
+    write_agent_with_model(
+        dir,
+        sites,
+        "model:\n  provider: scripted\n  name: s.yaml\n",
+        browser,
+    )
+}
+
+fn write_agent_with_model(
+    dir: &Path,
+    sites: &[SocketAddr],
+    model_yaml: &str,
+    browser: bool,
+) -> PathBuf {
     let domains: Vec<String> = sites.iter().map(|s| format!("    - \"{s}\"\n")).collect();
     if browser {
         std::fs::create_dir_all(dir.join("skills/look")).unwrap();
@@ -123,7 +143,7 @@ fn write_agent(dir: &Path, sites: &[SocketAddr], script: &str, browser: bool) ->
     std::fs::write(
         &cfg,
         format!(
-            "agent_id: scope-agent\nversion: 0.1.0\nmodel:\n  provider: scripted\n  name: s.yaml\negress:\n  mode: allowlist\n  allowed_domains:\n{}",
+            "agent_id: scope-agent\nversion: 0.1.0\n{model_yaml}egress:\n  mode: allowlist\n  allowed_domains:\n{}",
             domains.concat()
         ),
     )
@@ -396,4 +416,91 @@ async fn two_concurrent_a2a_tasks_each_reach_only_their_own_site_in_the_browser(
     // Each site served its page once: to its own task only.
     assert_eq!(a_hits.load(Ordering::SeqCst), 1, "site A saw only task A");
     assert_eq!(b_hits.load(Ordering::SeqCst), 1, "site B saw only task B");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_task_returns_only_the_result_and_the_page_stays_out_of_the_caller() {
+    use fake_llm::{openai_last_tool_result, openai_text, openai_tool_calls, Reply, Responder};
+    if !browser_available() {
+        return;
+    }
+    let (a, a_hits) = serve_site("A").await;
+    let site_url = format!("http://{a}/");
+    let u = site_url.clone();
+    let responder: Responder = Arc::new(move |_, r| {
+        let system = r.body["messages"][0]["content"].as_str().unwrap_or("");
+        let has_tool = r.body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|x| x["role"] == "tool"));
+        let body = if system.contains("browser sub-agent") {
+            if has_tool {
+                openai_text("found the heading")
+            } else {
+                openai_tool_calls(&[("c1", "browser_navigate", json!({"url": u}))])
+            }
+        } else if has_tool {
+            openai_text(&format!(
+                "RESULT {}",
+                openai_last_tool_result(&r.body).unwrap_or_default()
+            ))
+        } else {
+            openai_tool_calls(&[(
+                "p1",
+                "browser_task",
+                json!({"intent": "read the heading", "url": u, "allowed_hosts": [a.to_string()], "max_steps": 3}),
+            )])
+        };
+        Reply::Json(200, vec![], body)
+    });
+    let fake = fake_llm::start(responder).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent_with_model(
+        dir.path(),
+        &[a],
+        &format!(
+            "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\n",
+            fake.base()
+        ),
+        true,
+    );
+    let mut c = forge();
+    c.env("OPENAI_API_KEY", "sk-test-0000")
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--once", "What does the page say?"]);
+    let out = run(c).await;
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        text(&out.stderr)
+    );
+    let json_text = stdout
+        .trim()
+        .strip_prefix("RESULT ")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let r: Value = serde_json::from_str(json_text).expect("the tool result is the result object");
+    assert_eq!(r["status"], "done", "{r}");
+    assert_eq!(r["answer"], "found the heading");
+    assert_eq!(r["steps"], 1);
+    assert_eq!(r["navigations"], json!([{"url": site_url, "status": 200}]));
+    assert_eq!(a_hits.load(Ordering::SeqCst), 1);
+    // The page's text reached the sub-agent's model, never the caller's.
+    let (mut sub_saw, mut caller_saw) = (false, false);
+    for i in 0..fake.count() {
+        let req = fake.request(i);
+        let sub = req.body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("browser sub-agent");
+        let saw = req.body.to_string().contains("This is site A");
+        if sub {
+            sub_saw |= saw;
+        } else {
+            caller_saw |= saw;
+        }
+    }
+    assert!(sub_saw, "the sub-agent saw the page");
+    assert!(!caller_saw, "the calling model never saw the page");
 }

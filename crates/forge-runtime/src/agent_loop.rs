@@ -29,6 +29,7 @@
 //! and turns guardrail and proxy events into audit events.
 
 pub mod assembled;
+pub mod browser_task;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -280,8 +281,10 @@ struct TaskCx<'a> {
     browser_used: std::sync::atomic::AtomicBool,
 }
 
+/// The stateful browser family (one page per task): run one at a time. `browser_task` is not
+/// one of them: it drives a browser session of its own.
 fn is_browser_tool(name: &str) -> bool {
-    name.starts_with("browser_")
+    name.starts_with("browser_") && name != browser_task::NAME
 }
 
 /// Cut `text` to at most `max` characters, keeping the head and the tail, with a note.

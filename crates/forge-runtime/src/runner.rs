@@ -834,7 +834,47 @@ fn build_model(
     } else {
         Arc::new(Fallback::new(first, backups))
     };
-    let loop_tools = Arc::new(AssembledLoopTools::new(tools));
+    let assembled_tools: Arc<dyn LoopTools> = Arc::new(AssembledLoopTools::new(tools));
+    // Without an audit log the loop still needs a writer: it goes nowhere.
+    let audit = audit.unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink())));
+    let sessions: Option<Arc<dyn SessionCloser>> = if tools.browser().is_some() {
+        Some(Arc::new(AssembledSessions::new(
+            tools.clone(),
+            audit.clone(),
+        )))
+    } else {
+        None
+    };
+    let config = LoopConfig {
+        max_iterations: max_iterations.max(1),
+        tool_timeout: tools.timeout(),
+        tasks: info.tasks,
+        ..Default::default()
+    };
+    // browser_task (browser agents, unless denied): a sub-agent on the browser tools only, in
+    // its own session and scope, returning its result object.
+    let loop_tools: Arc<dyn LoopTools> = if tools.browser().is_some()
+        && forge_skills::denied_by(agent, crate::agent_loop::browser_task::NAME).is_empty()
+    {
+        let sub = Arc::new(AgentLoop {
+            provider: provider.clone(),
+            tools: Arc::new(crate::agent_loop::browser_task::BrowserOnly(
+                assembled_tools.clone(),
+            )),
+            system_prompt: crate::agent_loop::browser_task::SUB_AGENT_PROMPT.to_string(),
+            audit: audit.clone(),
+            config: config.clone(),
+            files_dir: tools.files_dir().to_path_buf(),
+            egress: Some(tools.egress().client_ref().clone()),
+            sessions: sessions.clone(),
+        });
+        Arc::new(crate::agent_loop::browser_task::WithBrowserTask::new(
+            assembled_tools,
+            sub,
+        ))
+    } else {
+        assembled_tools
+    };
     let specs = loop_tools.specs();
     let skills: Vec<PromptSkill> = agent
         .skills
@@ -846,27 +886,12 @@ fn build_model(
         })
         .collect();
     let prompt = system_prompt(&info.id, info.description.as_deref(), &skills, &specs);
-    // Without an audit log the loop still needs a writer: it goes nowhere.
-    let audit = audit.unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink())));
-    let sessions: Option<Arc<dyn SessionCloser>> = if tools.browser().is_some() {
-        Some(Arc::new(AssembledSessions::new(
-            tools.clone(),
-            audit.clone(),
-        )))
-    } else {
-        None
-    };
     let agent_loop = Arc::new(AgentLoop {
         provider,
         tools: loop_tools,
         system_prompt: prompt,
         audit,
-        config: LoopConfig {
-            max_iterations: max_iterations.max(1),
-            tool_timeout: tools.timeout(),
-            tasks: info.tasks,
-            ..Default::default()
-        },
+        config,
         files_dir: tools.files_dir().to_path_buf(),
         egress: Some(tools.egress().client_ref().clone()),
         sessions,
