@@ -25,6 +25,9 @@
 //!   in flight at the deadline are cancelled), the model gets one final turn without tools (at
 //!   most [`FINAL_TURN_LIMIT`]) and the task ends `incomplete`.
 //!
+//! [`browser_task`] is the `browser_task` tool: a browser sub-agent on a loop of its own,
+//! returning only its result object.
+//!
 //! [`assembled`] adapts the runner's assembled tool set (guardrails, egress, browser) to the loop
 //! and turns guardrail and proxy events into audit events.
 
