@@ -12,6 +12,11 @@
 //!   tool), idle for `idle_timeout` (a timer closes it, not only the next call), or the browser
 //!   shuts down or crashes; each of these tells the [`SessionClosedHook`] which key closed and
 //!   why. `max_sessions` counts live sessions.
+//! - A session given its own proxy ([`BrowserManager::set_session_proxy`]: a task's narrowed
+//!   egress listener) has its context created with that proxy, and is never handed out for a
+//!   different proxy afterwards (the call fails instead of crossing scopes).
+//! - Each session records its main-frame document responses (URL and HTTP status) for the task's
+//!   result ([`BrowserManager::navigations`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -21,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use chromiumoxide::cdp::browser_protocol::browser::BrowserContextId;
 use chromiumoxide::cdp::browser_protocol::browser::GetVersionParams;
+use chromiumoxide::cdp::browser_protocol::network::{EventResponseReceived, ResourceType};
 use chromiumoxide::cdp::browser_protocol::page::{
     DialogType, EventJavascriptDialogOpening, HandleJavaScriptDialogParams,
 };
@@ -50,6 +56,7 @@ pub struct Tab {
     /// Dialogs seen since the last look (already handled), as one-line descriptions.
     pub(crate) dialogs: Arc<StdMutex<Vec<String>>>,
     dialog_task: tokio::task::JoinHandle<()>,
+    nav_task: tokio::task::JoinHandle<()>,
     /// Where forge's pointer last was in this tab (viewport CSS px); the next pointer action
     /// moves from here. A new tab starts at the viewport's top-left corner.
     pub(crate) pointer: (f64, f64),
@@ -58,6 +65,7 @@ pub struct Tab {
 impl Drop for Tab {
     fn drop(&mut self) {
         self.dialog_task.abort();
+        self.nav_task.abort();
         crate::observe::forget(&self.target_id);
     }
 }
@@ -69,14 +77,29 @@ pub struct SessionState {
     /// This session's own clipboard (`clipboard.rs`): what its last copy or cut took. Chromium's
     /// clipboard is one for all contexts, so forge keeps each session's here.
     pub(crate) clipboard: String,
+    /// Main-frame documents loaded in this session's tabs (URL, HTTP status), oldest first.
+    navigations: Arc<StdMutex<Vec<Navigation>>>,
     next_tab: u32,
     known: HashSet<TargetId>,
 }
+
+/// A main-frame document a session's tab loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Navigation {
+    /// The document's URL (after redirects).
+    pub url: String,
+    /// Its HTTP status (a proxy refusal of plain http shows as 403).
+    pub status: i64,
+}
+
+/// Navigations kept per session (the oldest are dropped past it).
+pub const MAX_NAVIGATIONS: usize = 200;
 
 /// One session: a browser context with its tabs. Calls on a session run one at a time.
 pub struct Session {
     pub(crate) key: String,
     pub(crate) context_id: BrowserContextId,
+    navigations: Arc<StdMutex<Vec<Navigation>>>,
     pub(crate) running: Arc<Running>,
     pub(crate) state: Mutex<SessionState>,
     last_used: StdMutex<Instant>,
@@ -348,6 +371,8 @@ pub struct BrowserManager {
     crashes: CrashBook,
     /// Shared with the idle timer, which may outlive a hook change.
     on_close: Arc<StdMutex<Option<SessionClosedHook>>>,
+    /// Sessions that must use a proxy of their own (a task's narrowed egress listener).
+    session_proxies: StdMutex<HashMap<String, std::net::SocketAddr>>,
 }
 
 impl BrowserManager {
@@ -360,6 +385,7 @@ impl BrowserManager {
             launches: AtomicU64::new(0),
             crashes: CrashBook::default(),
             on_close: Arc::new(StdMutex::new(None)),
+            session_proxies: StdMutex::new(HashMap::new()),
         }
     }
 
@@ -384,6 +410,25 @@ impl BrowserManager {
         }
     }
 
+    /// Make session `key` use `proxy` (a loopback listener serving a narrowed egress policy)
+    /// instead of the agent's proxy; `None` goes back to the agent's. Takes effect when the
+    /// session's context is created; a session already open with another proxy is refused
+    /// rather than reused (close it first).
+    pub fn set_session_proxy(&self, key: &str, proxy: Option<std::net::SocketAddr>) {
+        let mut m = self
+            .session_proxies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match proxy {
+            Some(p) => {
+                m.insert(key.to_string(), p);
+            }
+            None => {
+                m.remove(key);
+            }
+        }
+    }
+
     /// Tell `observer` about every crash (the runtime's audit log writes `browser_crash`).
     pub fn with_crash_observer(mut self, observer: Arc<dyn CrashObserver>) -> Self {
         self.crashes = CrashBook::with_observer(observer);
@@ -392,6 +437,35 @@ impl BrowserManager {
 
     pub(crate) fn crashes(&self) -> &CrashBook {
         &self.crashes
+    }
+
+    /// The proxy session `key` must use.
+    fn proxy_for(&self, key: &str) -> Option<std::net::SocketAddr> {
+        self.session_proxies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .copied()
+            .or(self.config.proxy)
+    }
+
+    /// The main-frame documents session `key` loaded so far (URL, HTTP status), oldest first;
+    /// empty when it has no session.
+    pub async fn navigations(&self, key: &str) -> Vec<Navigation> {
+        let running = self.running.lock().await.clone();
+        let Some(r) = running else {
+            return Vec::new();
+        };
+        let sessions = r.sessions.lock().await;
+        sessions
+            .get(key)
+            .map(|s| {
+                s.navigations
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+            })
+            .unwrap_or_default()
     }
 
     /// Give the manager the proxy's log of recent refusals (wire [`RefusalLog`] as the proxy's
@@ -507,17 +581,23 @@ impl BrowserManager {
         let running = self.running().await?;
         self.reap_idle(&running).await;
         let mut sessions = running.sessions.lock().await;
+        let proxy = options
+            .proxy
+            .or_else(|| self.proxy_for(key))
+            .ok_or(BrowserError::NoProxy)?;
+        if !proxy.ip().is_loopback() {
+            return Err(BrowserError::ProxyNotLoopback(proxy));
+        }
         if let Some(s) = sessions.get(key) {
+            if s.proxy != proxy {
+                return Err(BrowserError::ScopeChanged(key.to_string()));
+            }
             s.touch();
             return Ok(s.clone());
         }
         if sessions.len() >= self.config.max_sessions {
             return Err(BrowserError::TooManySessions(self.config.max_sessions));
         }
-        let proxy = options
-            .proxy
-            .or(self.config.proxy)
-            .ok_or(BrowserError::NoProxy)?;
         let params = CreateBrowserContextParams::builder()
             .dispose_on_detach(true)
             .proxy_server(format!("http://{proxy}"))
@@ -546,10 +626,12 @@ impl BrowserManager {
             ),
         )
         .await?;
+        let navigations = Arc::new(StdMutex::new(Vec::new()));
         let mut state = SessionState {
             tabs: Vec::new(),
             active: 0,
             clipboard: String::new(),
+            navigations: navigations.clone(),
             next_tab: 1,
             known: HashSet::new(),
         };
@@ -557,6 +639,7 @@ impl BrowserManager {
         let s = Arc::new(Session {
             key: key.to_string(),
             context_id: ctx,
+            navigations,
             running: running.clone(),
             state: Mutex::new(state),
             last_used: StdMutex::new(Instant::now()),
@@ -1281,12 +1364,36 @@ impl SessionState {
                 }
             }
         });
+        // Main-frame documents (the page target's id is its main frame's id) go to the session's
+        // navigation list, for the task's result.
+        let navs = self.navigations.clone();
+        let main = target_id.as_ref().to_string();
+        let responses = page.event_listener::<EventResponseReceived>().await;
+        let nav_task = tokio::spawn(async move {
+            let Ok(mut stream) = responses else { return };
+            while let Some(ev) = stream.next().await {
+                if ev.r#type != ResourceType::Document
+                    || ev.frame_id.as_ref().map(|f| f.as_ref()) != Some(main.as_str())
+                {
+                    continue;
+                }
+                let mut n = navs.lock().unwrap_or_else(|p| p.into_inner());
+                if n.len() >= MAX_NAVIGATIONS {
+                    n.remove(0);
+                }
+                n.push(Navigation {
+                    url: ev.response.url.clone(),
+                    status: ev.response.status,
+                });
+            }
+        });
         self.tabs.push(Tab {
             id: id.clone(),
             target_id,
             page,
             dialogs,
             dialog_task,
+            nav_task,
             pointer: (0.0, 0.0),
         });
         id

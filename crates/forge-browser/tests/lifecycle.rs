@@ -813,3 +813,63 @@ async fn idle_time_counts_from_the_end_of_a_call_not_its_start() {
     );
     m.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_with_its_own_proxy_goes_through_it_and_is_never_reused_under_another() {
+    if browser_or_skip("per-session proxy").is_none() {
+        return;
+    }
+    let server = simple_server().await;
+    let site = format!("127.0.0.1:{}", server.addr.port());
+    // The agent's proxy allows the site; the task's own proxy allows nothing.
+    let (agent_proxy, _p1, log) = proxy(std::slice::from_ref(&site)).await;
+    let (task_proxy, _p2, _log2) = proxy(&[]).await;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let m = Arc::new(manager(agent_proxy, log, tmp.path()));
+    m.set_session_proxy("scoped", Some(task_proxy));
+    let nav = tool(&m, "browser_navigate");
+    // The task's proxy answers 403 with its reason (this test wires no refusal log to the task
+    // proxy, so the page shows the proxy's answer rather than a tool error).
+    let refused = match nav
+        .execute(
+            &ToolContext::new("scoped", tmp.path().join("files")),
+            json!({"url": server.url("/")}),
+        )
+        .await
+    {
+        Ok(o) => o.text,
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        refused.contains("blocked by egress policy") && refused.contains("403"),
+        "{refused}"
+    );
+    nav.execute(
+        &ToolContext::new("plain", tmp.path().join("files")),
+        json!({"url": server.url("/")}),
+    )
+    .await
+    .expect("the agent's proxy allows it");
+    let navs = m.navigations("plain").await;
+    assert!(
+        navs.iter()
+            .any(|n| n.url == server.url("/") && n.status == 200),
+        "{navs:?}"
+    );
+    assert!(
+        !m.navigations("scoped")
+            .await
+            .iter()
+            .any(|n| n.status == 200),
+        "the scoped session loaded nothing"
+    );
+    // The open session is not handed out under another proxy.
+    m.set_session_proxy("scoped", None);
+    let err = m.session("scoped").await.err().expect("scope changed");
+    assert!(matches!(err, BrowserError::ScopeChanged(_)), "{err}");
+    m.close_session("scoped").await;
+    m.session("scoped")
+        .await
+        .expect("a fresh session after close");
+    m.shutdown().await;
+}

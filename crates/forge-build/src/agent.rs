@@ -174,7 +174,7 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
             replicas_min: cfg.deploy.replicas.min,
             replicas_max: cfg.deploy.replicas.max,
             postgres_url: cfg.state.url.clone().filter(|_| cfg.state.is_postgres()),
-            ..Default::default()
+            task_seconds_cap: cfg.tasks.max_seconds_cap,
         },
     }
 }

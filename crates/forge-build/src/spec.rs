@@ -85,7 +85,7 @@ impl Default for DeploySpec {
 }
 
 /// The task time cap when forge.yaml sets none (`tasks.max_seconds_cap`).
-pub const DEFAULT_TASK_SECONDS_CAP: u64 = 1800;
+pub const DEFAULT_TASK_SECONDS_CAP: u64 = forge_skills::DEFAULT_MAX_SECONDS_CAP;
 
 impl DeploySpec {
     /// The PostgreSQL server's port (5432 unless the URL names one).

@@ -66,3 +66,17 @@ fn agent_json_tools_are_the_plan_and_tool_names_cannot_leave_the_scripts_dir() {
     let http = plan.iter().find(|t| t.name == "http_request").unwrap();
     assert_eq!(http.reason, None, "a present builtin needs no reason");
 }
+
+#[test]
+fn the_task_time_cap_comes_from_forge_yaml_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |yaml: &str| std::fs::write(dir.path().join("forge.yaml"), yaml).unwrap();
+    write("agent_id: cap\nversion: 0.1.0\n");
+    let agent = Agent::load(dir.path().join("forge.yaml")).unwrap();
+    let spec = spec_from_agent(&agent, audit_agent(&agent, None).unwrap());
+    assert_eq!(spec.deploy.task_seconds_cap, 1800);
+    write("agent_id: cap\nversion: 0.1.0\ntasks:\n  max_seconds: 60\n  max_seconds_cap: 600\n");
+    let agent = Agent::load(dir.path().join("forge.yaml")).unwrap();
+    let spec = spec_from_agent(&agent, audit_agent(&agent, None).unwrap());
+    assert_eq!(spec.deploy.task_seconds_cap, 600);
+}

@@ -47,7 +47,11 @@ fn parse_args() -> Result<Args, String> {
     while let Some(k) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match k.as_str() {
-            "--tasks" => a.tasks = val("--tasks")?.parse().map_err(|e| format!("--tasks: {e}"))?,
+            "--tasks" => {
+                a.tasks = val("--tasks")?
+                    .parse()
+                    .map_err(|e| format!("--tasks: {e}"))?
+            }
             "--concurrency" => {
                 a.concurrency = val("--concurrency")?
                     .parse()
@@ -85,7 +89,8 @@ async fn serve_site() -> std::net::SocketAddr {
             };
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 8192];
-                let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await
+                let Ok(Ok(n)) =
+                    tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await
                 else {
                     return;
                 };
@@ -96,7 +101,11 @@ async fn serve_site() -> std::net::SocketAddr {
                     "<!doctype html><title>held</title><p>done waiting</p>".to_string()
                 } else {
                     let items: String = (0..40)
-                        .map(|i| format!("<li><a href=\"/p/{i}\">Item {i}</a> <button>Add {i}</button></li>"))
+                        .map(|i| {
+                            format!(
+                                "<li><a href=\"/p/{i}\">Item {i}</a> <button>Add {i}</button></li>"
+                            )
+                        })
                         .collect();
                     format!("<!doctype html><title>Page {path}</title><h1>Catalogue {path}</h1><form><label>Search <input name=q></label><button>Go</button></form><ul>{items}</ul>")
                 };
@@ -154,7 +163,11 @@ impl Drop for Server {
     }
 }
 
-async fn start_forge(cfg: &Path, dir: &Path, state_url: Option<&str>) -> Result<(Server, String), String> {
+async fn start_forge(
+    cfg: &Path,
+    dir: &Path,
+    state_url: Option<&str>,
+) -> Result<(Server, String), String> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_forge"));
     cmd.arg("run")
         .arg("--config")
@@ -173,7 +186,9 @@ async fn start_forge(cfg: &Path, dir: &Path, state_url: Option<&str>) -> Result<
     let mut child = cmd.spawn().map_err(|e| format!("spawn forge: {e}"))?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let server = Server(child);
-    let mut lines = BufReader::new(tokio::process::ChildStdout::from_std(stdout).map_err(|e| e.to_string())?).lines();
+    let mut lines =
+        BufReader::new(tokio::process::ChildStdout::from_std(stdout).map_err(|e| e.to_string())?)
+            .lines();
     let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
         .await
         .map_err(|_| "forge printed no URL within 60 s".to_string())?
@@ -195,12 +210,19 @@ async fn start_forge(cfg: &Path, dir: &Path, state_url: Option<&str>) -> Result<
 }
 
 async fn rpc(url: &str, body: &Value, limit: Duration) -> Result<Value, String> {
-    let addr = url.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     let go = async {
-        let mut s = tokio::net::TcpStream::connect(&addr).await.map_err(|e| e.to_string())?;
+        let mut s = tokio::net::TcpStream::connect(&addr)
+            .await
+            .map_err(|e| e.to_string())?;
         let payload = body.to_string();
         let req = format!("POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{payload}", payload.len());
-        s.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
+        s.write_all(req.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
         let mut buf = Vec::new();
         s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
         let t = String::from_utf8_lossy(&buf).to_string();
@@ -292,10 +314,18 @@ async fn store_cost(location: &StoreLocation, n: usize) -> Result<(f64, f64), St
 
 async fn run_store(args: &Args, store: &str, site: std::net::SocketAddr) -> Result<String, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let cfg = write_agent(dir.path(), site, Some(args.cap.unwrap_or(args.concurrency.max(8))));
+    let cfg = write_agent(
+        dir.path(),
+        site,
+        Some(args.cap.unwrap_or(args.concurrency.max(8))),
+    );
     // The server lives as long as this run; dropped (stopped, removed) at the end.
     let pg = if store == "postgres" {
-        Some(tokio::task::spawn_blocking(pg::PgServer::start_durable).await.map_err(|e| e.to_string())?)
+        Some(
+            tokio::task::spawn_blocking(pg::PgServer::start_durable)
+                .await
+                .map_err(|e| e.to_string())?,
+        )
     } else {
         None
     };
@@ -398,7 +428,9 @@ async fn run_store(args: &Args, store: &str, site: std::net::SocketAddr) -> Resu
         e.1 = e.1.max(secs);
     }
     for (why, (n, slowest)) in seen {
-        out.push_str(&format!("\n  {n} x (answered within {slowest:.2} s): {why}"));
+        out.push_str(&format!(
+            "\n  {n} x (answered within {slowest:.2} s): {why}"
+        ));
     }
     Ok(out)
 }
@@ -413,7 +445,9 @@ async fn main() {
         }
     };
     if !Path::new("/usr/bin/chromium").exists() && std::env::var_os("FORGE_BROWSER_BIN").is_none() {
-        eprintln!("load bench: needs Chromium (scripts/install-deps.sh installs Debian's chromium)");
+        eprintln!(
+            "load bench: needs Chromium (scripts/install-deps.sh installs Debian's chromium)"
+        );
         std::process::exit(2);
     }
     let site = serve_site().await;

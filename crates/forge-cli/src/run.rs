@@ -53,6 +53,29 @@ pub struct RunArgs {
     /// Model turns per task before giving up.
     #[arg(long, default_value_t = 50)]
     max_iterations: usize,
+    /// With --once: narrow this task's egress to this entry (repeatable; egress.allowed_domains
+    /// syntax). Only narrows: an entry the agent's policy does not allow exits 2.
+    #[arg(long = "task-host", value_name = "ENTRY", requires = "once")]
+    task_host: Vec<String>,
+    /// With --once: tool calls this task may make (default forge.yaml tasks.max_steps, 60).
+    #[arg(long, value_name = "N", requires = "once")]
+    max_steps: Option<u64>,
+    /// With --once: seconds this task may run (default forge.yaml tasks.max_seconds, 300).
+    #[arg(long, value_name = "S", requires = "once")]
+    max_seconds: Option<u64>,
+    /// With --once: `text` prints the answer (and a one-line summary on stderr); `json` prints
+    /// the result object {status, answer, steps, seconds, navigations, blocked, artifacts}.
+    #[arg(long, value_enum, default_value_t = OnceFormat::Text, requires = "once")]
+    format: OnceFormat,
+}
+
+/// How `forge run --once` prints the result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnceFormat {
+    /// The answer, the artifacts' paths, and a one-line summary on stderr.
+    Text,
+    /// The result object as one JSON document.
+    Json,
 }
 
 /// Work with audit logs.
@@ -194,7 +217,14 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
     }
 
     let code = match &args.once {
-        Some(p) => run_once(&runner, p).await,
+        Some(p) => {
+            let spec = forge_runtime::task::TaskSpec {
+                allowed_hosts: (!args.task_host.is_empty()).then(|| args.task_host.clone()),
+                max_steps: args.max_steps,
+                max_seconds: args.max_seconds,
+            };
+            run_once(&runner, p, &spec, args.format).await
+        }
         None => serve(&args, &runner).await,
     };
     demo_stop.cancel();
@@ -229,7 +259,14 @@ fn progress_line(ev: &LoopEvent) -> Option<String> {
     }
 }
 
-async fn run_once(runner: &Runner, prompt: &str) -> ExitCode {
+async fn run_once(
+    runner: &Runner,
+    prompt: &str,
+    spec: &forge_runtime::task::TaskSpec,
+    format: OnceFormat,
+) -> ExitCode {
+    use forge_runtime::runner::RunError;
+    use forge_runtime::task::ResultStatus;
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
     tokio::spawn(async move {
@@ -246,9 +283,28 @@ async fn run_once(runner: &Runner, prompt: &str) -> ExitCode {
             }
         }
     });
-    let result = runner.run_once(prompt, cancel, Some(tx)).await;
+    let run = runner.run_once_with(prompt, spec, cancel, Some(tx)).await;
     let _ = printer.await;
-    match result {
+    let run = match run {
+        Ok(r) => r,
+        Err(RunError::Spec(e)) => {
+            eprintln!("forge run: {e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("forge run: task failed: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = match run.result.status {
+        ResultStatus::Done | ResultStatus::Incomplete => ExitCode::SUCCESS,
+        ResultStatus::Failed | ResultStatus::Canceled => ExitCode::from(1),
+    };
+    if format == OnceFormat::Json {
+        println!("{}", run.result.to_json());
+        return code;
+    }
+    match &run.outcome {
         Ok(o) => {
             println!("{}", o.answer.trim_end());
             if !o.artifacts.is_empty() {
@@ -258,13 +314,11 @@ async fn run_once(runner: &Runner, prompt: &str) -> ExitCode {
                     println!("  {}", a.display());
                 }
             }
-            ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("forge run: task failed: {e}");
-            ExitCode::from(1)
-        }
+        Err(e) => eprintln!("forge run: task failed: {e}"),
     }
+    eprintln!("forge: {}", run.result.summary());
+    code
 }
 
 async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {

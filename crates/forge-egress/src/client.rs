@@ -303,6 +303,16 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
+/// Tells two observers about every decision (the client's own, then a task's).
+struct BothObservers(Arc<dyn EgressObserver>, Arc<dyn EgressObserver>);
+
+impl EgressObserver for BothObservers {
+    fn on_decision(&self, d: &Decision) {
+        self.0.on_decision(d);
+        self.1.on_decision(d);
+    }
+}
+
 /// What one hop was dialed to, for the observer.
 struct Hop {
     resolved: Vec<IpAddr>,
@@ -388,6 +398,26 @@ impl EgressClient {
             tls: tokio_rustls::TlsConnector::from(Arc::new(cfg)),
             options,
         }
+    }
+
+    /// The same client (options, TLS roots, resolver, dialer) on another policy, usually this
+    /// one narrowed for a task ([`EgressPolicy::narrow`]), with `extra` told about every decision
+    /// besides this client's own observer (a task records its refusals there). Cheap: nothing is
+    /// rebuilt.
+    pub fn with_policy(
+        &self,
+        policy: Arc<EgressPolicy>,
+        extra: Option<Arc<dyn EgressObserver>>,
+    ) -> EgressClient {
+        let mut c = self.clone();
+        c.connector.policy = policy;
+        if let Some(extra) = extra {
+            c.options.observer = Some(match c.options.observer.take() {
+                Some(own) => Arc::new(BothObservers(own, extra)),
+                None => extra,
+            });
+        }
+        c
     }
 
     /// The policy this client enforces.

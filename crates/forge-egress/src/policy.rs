@@ -116,6 +116,8 @@ pub enum EntrySource {
     Skill(String),
     Cli,
     Forge(String),
+    /// A task's own scope (A2A `metadata.forge.allowed_hosts`, `--task-host`): only narrows.
+    Task,
 }
 
 impl fmt::Display for EntrySource {
@@ -126,6 +128,7 @@ impl fmt::Display for EntrySource {
             EntrySource::Skill(s) => write!(f, "skill {s} egress_domains"),
             EntrySource::Cli => f.write_str("--allow"),
             EntrySource::Forge(why) => write!(f, "forge: {why}"),
+            EntrySource::Task => f.write_str("task allowed_hosts"),
         }
     }
 }
@@ -210,6 +213,12 @@ impl Entry {
         })
     }
 
+    /// True when this entry allows `host` on `port` for a connection of `kind` (the host matches,
+    /// and the port is the entry's, or the kind's default when the entry names none).
+    fn allows(&self, host: &NormalHost, port: u16, kind: Kind) -> bool {
+        self.matches_host(host) && self.port.map_or(port == kind.default_port(), |p| p == port)
+    }
+
     fn matches_host(&self, host: &NormalHost) -> bool {
         match (&self.pattern, host) {
             (HostPattern::Exact(h), _) => h == host,
@@ -272,6 +281,16 @@ pub enum Refusal {
     Host { host: String, hint: String },
     #[error("blocked by egress policy: {host} is a cloud metadata host name")]
     MetadataHost { host: String },
+    /// The agent allows the host, but this task's scope (its `allowed_hosts`) does not.
+    #[error(
+        "blocked by egress policy: {host}:{port} is outside this task's allowed hosts ({scope}); \
+         the caller narrowed this task, so do not retry it"
+    )]
+    OutOfScope {
+        host: String,
+        port: u16,
+        scope: String,
+    },
     #[error(
         "blocked by egress policy: port {port} on {host} is not allowed (without an explicit \
          entry only 80 for http and 443 for https/CONNECT are allowed; add {host}:{port} to allow it)"
@@ -306,7 +325,9 @@ impl Refusal {
     pub fn code(&self) -> &'static str {
         match self {
             Refusal::Malformed(_) => "malformed",
-            Refusal::Host { .. } | Refusal::MetadataHost { .. } => "blocked-host",
+            Refusal::Host { .. } | Refusal::MetadataHost { .. } | Refusal::OutOfScope { .. } => {
+                "blocked-host"
+            }
             Refusal::Port { .. } => "blocked-port",
             Refusal::Ip { .. } => "blocked-ip",
         }
@@ -318,6 +339,7 @@ impl Refusal {
             Refusal::Malformed(m) => &m.input,
             Refusal::Host { host, .. }
             | Refusal::MetadataHost { host }
+            | Refusal::OutOfScope { host, .. }
             | Refusal::Port { host, .. }
             | Refusal::Ip { host, .. } => host,
         }
@@ -340,6 +362,18 @@ const METADATA_NAMES: &[&str] = &[
     "metadata.tencentyun.com",
 ];
 
+/// Whether agent entry `w` is a wildcard covering `*.suffix` (same or shorter suffix) on `port`.
+fn wildcard_covers(w: &Entry, suffix: &str, port: Option<u16>) -> bool {
+    let HostPattern::Wildcard(ws) = &w.pattern else {
+        return false;
+    };
+    let under = suffix == ws
+        || (suffix.len() > ws.len() + 1
+            && suffix.ends_with(ws.as_str())
+            && suffix.as_bytes()[suffix.len() - ws.len() - 1] == b'.');
+    under && w.port == port
+}
+
 fn capability_hosts(name: &str) -> Option<&'static [&'static str]> {
     match name {
         "slack" => Some(&["slack.com", "hooks.slack.com", "api.slack.com"]),
@@ -349,12 +383,19 @@ fn capability_hosts(name: &str) -> Option<&'static [&'static str]> {
 }
 
 /// The egress policy. Cheap to share behind an `Arc`; immutable once built.
+///
+/// A policy can be narrowed for one task ([`EgressPolicy::narrow`]): the result is the same type,
+/// deciding exactly as the agent's policy does and then, for anything but forge's own entries
+/// (the model provider, MCP servers), also requiring a match in every scope it was narrowed by.
+/// Narrowing never widens: an entry the policy does not allow is an error.
 #[derive(Debug, Clone)]
 pub struct EgressPolicy {
     mode: EgressMode,
     entries: Vec<Entry>,
     allow_private_ips: bool,
     private_cidrs: Vec<IpNet>,
+    /// Task scopes, outermost first; a decision must match an entry of each (empty: no scope).
+    scopes: Vec<Vec<Entry>>,
 }
 
 impl EgressPolicy {
@@ -446,7 +487,127 @@ impl EgressPolicy {
             entries,
             allow_private_ips: settings.allow_private_ips,
             private_cidrs,
+            scopes: Vec::new(),
         })
+    }
+
+    /// This policy narrowed to `entries` (the `egress.allowed_domains` syntax), for one task.
+    ///
+    /// Every entry must be allowed by this policy (an exact host on its port, or on 80 or 443
+    /// when it names none; a wildcard only under a wildcard of this policy with the same port, or
+    /// in dev-open mode); the first that is not is an error naming it, with `field` (e.g.
+    /// `metadata.forge.allowed_hosts[1]`) as where it was written. The narrowed policy allows
+    /// what this one allows AND an entry of `entries` allows, except forge's own entries (the
+    /// model provider, MCP servers), which stay reachable. Narrowing a narrowed policy keeps
+    /// both scopes: it can only narrow further.
+    pub fn narrow<S: AsRef<str>>(
+        &self,
+        entries: &[S],
+        field: &str,
+    ) -> Result<EgressPolicy, PolicyError> {
+        let mut scope = Vec::new();
+        for (i, text) in entries.iter().enumerate() {
+            let field = format!("{field}[{i}]");
+            let e = Entry::parse(text.as_ref(), EntrySource::Task, &field)?;
+            if let Some(why) = self.why_not_within(&e) {
+                return Err(PolicyError {
+                    field,
+                    value: e.text.clone(),
+                    why,
+                    hint: "a task can only narrow the agent's egress policy: name hosts the \
+                           agent already allows (see `forge egress check`), or add the host to \
+                           the agent's egress.allowed_domains"
+                        .into(),
+                });
+            }
+            scope.push(e);
+        }
+        let mut narrowed = self.clone();
+        narrowed.scopes.push(scope);
+        Ok(narrowed)
+    }
+
+    /// Why entry `e` allows something this policy does not (`None`: it is within the policy).
+    fn why_not_within(&self, e: &Entry) -> Option<String> {
+        match &e.pattern {
+            HostPattern::Exact(host) => {
+                let ok = match e.port {
+                    Some(p) => {
+                        self.check_host(host, p, Kind::Tls).is_ok()
+                            || self.check_host(host, p, Kind::Http).is_ok()
+                    }
+                    None => {
+                        self.check_host(host, 443, Kind::Tls).is_ok()
+                            || self.check_host(host, 80, Kind::Http).is_ok()
+                    }
+                };
+                (!ok).then(|| match e.port {
+                    Some(p) => format!("the agent's egress policy does not allow {host}:{p}"),
+                    None => format!("the agent's egress policy does not allow {host}"),
+                })
+            }
+            HostPattern::Wildcard(suffix) => {
+                if !self.scopes.is_empty() {
+                    // Under a scope, a wildcard must sit under a wildcard of every scope too.
+                    let inner = self
+                        .scopes
+                        .iter()
+                        .all(|s| s.iter().any(|w| wildcard_covers(w, suffix, e.port)));
+                    if !inner {
+                        return Some(format!(
+                            "*.{suffix} is wider than the scope this task already has"
+                        ));
+                    }
+                }
+                let ok = self.mode == EgressMode::DevOpen
+                    || self
+                        .entries
+                        .iter()
+                        .any(|w| wildcard_covers(w, suffix, e.port));
+                (!ok).then(|| {
+                    format!(
+                        "the agent's egress policy has no wildcard entry covering *.{suffix}{}",
+                        e.port.map(|p| format!(":{p}")).unwrap_or_default()
+                    )
+                })
+            }
+        }
+    }
+
+    /// The scope this policy was last narrowed to, as written (`None`: not narrowed).
+    pub fn scope(&self) -> Option<Vec<String>> {
+        self.scopes
+            .last()
+            .map(|s| s.iter().map(|e| e.text.clone()).collect())
+    }
+
+    /// Whether every scope allows `host:port` (forge's own entries always do).
+    fn in_scope(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<(), Refusal> {
+        if self.scopes.is_empty() {
+            return Ok(());
+        }
+        let forge_own = self
+            .entries
+            .iter()
+            .any(|e| matches!(e.source, EntrySource::Forge(_)) && e.allows(host, port, kind));
+        if forge_own {
+            return Ok(());
+        }
+        for s in &self.scopes {
+            if !s.iter().any(|e| e.allows(host, port, kind)) {
+                let listed: Vec<&str> = s.iter().map(|e| e.text.as_str()).collect();
+                return Err(Refusal::OutOfScope {
+                    host: host.to_string(),
+                    port,
+                    scope: if listed.is_empty() {
+                        "none".into()
+                    } else {
+                        listed.join(", ")
+                    },
+                });
+            }
+        }
+        Ok(())
     }
 
     /// A policy allowing exactly these entries (allowlist mode), for tests and simple callers.
@@ -474,8 +635,15 @@ impl EgressPolicy {
         self.allow_private_ips
     }
 
-    /// Decide a host (normalised) and port, before resolution.
+    /// Decide a host (normalised) and port, before resolution: the agent's rules, then the task
+    /// scopes (when narrowed).
     pub fn check_host(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<Allowed, Refusal> {
+        let allowed = self.check_agent(host, port, kind)?;
+        self.in_scope(host, port, kind)?;
+        Ok(allowed)
+    }
+
+    fn check_agent(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<Allowed, Refusal> {
         let shown = host.to_string();
         let matching: Vec<&Entry> = self
             .entries
@@ -715,5 +883,92 @@ mod tests {
         }
         let p = pol(&["BÜCHER.de."]);
         assert!(p.check("xn--bcher-kva.de", 443, Kind::Tls, true).is_ok());
+    }
+
+    #[test]
+    fn narrowing_only_narrows_and_keeps_forge_entries() {
+        let agent = EgressPolicy::new(EgressSettings {
+            mode: Some(EgressMode::Allowlist),
+            allowed_domains: vec![
+                "127.0.0.1:8001".into(),
+                "127.0.0.1:8002".into(),
+                "*.example.org".into(),
+                "example.com".into(),
+            ],
+            forge_entries: vec![("model provider openai".into(), "api.openai.com".into())],
+            ..Default::default()
+        })
+        .unwrap();
+        let task = agent
+            .narrow(&["127.0.0.1:8001", "a.example.org"], "t")
+            .unwrap();
+        assert!(task.check("127.0.0.1", 8001, Kind::Http, true).is_ok());
+        let out = task.check("127.0.0.1", 8002, Kind::Http, true).unwrap_err();
+        assert!(matches!(out, Refusal::OutOfScope { .. }), "{out}");
+        assert_eq!(out.code(), "blocked-host");
+        assert!(out.to_string().contains("127.0.0.1:8001, a.example.org"));
+        assert!(task.check("a.example.org", 443, Kind::Tls, true).is_ok());
+        assert!(task.check("b.example.org", 443, Kind::Tls, true).is_err());
+        assert!(task.check("example.com", 443, Kind::Tls, true).is_err());
+        // The model host stays reachable.
+        assert!(task.check("api.openai.com", 443, Kind::Tls, true).is_ok());
+        assert_eq!(
+            task.scope(),
+            Some(vec![
+                "127.0.0.1:8001".to_string(),
+                "a.example.org".to_string()
+            ])
+        );
+        assert_eq!(agent.scope(), None);
+        // The agent's own rules still apply inside the scope (port rule).
+        assert_eq!(
+            task.check("a.example.org", 8443, Kind::Tls, true)
+                .unwrap_err()
+                .code(),
+            "blocked-port"
+        );
+    }
+
+    #[test]
+    fn a_scope_entry_the_agent_does_not_allow_is_an_error_naming_it() {
+        let agent = pol(&["127.0.0.1:8001", "*.example.org", "example.com"]);
+        for (bad, why) in [
+            ("127.0.0.1:8002", "does not allow 127.0.0.1:8002"),
+            ("127.0.0.1", "does not allow 127.0.0.1"),
+            ("evil.com", "does not allow evil.com"),
+            ("*.com", "too broad"),
+            ("*.example.com", "no wildcard entry covering *.example.com"),
+            ("example.com:8443", "does not allow example.com:8443"),
+            ("https://example.com", "not a URL"),
+            ("metadata.google.internal", "does not allow"),
+        ] {
+            let e = agent
+                .narrow(&["example.com", bad], "allowed_hosts")
+                .unwrap_err();
+            assert_eq!(e.field, "allowed_hosts[1]", "{bad}");
+            assert_eq!(e.value, bad, "{bad}");
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+        }
+        // Sub-wildcards and names under an agent wildcard are fine.
+        assert!(agent
+            .narrow(&["*.a.example.org", "x.example.org"], "f")
+            .is_ok());
+        assert!(agent.narrow(&["*.example.org"], "f").is_ok());
+        // An empty scope leaves only forge's own hosts.
+        let none = agent.narrow::<&str>(&[], "f").unwrap();
+        assert!(none.check("example.com", 443, Kind::Tls, true).is_err());
+    }
+
+    #[test]
+    fn narrowing_twice_keeps_both_scopes() {
+        let agent = pol(&["a.com", "b.com", "*.example.org"]);
+        let first = agent.narrow(&["a.com", "*.example.org"], "f").unwrap();
+        assert!(first.narrow(&["b.com"], "g").is_err());
+        assert!(first.narrow(&["*.x.example.org"], "g").is_ok());
+        let second = first.narrow(&["x.example.org", "a.com"], "g").unwrap();
+        assert!(second.check("a.com", 443, Kind::Tls, true).is_ok());
+        assert!(second.check("x.example.org", 443, Kind::Tls, true).is_ok());
+        assert!(second.check("y.example.org", 443, Kind::Tls, true).is_err());
+        assert!(second.check("b.com", 443, Kind::Tls, true).is_err());
     }
 }

@@ -254,6 +254,18 @@ impl EgressProxy {
         options: ProxyOptions,
     ) -> io::Result<(SocketAddr, ProxyHandle)> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, options.listen_port)).await?;
+        Self::serve_on(listener, policy, options)
+    }
+
+    /// Serve on a listener the caller bound (`options.listen_port` is ignored): a per-task
+    /// listener with a narrowed policy ([`EgressPolicy::narrow`]), or a listener inside a
+    /// network namespace. Whoever can connect to it gets `policy`, so bind it where only the
+    /// intended client reaches it (127.0.0.1, or an address inside the client's namespace).
+    pub fn serve_on(
+        listener: TcpListener,
+        policy: Arc<EgressPolicy>,
+        options: ProxyOptions,
+    ) -> io::Result<(SocketAddr, ProxyHandle)> {
         let addr = listener.local_addr()?;
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();

@@ -19,12 +19,24 @@
 //!   session either way: an action cut off half way leaves the page in an unknown state.
 //! - Audit events: `session_start`, `llm_call`, `tool_exec`, `guardrail_check` (prompt/response
 //!   here; tools and egress decisions via the observers in [`assembled`]),
-//!   `browser_session_open/close`, `session_end`. Tool arguments and outputs are never written, only their sizes.
+//!   `browser_session_open/close`, `session_end` (with the task's result object). Tool arguments
+//!   and outputs are never written, only their sizes.
+//! - Scope and budgets ([`crate::task`]): each task runs on its own policy (the agent's, or
+//!   narrowed by the caller), through a per-call egress client on it and, for browser agents, a
+//!   proxy listener of its own that the task's browser context uses; the system prompt names the
+//!   hosts the task may reach. `max_steps` counts tool calls, `max_seconds` wall time: when
+//!   either runs out, no more tools run (calls past the step budget are answered "not run"; calls
+//!   in flight at the deadline are cancelled), the model gets one final turn without tools (at
+//!   most [`FINAL_TURN_LIMIT`]) and the task ends `incomplete`.
+//!
+//! [`browser_task`] is the `browser_task` tool: a browser sub-agent on a loop of its own,
+//! returning only its result object.
 //!
 //! [`assembled`] adapts the runner's assembled tool set (guardrails, egress, browser) to the loop
 //! and turns guardrail and proxy events into audit events.
 
 pub mod assembled;
+pub mod browser_task;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,11 +48,17 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use forge_egress::proxy::EgressObserver;
+use forge_egress::EgressPolicy;
 use forge_tools::{Registry, ToolContext, ToolError, ToolOutput};
 
 use crate::audit::{events, AuditLog};
 use crate::providers::{
     ChatRequest, Message, Provider, ProviderError, ToolCall, ToolResult, ToolSpec,
+};
+use crate::task::{
+    hosts_line, ArtifactRecord, BlockedLog, BlockedRecorder, NavigationRecord, ResolvedSpec,
+    ResultStatus, TaskResult, ToolName,
 };
 
 /// The tools the loop can run. Implemented for [`forge_tools::Registry`] (plain execution) and by
@@ -112,6 +130,27 @@ pub trait SessionCloser: Send + Sync {
     async fn at_capacity(&self) -> Option<usize> {
         None
     }
+    /// Give session `key` a proxy listener of its own serving `policy` (the task's), telling
+    /// `observer` about its decisions besides the agent's observers; the browser context of the
+    /// session is then created with it. The listener belongs to the session: a later task in the
+    /// same conversation reuses it (its refusals then go to that task's `observer`) when it asks
+    /// for the same scope or none, and is refused (an error naming both scopes) when it asks for
+    /// another. Every call is matched by a [`SessionCloser::release_scoped_proxy`].
+    async fn open_scoped_proxy(
+        &self,
+        _key: &str,
+        _policy: Arc<EgressPolicy>,
+        _observer: Arc<dyn EgressObserver>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+    /// A task in session `key` ended: its listener stops once no task uses it and the session
+    /// is closed.
+    async fn release_scoped_proxy(&self, _key: &str) {}
+    /// The main-frame pages session `key` loaded (URL, HTTP status), read before it is closed.
+    async fn navigations(&self, _key: &str) -> Vec<NavigationRecord> {
+        Vec::new()
+    }
 }
 
 /// Loop limits.
@@ -123,6 +162,8 @@ pub struct LoopConfig {
     pub max_tool_output_chars: usize,
     /// Time limit per tool call (the skills' `timeout_hint`); `None`: the tool's own.
     pub tool_timeout: Option<Duration>,
+    /// Per-task budgets: defaults and caps (forge.yaml `tasks:`).
+    pub tasks: forge_skills::TasksConfig,
 }
 
 impl Default for LoopConfig {
@@ -131,6 +172,7 @@ impl Default for LoopConfig {
             max_iterations: 50,
             max_tool_output_chars: 24_000,
             tool_timeout: None,
+            tasks: forge_skills::TasksConfig::default(),
         }
     }
 }
@@ -180,6 +222,20 @@ pub struct TaskOutcome {
     pub artifacts: Vec<PathBuf>,
     /// The whole conversation (for follow-up messages in the same A2A context).
     pub messages: Vec<Message>,
+    /// Tool calls made.
+    pub steps: u64,
+    /// Set when a budget ran out (which one, in words): the answer is the model's final word
+    /// without tools, and the task is `incomplete`.
+    pub incomplete: Option<String>,
+}
+
+/// A finished task with its result object (also for a task that failed or was cancelled).
+#[derive(Debug)]
+pub struct TaskRun {
+    /// The outcome, as [`AgentLoop::run_task`] returns it.
+    pub outcome: Result<TaskOutcome, LoopError>,
+    /// The result object.
+    pub result: TaskResult,
 }
 
 /// Why a task did not finish with an answer.
@@ -197,6 +253,9 @@ pub enum LoopError {
     /// A prompt or response guardrail refused.
     #[error("blocked by guardrail: {0}")]
     Guardrail(String),
+    /// The task's egress scope could not be set up (its proxy listener did not start).
+    #[error("the task's egress scope could not be set up: {0}")]
+    Setup(String),
 }
 
 /// Which browser session a task's browser calls use, and whether it ends with the task.
@@ -255,8 +314,27 @@ type CallResult = (Result<ToolOutput, ToolError>, u64);
 /// How long cancelled tools get to stop on their own before their futures are dropped.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
+/// The longest the final model turn (without tools, after a budget ran out) may take.
+pub const FINAL_TURN_LIMIT: Duration = Duration::from_secs(60);
+
+/// Per-task state shared by the loop's helpers.
+struct TaskCx<'a> {
+    task_id: &'a str,
+    /// The browser session the task's browser calls use (its own, or its conversation's).
+    session_key: &'a str,
+    spec: &'a ResolvedSpec,
+    deadline: tokio::time::Instant,
+    blocked: BlockedLog,
+    /// The browser tool in flight, named by the task proxy's refusals.
+    browser_tool: Arc<std::sync::Mutex<String>>,
+    steps: std::sync::atomic::AtomicU64,
+    browser_used: std::sync::atomic::AtomicBool,
+}
+
+/// The stateful browser family (one page per task): run one at a time. `browser_task` is not
+/// one of them: it drives a browser session of its own.
 fn is_browser_tool(name: &str) -> bool {
-    name.starts_with("browser_")
+    name.starts_with("browser_") && name != browser_task::NAME
 }
 
 /// Cut `text` to at most `max` characters, keeping the head and the tail, with a note.
@@ -294,6 +372,22 @@ fn artifact_paths(out: &ToolOutput) -> Vec<PathBuf> {
     v
 }
 
+/// The result object's entry for a file a tool wrote.
+fn artifact_record(p: &std::path::Path) -> ArtifactRecord {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    ArtifactRecord {
+        name,
+        mime_type: crate::a2a::tasks::mime_for(p).to_string(),
+        size_bytes: std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+        uri: url::Url::from_file_path(p)
+            .map(|u| u.to_string())
+            .unwrap_or_else(|_| p.display().to_string()),
+    }
+}
+
 /// The `error_kind` of a tool error in audit events.
 pub(crate) fn error_kind(e: &ToolError) -> &'static str {
     match e {
@@ -317,8 +411,9 @@ fn short(s: &str, n: usize) -> String {
 
 impl AgentLoop {
     /// Run one task: `prompt` after `history` (earlier turns of the same conversation).
-    /// `events` receives progress; `cancel` stops the task. Its browser session is its own
-    /// (closed at the end); see [`AgentLoop::run_task_in`].
+    /// `events` receives progress; `cancel` stops the task. Budgets are forge.yaml's defaults, the
+    /// policy is the agent's, and the browser session is the task's own (closed at the end); see
+    /// [`AgentLoop::run_task_with`] for a caller's scope and a conversation's browser.
     pub async fn run_task(
         &self,
         task_id: &str,
@@ -327,20 +422,45 @@ impl AgentLoop {
         cancel: CancellationToken,
         events: Option<UnboundedSender<LoopEvent>>,
     ) -> Result<TaskOutcome, LoopError> {
-        self.run_task_in(
+        let spec = self.default_spec();
+        self.run_task_with(
             task_id,
             &BrowserUse::own(task_id),
             prompt,
             history,
             cancel,
             events,
+            &spec,
         )
         .await
+        .outcome
     }
 
-    /// [`AgentLoop::run_task`] with the browser session `browser` (a conversation's, kept open
-    /// after the task unless it says otherwise).
-    pub async fn run_task_in(
+    /// The agent's egress policy (the tools' client's), when the loop has a client.
+    pub fn policy(&self) -> Option<&Arc<EgressPolicy>> {
+        self.egress.as_ref().map(|c| c.policy())
+    }
+
+    /// The spec of a task whose caller asked for nothing: forge.yaml defaults, the agent policy.
+    pub fn default_spec(&self) -> ResolvedSpec {
+        ResolvedSpec::defaults(&self.config.tasks, self.policy().cloned())
+    }
+
+    /// Check a caller's [`crate::task::TaskSpec`] against this agent (policy, forge.yaml caps).
+    pub fn resolve_spec(
+        &self,
+        spec: &crate::task::TaskSpec,
+        fields: crate::task::SpecFields,
+    ) -> Result<ResolvedSpec, crate::task::SpecError> {
+        spec.resolve(&self.config.tasks, self.policy(), fields)
+    }
+
+    /// Run one task in the scope and budgets of `spec` (see [`AgentLoop::resolve_spec`]), with
+    /// its browser calls in the session `browser` (a conversation's is kept open after the task
+    /// unless it says otherwise), and make its result object (also written to the audit log's
+    /// `session_end`).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_task_with(
         &self,
         task_id: &str,
         browser: &BrowserUse,
@@ -348,45 +468,112 @@ impl AgentLoop {
         history: Vec<Message>,
         cancel: CancellationToken,
         events: Option<UnboundedSender<LoopEvent>>,
-    ) -> Result<TaskOutcome, LoopError> {
+        spec: &ResolvedSpec,
+    ) -> TaskRun {
         let started = Instant::now();
         let specs = self.tools.specs();
         self.audit.emit(
             Some(task_id),
             events::SESSION_START,
-            json!({"provider": self.provider.name(), "model": self.provider.model(), "tools": specs.len(), "prompt_chars": prompt.chars().count()}),
+            json!({"provider": self.provider.name(), "model": self.provider.model(), "tools": specs.len(), "prompt_chars": prompt.chars().count(), "max_steps": spec.max_steps, "max_seconds": spec.max_seconds, "allowed_hosts": spec.policy.as_ref().and_then(|p| p.scope())}),
         );
-        let browser_used = std::sync::atomic::AtomicBool::new(false);
-        let result = self
-            .drive(
-                task_id,
-                &browser.session,
-                prompt,
-                history,
-                &specs,
-                &cancel,
-                events.as_ref(),
-                &browser_used,
-            )
-            .await;
-        let cancelled = matches!(result, Err(LoopError::Cancelled));
-        if browser_used.load(std::sync::atomic::Ordering::SeqCst) && (!browser.keep || cancelled) {
-            if let Some(s) = &self.sessions {
-                s.close_session(&browser.session).await;
+        let cx = TaskCx {
+            task_id,
+            session_key: &browser.session,
+            spec,
+            deadline: tokio::time::Instant::now() + Duration::from_secs(spec.max_seconds),
+            blocked: BlockedLog::default(),
+            browser_tool: Arc::new(std::sync::Mutex::new("browser".to_string())),
+            steps: std::sync::atomic::AtomicU64::new(0),
+            browser_used: std::sync::atomic::AtomicBool::new(false),
+        };
+        // Pages a continued conversation loaded before this task are not this task's.
+        let navigations_before = match &self.sessions {
+            Some(s) => s.navigations(&browser.session).await.len(),
+            None => 0,
+        };
+        // The session's own proxy identity: a listener serving the task's policy, which the
+        // session's browser context is created with (refusals there are the task's). A
+        // conversation's session keeps the listener of the task that opened it; a later task in
+        // it must ask for the same scope (see `SessionCloser::open_scoped_proxy`).
+        if let (Some(s), Some(policy)) = (&self.sessions, &spec.policy) {
+            let recorder = Arc::new(BlockedRecorder {
+                log: cx.blocked.clone(),
+                tool: ToolName::Current(cx.browser_tool.clone()),
+            });
+            if let Err(e) = s
+                .open_scoped_proxy(&browser.session, policy.clone(), recorder)
+                .await
+            {
+                let err = LoopError::Setup(e);
+                return self
+                    .finish(&cx, browser, started, Err(err), navigations_before)
+                    .await;
             }
-            // Closes on request are audited here, with the task; the idle timer's, shutdown's
-            // and a crash's by the manager's closed-session hook.
-            let reason = match (cancelled, browser.session == task_id) {
-                (true, _) => "canceled",
-                (false, true) => "task_end",
-                (false, false) => "close_browser",
-            };
-            self.audit.emit(
-                Some(task_id),
-                events::BROWSER_SESSION_CLOSE,
-                json!({"session": browser.session, "reason": reason}),
-            );
         }
+        let result = self
+            .drive(&cx, prompt, history, &specs, &cancel, events.as_ref())
+            .await;
+        self.finish(&cx, browser, started, result, navigations_before)
+            .await
+    }
+
+    /// End a task: its browser session (pages read first; closed unless a conversation keeps
+    /// it), the result object and `session_end`.
+    async fn finish(
+        &self,
+        cx: &TaskCx<'_>,
+        browser: &BrowserUse,
+        started: Instant,
+        result: Result<TaskOutcome, LoopError>,
+        navigations_before: usize,
+    ) -> TaskRun {
+        let task_id = cx.task_id;
+        let mut navigations = Vec::new();
+        let cancelled = matches!(result, Err(LoopError::Cancelled));
+        if let Some(s) = &self.sessions {
+            if cx.browser_used.load(std::sync::atomic::Ordering::SeqCst) {
+                navigations = s.navigations(&browser.session).await;
+                navigations.drain(..navigations_before.min(navigations.len()));
+                if !browser.keep || cancelled {
+                    s.close_session(&browser.session).await;
+                    // Closes on request are audited here, with the task; the idle timer's,
+                    // shutdown's and a crash's by the manager's closed-session hook.
+                    let reason = match (cancelled, browser.session == task_id) {
+                        (true, _) => "canceled",
+                        (false, true) => "task_end",
+                        (false, false) => "close_browser",
+                    };
+                    self.audit.emit(
+                        Some(task_id),
+                        events::BROWSER_SESSION_CLOSE,
+                        json!({"session": browser.session, "reason": reason}),
+                    );
+                }
+            }
+            // The session's proxy listener lives as long as the session (none left: it stops).
+            s.release_scoped_proxy(&browser.session).await;
+        }
+        let steps = cx.steps.load(std::sync::atomic::Ordering::SeqCst);
+        let (status, answer) = match &result {
+            Ok(o) if o.incomplete.is_some() => (ResultStatus::Incomplete, o.answer.clone()),
+            Ok(o) => (ResultStatus::Done, o.answer.clone()),
+            Err(LoopError::Cancelled) => (ResultStatus::Canceled, "The task was cancelled.".into()),
+            Err(e) => (ResultStatus::Failed, e.to_string()),
+        };
+        let artifacts = match &result {
+            Ok(o) => o.artifacts.iter().map(|p| artifact_record(p)).collect(),
+            Err(_) => Vec::new(),
+        };
+        let task_result = TaskResult {
+            status,
+            answer,
+            steps,
+            seconds: (started.elapsed().as_millis() as f64) / 1000.0,
+            navigations,
+            blocked: cx.blocked.list(),
+            artifacts,
+        };
         let (status, extra) = match &result {
             Ok(o) => (
                 "completed",
@@ -395,27 +582,116 @@ impl AgentLoop {
             Err(LoopError::Cancelled) => ("canceled", json!({})),
             Err(e) => ("failed", json!({"error": e.to_string()})),
         };
-        let mut fields =
-            json!({"status": status, "duration_ms": started.elapsed().as_millis() as u64});
+        let mut fields = json!({"status": status, "duration_ms": started.elapsed().as_millis() as u64, "result": task_result.to_json()});
         if let (Value::Object(f), Value::Object(x)) = (&mut fields, extra) {
             f.extend(x);
         }
         self.audit.emit(Some(task_id), events::SESSION_END, fields);
-        result
+        TaskRun {
+            outcome: result,
+            result: task_result,
+        }
     }
 
+    /// The final turn after a budget ran out: no tools, a note in the system prompt, at most
+    /// [`FINAL_TURN_LIMIT`]. Its text is the answer; the task is `incomplete` whatever happens.
     #[allow(clippy::too_many_arguments)]
+    async fn final_turn(
+        &self,
+        cx: &TaskCx<'_>,
+        system: &str,
+        mut messages: Vec<Message>,
+        why: String,
+        iteration: usize,
+        artifacts: Vec<PathBuf>,
+        cancel: &CancellationToken,
+        send: &(dyn Fn(LoopEvent) + Sync),
+    ) -> Result<TaskOutcome, LoopError> {
+        send(LoopEvent::ModelCall { iteration });
+        let req = ChatRequest {
+            system: format!(
+                "{system}\n[forge] This task's budget is spent ({why}). Tools are no longer \
+                 available: answer now from what you have found so far, and say what is left \
+                 undone.\n"
+            ),
+            messages: messages.clone(),
+            tools: vec![],
+        };
+        let t0 = Instant::now();
+        let resp = tokio::time::timeout(FINAL_TURN_LIMIT, self.provider.chat(&req, cancel)).await;
+        let mut fields = json!({
+            "provider": self.provider.name(),
+            "model": self.provider.model(),
+            "host": self.provider.host(),
+            "iteration": iteration,
+            "final_turn": true,
+            "duration_ms": t0.elapsed().as_millis() as u64,
+        });
+        let text = match resp {
+            Ok(Ok(r)) => {
+                fields["ok"] = json!(true);
+                fields["input_tokens"] = json!(r.usage.input_tokens);
+                fields["output_tokens"] = json!(r.usage.output_tokens);
+                // Tool calls are not run any more; only the text counts.
+                r.text
+            }
+            Ok(Err(ProviderError::Cancelled)) => return Err(LoopError::Cancelled),
+            Ok(Err(e)) => {
+                fields["ok"] = json!(false);
+                fields["error"] = json!(e.to_string());
+                String::new()
+            }
+            Err(_) => {
+                fields["ok"] = json!(false);
+                fields["error"] = json!(format!("no answer within {FINAL_TURN_LIMIT:?}"));
+                String::new()
+            }
+        };
+        self.audit.emit(Some(cx.task_id), events::LLM_CALL, fields);
+        if cancel.is_cancelled() {
+            return Err(LoopError::Cancelled);
+        }
+        let text = if text.trim().is_empty() {
+            format!("(no final answer: {why})")
+        } else {
+            text
+        };
+        let answer = match self.tools.check_response(&text) {
+            Ok(a) => a,
+            Err(why) => {
+                self.audit.emit(
+                    Some(cx.task_id),
+                    events::GUARDRAIL_CHECK,
+                    json!({"stage": "response", "action": "blocked", "reason": why}),
+                );
+                return Err(LoopError::Guardrail(why));
+            }
+        };
+        messages.push(Message::Assistant {
+            text: answer.clone(),
+            tool_calls: vec![],
+        });
+        Ok(TaskOutcome {
+            answer,
+            iterations: iteration,
+            artifacts,
+            messages,
+            steps: cx.steps.load(std::sync::atomic::Ordering::SeqCst),
+            incomplete: Some(why),
+        })
+    }
+
     async fn drive(
         &self,
-        task_id: &str,
-        session_key: &str,
+        cx: &TaskCx<'_>,
         prompt: &str,
         history: Vec<Message>,
         specs: &[ToolSpec],
         cancel: &CancellationToken,
         events: Option<&UnboundedSender<LoopEvent>>,
-        browser_used: &std::sync::atomic::AtomicBool,
     ) -> Result<TaskOutcome, LoopError> {
+        use std::sync::atomic::Ordering;
+        let task_id = cx.task_id;
         let send = |e: LoopEvent| {
             if let Some(tx) = events {
                 let _ = tx.send(e);
@@ -429,6 +705,14 @@ impl AgentLoop {
             );
             return Err(LoopError::Guardrail(why));
         }
+        // The model is told the hosts this task may reach.
+        let system = match &cx.spec.policy {
+            Some(p) => format!("{}\n{}\n", self.system_prompt.trim_end(), hosts_line(p)),
+            None => self.system_prompt.clone(),
+        };
+        let max_steps = cx.spec.max_steps;
+        let out_of_time = || format!("max_seconds {} reached", cx.spec.max_seconds);
+        let out_of_steps = || format!("max_steps {max_steps} reached");
         let mut messages = history;
         messages.push(Message::User(prompt.to_string()));
         let mut artifacts: Vec<PathBuf> = Vec::new();
@@ -436,14 +720,36 @@ impl AgentLoop {
             if cancel.is_cancelled() {
                 return Err(LoopError::Cancelled);
             }
+            let steps = cx.steps.load(Ordering::SeqCst);
+            let spent = if steps >= max_steps {
+                Some(out_of_steps())
+            } else if tokio::time::Instant::now() >= cx.deadline {
+                Some(out_of_time())
+            } else {
+                None
+            };
+            if let Some(why) = spent {
+                return self
+                    .final_turn(
+                        cx, &system, messages, why, iteration, artifacts, cancel, &send,
+                    )
+                    .await;
+            }
             send(LoopEvent::ModelCall { iteration });
             let req = ChatRequest {
-                system: self.system_prompt.clone(),
+                system: system.clone(),
                 messages: messages.clone(),
                 tools: specs.to_vec(),
             };
             let t0 = Instant::now();
-            let resp = self.provider.chat(&req, cancel).await;
+            let resp = tokio::select! {
+                r = self.provider.chat(&req, cancel) => r,
+                _ = tokio::time::sleep_until(cx.deadline) => {
+                    return self
+                        .final_turn(cx, &system, messages, out_of_time(), iteration, artifacts, cancel, &send)
+                        .await;
+                }
+            };
             let mut fields = json!({
                 "provider": self.provider.name(),
                 "model": self.provider.model(),
@@ -494,6 +800,8 @@ impl AgentLoop {
                     iterations: iteration,
                     artifacts,
                     messages,
+                    steps: cx.steps.load(Ordering::SeqCst),
+                    incomplete: None,
                 });
             }
             if !resp.text.trim().is_empty() {
@@ -504,18 +812,25 @@ impl AgentLoop {
                 text: resp.text,
                 tool_calls: resp.tool_calls,
             });
-            if calls.iter().any(|c| is_browser_tool(&c.name))
-                && !browser_used.swap(true, std::sync::atomic::Ordering::SeqCst)
+            // The step budget: only as many calls run as steps are left; the rest are answered
+            // "not run" (every call gets a result, as the vendors' APIs require).
+            let left = max_steps.saturating_sub(cx.steps.load(Ordering::SeqCst));
+            let run_n = calls.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            cx.steps.fetch_add(run_n as u64, Ordering::SeqCst);
+            let to_run = &calls[..run_n];
+            if to_run.iter().any(|c| is_browser_tool(&c.name))
+                && !cx.browser_used.swap(true, Ordering::SeqCst)
             {
                 self.audit.emit(
                     Some(task_id),
                     events::BROWSER_SESSION_OPEN,
-                    json!({"session": session_key}),
+                    json!({"session": cx.session_key}),
                 );
             }
-            let calls_fut = self.run_calls(task_id, session_key, &calls, cancel, &send);
+            let tools_cancel = cancel.child_token();
+            let calls_fut = self.run_calls(cx, to_run, &tools_cancel, &send);
             tokio::pin!(calls_fut);
-            let results = tokio::select! {
+            let mut results = tokio::select! {
                 r = &mut calls_fut => r,
                 _ = cancel.cancelled() => {
                     // The tools got the same cancellation through their context: give them a
@@ -523,9 +838,33 @@ impl AgentLoop {
                     let _ = tokio::time::timeout(CANCEL_GRACE, &mut calls_fut).await;
                     return Err(LoopError::Cancelled);
                 }
+                _ = tokio::time::sleep_until(cx.deadline) => {
+                    // Out of time: the calls in flight are cancelled (and dropped after the
+                    // grace); the model then gets its final turn.
+                    tools_cancel.cancel();
+                    match tokio::time::timeout(CANCEL_GRACE, &mut calls_fut).await {
+                        Ok(r) => r,
+                        Err(_) => to_run
+                            .iter()
+                            .map(|_| (Err(ToolError::Failed(format!(
+                                "stopped: this task's time budget ({}) ran out",
+                                out_of_time()
+                            ))), 0))
+                            .collect(),
+                    }
+                }
             };
             if cancel.is_cancelled() {
                 return Err(LoopError::Cancelled);
+            }
+            for _ in run_n..calls.len() {
+                results.push((
+                    Err(ToolError::Failed(format!(
+                        "not run: this task's step budget is spent ({})",
+                        out_of_steps()
+                    ))),
+                    0,
+                ));
             }
             for (out, _) in &results {
                 if let Ok(o) = out {
@@ -563,15 +902,13 @@ impl AgentLoop {
     /// Run one turn's calls: non-browser calls concurrently, browser calls in order, all at once.
     async fn run_calls(
         &self,
-        task_id: &str,
-        session_key: &str,
+        cx: &TaskCx<'_>,
         calls: &[ToolCall],
         cancel: &CancellationToken,
         send: &(dyn Fn(LoopEvent) + Sync),
     ) -> Vec<CallResult> {
-        let mut ctx = ToolContext::new(session_key, self.files_dir.clone());
-        ctx.cancel = cancel.child_token();
-        ctx.egress = self.egress.clone();
+        let mut ctx = ToolContext::new(cx.session_key, self.files_dir.clone());
+        ctx.cancel = cancel.clone();
         ctx.timeout = self.config.tool_timeout;
         let ctx = &ctx;
         let browser_idx: Vec<usize> = (0..calls.len())
@@ -580,14 +917,14 @@ impl AgentLoop {
         let browser_chain = async {
             let mut out = Vec::new();
             for &i in &browser_idx {
-                out.push((i, self.run_one(task_id, ctx, &calls[i], send).await));
+                out.push((i, self.run_one(cx, ctx, &calls[i], send).await));
             }
             out
         };
         let others = join_all(
             (0..calls.len())
                 .filter(|i| !browser_idx.contains(i))
-                .map(|i| async move { (i, self.run_one(task_id, ctx, &calls[i], send).await) }),
+                .map(|i| async move { (i, self.run_one(cx, ctx, &calls[i], send).await) }),
         );
         let (a, b) = futures::join!(browser_chain, others);
         let mut all: Vec<(usize, CallResult)> = a.into_iter().chain(b).collect();
@@ -597,11 +934,27 @@ impl AgentLoop {
 
     async fn run_one(
         &self,
-        task_id: &str,
-        ctx: &ToolContext,
+        cx: &TaskCx<'_>,
+        base: &ToolContext,
         call: &ToolCall,
         send: &(dyn Fn(LoopEvent) + Sync),
     ) -> CallResult {
+        let task_id = cx.task_id;
+        // Each call gets the task's client on the task's policy, naming this tool in the
+        // task's refusals.
+        let mut ctx = base.clone();
+        ctx.egress = self.egress.as_ref().map(|c| {
+            let policy = cx.spec.policy.clone().unwrap_or_else(|| c.policy().clone());
+            let recorder = Arc::new(BlockedRecorder {
+                log: cx.blocked.clone(),
+                tool: ToolName::Fixed(call.name.clone()),
+            });
+            Arc::new(c.with_policy(policy, Some(recorder)))
+        });
+        let ctx = &ctx;
+        if is_browser_tool(&call.name) {
+            *cx.browser_tool.lock().unwrap_or_else(|p| p.into_inner()) = call.name.clone();
+        }
         send(LoopEvent::ToolStart {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -632,7 +985,7 @@ impl AgentLoop {
         let ms = t0.elapsed().as_millis() as u64;
         if is_browser_tool(&call.name) {
             if let Some(s) = &self.sessions {
-                s.after_browser_call(task_id).await;
+                s.after_browser_call(cx.session_key).await;
             }
         }
         let mut fields = json!({"tool": call.name, "call_id": call.id, "duration_ms": ms, "input_bytes": input_bytes});

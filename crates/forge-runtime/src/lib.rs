@@ -16,6 +16,8 @@
 //! - [`demo_site`]: the static file server of `forge run --demo-site` (`demo_site.rs`).
 //! - [`a2a`]: the A2A 0.3 JSON-RPC server of `forge run` (`a2a.rs`: card, token;
 //!   `a2a/http.rs`: routes, SSE; `a2a/tasks.rs`: the task store).
+//! - [`task`]: one task's scope (narrowed egress), budgets (max_steps, max_seconds) and result
+//!   object (`task.rs`).
 //! - [`state`]: the durable state store (tasks, contexts, events, artifacts, replicas) on SQLite
 //!   or PostgreSQL behind one trait (`state/mod.rs`, `state/sql.rs`).
 
@@ -29,5 +31,6 @@ pub mod mcp_host;
 pub mod providers;
 pub mod runner;
 pub mod state;
+pub mod task;
 
 pub use runner::{Runner, RunnerOptions};

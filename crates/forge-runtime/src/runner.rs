@@ -145,6 +145,10 @@ pub enum RunError {
     /// The task failed.
     #[error(transparent)]
     Task(#[from] LoopError),
+    /// The task's scope or budgets were refused (an entry outside the agent's policy, a budget
+    /// over the cap).
+    #[error(transparent)]
+    Spec(#[from] crate::task::SpecError),
 }
 
 /// Where and how to serve A2A.
@@ -227,8 +231,9 @@ pub struct DrainOutcome {
     pub interrupted: usize,
 }
 
-/// The longest a task may run when forge.yaml sets no cap (seconds).
-pub const DEFAULT_TASK_SECONDS_CAP: u64 = 1800;
+/// The longest a task may run when forge.yaml sets no cap (seconds): the default of
+/// `tasks.max_seconds_cap`.
+pub const DEFAULT_TASK_SECONDS_CAP: u64 = forge_skills::DEFAULT_MAX_SECONDS_CAP;
 
 /// The status message of tasks a restart found unfinished.
 pub const INTERRUPTED_BY_RESTART: &str = "interrupted by restart";
@@ -336,6 +341,7 @@ struct AgentInfo {
     skills: Vec<(String, String, Vec<String>)>,
     state: forge_skills::StateConfig,
     a2a: forge_skills::A2aSettings,
+    tasks: forge_skills::TasksConfig,
 }
 
 /// The model side: the resolved model, its client and the loop.
@@ -434,13 +440,19 @@ impl Runner {
     }
 
     /// How long a drain waits for running tasks: `FORGE_DRAIN_SECONDS`, else the task time cap
-    /// ([`DEFAULT_TASK_SECONDS_CAP`]), so a Kubernetes rollout (whose grace period forge build
-    /// sets to the cap plus 30 s) loses nothing.
+    /// (forge.yaml `tasks.max_seconds_cap`, default [`DEFAULT_TASK_SECONDS_CAP`]), so a
+    /// Kubernetes rollout (whose grace period forge build sets to the cap plus 30 s) loses
+    /// nothing.
     pub fn drain_grace(&self) -> Duration {
         let secs = (self.env)("FORGE_DRAIN_SECONDS")
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(DEFAULT_TASK_SECONDS_CAP);
+            .unwrap_or(self.agent.tasks.max_seconds_cap);
         Duration::from_secs(secs)
+    }
+
+    /// forge.yaml `tasks:`: the per-task budgets' defaults and caps.
+    pub fn task_limits(&self) -> &forge_skills::TasksConfig {
+        &self.agent.tasks
     }
 
     /// The agent's description (its root SKILL.md's), when it has one.
@@ -511,6 +523,35 @@ impl Runner {
         Ok(m.agent_loop
             .run_task(&task_id, prompt, vec![], cancel, events)
             .await?)
+    }
+
+    /// Run one task in a caller's scope and budgets (`forge run --once --task-host ...
+    /// --max-steps N --max-seconds S`): the spec is checked first (an entry the agent's policy
+    /// does not allow, or a budget over forge.yaml's cap, is [`RunError::Spec`]); the task's
+    /// result object comes back whatever the outcome.
+    pub async fn run_once_with(
+        &self,
+        prompt: &str,
+        spec: &crate::task::TaskSpec,
+        cancel: CancellationToken,
+        events: Option<UnboundedSender<LoopEvent>>,
+    ) -> Result<crate::agent_loop::TaskRun, RunError> {
+        let m = self.model.as_ref().ok_or(RunError::NoModel)?;
+        let resolved = m
+            .agent_loop
+            .resolve_spec(spec, crate::task::SpecFields::CLI)?;
+        let task_id = a2a::tasks::new_id();
+        Ok(m.agent_loop
+            .run_task_with(
+                &task_id,
+                &crate::agent_loop::BrowserUse::own(&task_id),
+                prompt,
+                vec![],
+                cancel,
+                events,
+                &resolved,
+            )
+            .await)
     }
 
     /// Serve the agent over A2A. On anything but loopback a bearer token is required: the one in
@@ -712,6 +753,7 @@ fn agent_info(agent: &Agent) -> AgentInfo {
         description: agent_description(agent),
         state: agent.config.state.clone(),
         a2a: agent.config.a2a.clone(),
+        tasks: agent.config.tasks,
         skills: agent
             .skills
             .iter()
@@ -827,7 +869,47 @@ fn build_model(
     } else {
         Arc::new(Fallback::new(first, backups))
     };
-    let loop_tools = Arc::new(AssembledLoopTools::new(tools));
+    let assembled_tools: Arc<dyn LoopTools> = Arc::new(AssembledLoopTools::new(tools));
+    // Without an audit log the loop still needs a writer: it goes nowhere.
+    let audit = audit.unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink())));
+    let sessions: Option<Arc<dyn SessionCloser>> = if tools.browser().is_some() {
+        Some(Arc::new(AssembledSessions::new(
+            tools.clone(),
+            audit.clone(),
+        )))
+    } else {
+        None
+    };
+    let config = LoopConfig {
+        max_iterations: max_iterations.max(1),
+        tool_timeout: tools.timeout(),
+        tasks: info.tasks,
+        ..Default::default()
+    };
+    // browser_task (browser agents, unless denied): a sub-agent on the browser tools only, in
+    // its own session and scope, returning its result object.
+    let loop_tools: Arc<dyn LoopTools> = if tools.browser().is_some()
+        && forge_skills::denied_by(agent, crate::agent_loop::browser_task::NAME).is_empty()
+    {
+        let sub = Arc::new(AgentLoop {
+            provider: provider.clone(),
+            tools: Arc::new(crate::agent_loop::browser_task::BrowserOnly(
+                assembled_tools.clone(),
+            )),
+            system_prompt: crate::agent_loop::browser_task::SUB_AGENT_PROMPT.to_string(),
+            audit: audit.clone(),
+            config: config.clone(),
+            files_dir: tools.files_dir().to_path_buf(),
+            egress: Some(tools.egress().client_ref().clone()),
+            sessions: sessions.clone(),
+        });
+        Arc::new(crate::agent_loop::browser_task::WithBrowserTask::new(
+            assembled_tools,
+            sub,
+        ))
+    } else {
+        assembled_tools
+    };
     let specs = loop_tools.specs();
     let skills: Vec<PromptSkill> = agent
         .skills
@@ -839,26 +921,12 @@ fn build_model(
         })
         .collect();
     let prompt = system_prompt(&info.id, info.description.as_deref(), &skills, &specs);
-    // Without an audit log the loop still needs a writer: it goes nowhere.
-    let audit = audit.unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink())));
-    let sessions: Option<Arc<dyn SessionCloser>> = if tools.browser().is_some() {
-        Some(Arc::new(AssembledSessions::new(
-            tools.clone(),
-            audit.clone(),
-        )))
-    } else {
-        None
-    };
     let agent_loop = Arc::new(AgentLoop {
         provider,
         tools: loop_tools,
         system_prompt: prompt,
         audit,
-        config: LoopConfig {
-            max_iterations: max_iterations.max(1),
-            tool_timeout: tools.timeout(),
-            ..Default::default()
-        },
+        config,
         files_dir: tools.files_dir().to_path_buf(),
         egress: Some(tools.egress().client_ref().clone()),
         sessions,

@@ -54,6 +54,9 @@ pub struct ForgeConfig {
     /// How task results go out over A2A (`a2a`; read by `browser.rs`).
     #[serde(default, skip_deserializing)]
     pub a2a: A2aSettings,
+    /// Per-task budgets: defaults and caps (`tasks`; see `tasks.rs`).
+    #[serde(default)]
+    pub tasks: crate::tasks::TasksConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -195,6 +198,16 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "deploy",
             "browser",
             "a2a",
+            "tasks",
+        ],
+    ),
+    (
+        &["tasks"],
+        &[
+            "max_steps",
+            "max_seconds",
+            "max_steps_cap",
+            "max_seconds_cap",
         ],
     ),
     (
@@ -325,6 +338,10 @@ impl ForgeConfig {
                 .partition(|d| d.severity != miette::Severity::Warning);
         if !fleet_errors.is_empty() {
             return Err(invalid(fleet_errors));
+        }
+        let task_errors = crate::tasks::check(&doc, &cfg.tasks);
+        if !task_errors.is_empty() {
+            return Err(invalid(task_errors));
         }
         cfg.path = path.to_path_buf();
         cfg.warnings = unknown_keys(&doc);

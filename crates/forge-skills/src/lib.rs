@@ -10,6 +10,7 @@
 //! - [`Aggregate`], [`BrowserView`], [`CliView`]: `aggregate.rs`
 //! - [`ToolPlan`] ([`Agent::tool_plan`]): which tools the agent gets and why, read by the runtime
 //!   and the build: `tool_plan.rs`
+//! - [`TasksConfig`] (forge.yaml `tasks`: per-task budgets, defaults and caps): `tasks.rs`
 //! - [`Agent::load`] (forge.yaml + active skills + aggregate): `agent.rs`
 //! - [`Error`], [`SourceDiagnostic`] (miette diagnostics with source spans): `error.rs`
 //! - the position-keeping YAML tree behind the diagnostics: `yaml.rs` (internal)
@@ -24,6 +25,7 @@ mod error;
 mod fleet;
 mod mcp;
 mod skill;
+mod tasks;
 mod tool_plan;
 mod yaml;
 
@@ -53,6 +55,10 @@ pub use skill::{
     EnvRequirements, FilesystemAccess, ForgeMeta, Guardrails, Origin, OutputAction, OutputRule,
     PatternRule, Requires, Skill, SkillSource, ToolSection, TrustHints, Use, BROWSER_TOOLS,
     FILESYSTEM_MODES, KNOWN_CAPABILITIES, USE_TYPES,
+};
+pub use tasks::{
+    TasksConfig, DEFAULT_MAX_SECONDS, DEFAULT_MAX_SECONDS_CAP, DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_STEPS_CAP,
 };
 pub use tool_plan::{
     denied_by, is_plain_tool_name, script_for, CliSource, PlannedTool, ScriptBinding, ToolPlan,

@@ -54,13 +54,18 @@ pub async fn forward(
         Some(p) => format!("{host}:{p}"),
         None => host.clone(),
     };
-    let dial = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let dial = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
     let stream = tokio::time::timeout(
         CONNECT_TIMEOUT,
         tokio::net::TcpStream::connect((dial.as_str(), port)),
     )
     .await
-    .map_err(|_| format!("replica {address} did not accept a connection within {CONNECT_TIMEOUT:?}"))?
+    .map_err(|_| {
+        format!("replica {address} did not accept a connection within {CONNECT_TIMEOUT:?}")
+    })?
     .map_err(|e| format!("replica {address}: {e}"))?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await

@@ -112,6 +112,8 @@ struct Entry {
     subscribers: Vec<UnboundedSender<Value>>,
     done: watch::Receiver<bool>,
     created_ms: i64,
+    /// The result object, once the task ended.
+    result: Option<Value>,
 }
 
 #[derive(Default)]
@@ -273,7 +275,8 @@ fn agent_message(task_id: &str, context_id: &str, parts: Vec<Value>) -> Value {
     json!({"kind": "message", "role": "agent", "messageId": new_id(), "taskId": task_id, "contextId": context_id, "parts": parts})
 }
 
-fn mime_for(path: &Path) -> &'static str {
+/// The media type of an artifact, by its extension.
+pub(crate) fn mime_for(path: &Path) -> &'static str {
     match path
         .extension()
         .and_then(|e| e.to_str())
@@ -472,7 +475,7 @@ impl TaskStore {
             state: e.state.as_str().to_string(),
             replica: (!e.state.is_final()).then(|| d.replica.clone()),
             task: Self::snapshot_of(id, e, None),
-            result: None,
+            result: e.result.clone(),
             created_ms: e.created_ms,
             updated_ms: now,
         };
@@ -652,6 +655,10 @@ impl TaskStore {
                 "params.message has no text part; forge agents take text input",
             ));
         }
+        // The caller's scope and budgets (metadata.forge), checked before the task exists.
+        let spec = crate::task::TaskSpec::from_a2a_message(message)
+            .and_then(|s| self.agent.resolve_spec(&s, crate::task::SpecFields::A2A))
+            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
         let close_browser = match message
             .get("metadata")
             .and_then(|m| m.get("forge"))
@@ -709,6 +716,7 @@ impl TaskStore {
                 subscribers: subscriber.into_iter().collect(),
                 done: done_rx.clone(),
                 created_ms: now_ms(),
+                result: None,
             };
             self.persist(&task_id, &entry, &[]);
             let first = Self::snapshot_of(&task_id, &entry, None);
@@ -732,7 +740,7 @@ impl TaskStore {
         let id = task_id.clone();
         tokio::spawn(async move {
             store
-                .run(id, context_id, text, history_msgs, cancel, done_tx)
+                .run(id, context_id, text, history_msgs, spec, cancel, done_tx)
                 .await;
         });
         Ok((task_id, done_rx))
@@ -758,12 +766,14 @@ impl TaskStore {
         json!({"kind": "status-update", "taskId": id, "contextId": e.context_id, "status": status, "final": is_final})
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run(
         self: Arc<Self>,
         id: String,
         context_id: String,
         text: String,
         history: Vec<Message>,
+        spec: crate::task::ResolvedSpec,
         cancel: CancellationToken,
         done: watch::Sender<bool>,
     ) {
@@ -771,8 +781,19 @@ impl TaskStore {
             p = self.running.acquire() => p.ok(),
             _ = cancel.cancelled() => None,
         };
-        let outcome = if permit.is_none() {
-            Err(LoopError::Cancelled)
+        let run = if permit.is_none() {
+            crate::agent_loop::TaskRun {
+                outcome: Err(LoopError::Cancelled),
+                result: crate::task::TaskResult {
+                    status: crate::task::ResultStatus::Canceled,
+                    answer: "The task was cancelled.".into(),
+                    steps: 0,
+                    seconds: 0.0,
+                    navigations: vec![],
+                    blocked: vec![],
+                    artifacts: vec![],
+                },
+            }
         } else {
             self.publish(&id, |e| {
                 e.state = State::Working;
@@ -786,9 +807,15 @@ impl TaskStore {
                 .get(&id)
                 .is_some_and(|e| e.close_browser);
             let browser = BrowserUse::conversation(&context_id, !close_browser);
-            let run =
-                self.agent
-                    .run_task_in(&id, &browser, &text, history, cancel.clone(), Some(tx));
+            let run = self.agent.run_task_with(
+                &id,
+                &browser,
+                &text,
+                history,
+                cancel.clone(),
+                Some(tx),
+                &spec,
+            );
             let forward = async {
                 while let Some(ev) = rx.recv().await {
                     self.progress(&id, &context_id, ev);
@@ -799,7 +826,11 @@ impl TaskStore {
             r
         };
         drop(permit);
-        match outcome {
+        let mut result = run.result.to_json();
+        // The result object: an artifact named `result` with a data part, on every ending.
+        let result_artifact_of = |r: &Value| json!({"artifactId": new_id(), "name": "result", "description": "forge's result object: status, answer, steps, seconds, navigations, blocked, artifacts", "parts": [{"kind": "data", "data": r}]});
+        let result_artifact = result_artifact_of(&result);
+        match run.outcome {
             Ok(o) => {
                 let answer_msg = agent_message(
                     &id,
@@ -808,6 +839,7 @@ impl TaskStore {
                 );
                 let mut artifacts = vec![
                     json!({"artifactId": new_id(), "name": "answer", "parts": [{"kind": "text", "text": o.answer}]}),
+                    result_artifact.clone(),
                 ];
                 let base_url = lock(&self.inner)
                     .tasks
@@ -891,6 +923,7 @@ impl TaskStore {
                         .map(|a| json!({"kind": "artifact-update", "taskId": id, "contextId": e.context_id, "artifact": a, "lastChunk": true}))
                         .collect();
                     e.artifacts = artifacts.clone();
+                    e.result = Some(result.clone());
                     e.history.push(answer_msg.clone());
                     e.state = State::Completed;
                     e.status_message = Some(answer_msg.clone());
@@ -928,11 +961,22 @@ impl TaskStore {
                     &context_id,
                     vec![json!({"kind": "text", "text": text})],
                 );
+                // A task stopped by a drain ends failed, and its result says so.
+                if interrupted.is_some() {
+                    result["status"] = json!("failed");
+                    result["answer"] = json!(text);
+                }
+                let result_artifact = result_artifact_of(&result);
                 self.publish(&id, |e| {
+                    e.artifacts.push(result_artifact.clone());
+                    e.result = Some(result.clone());
                     e.state = state;
                     e.status_message = Some(msg.clone());
                     e.status_time = rfc3339_now();
-                    vec![Self::status_event(&id, e, true)]
+                    vec![
+                        json!({"kind": "artifact-update", "taskId": id, "contextId": e.context_id, "artifact": result_artifact, "lastChunk": true}),
+                        Self::status_event(&id, e, true),
+                    ]
                 });
             }
         }

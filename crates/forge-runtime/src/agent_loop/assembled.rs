@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use forge_egress::proxy::{Decision, EgressObserver, Outcome};
+use forge_egress::proxy::{Decision, EgressObserver, Outcome, ProxyHandle};
+use forge_egress::EgressPolicy;
 use forge_tools::{ToolContext, ToolError, ToolOutput};
 use serde_json::{json, Value};
 
@@ -17,6 +18,7 @@ use crate::assemble::{AssembledTools, CallEvent, GuardrailEvent, ToolEvents, Too
 use crate::audit::{events, AuditLog};
 use crate::guardrails::Guardrails;
 use crate::providers::ToolSpec;
+use crate::task::NavigationRecord;
 
 /// [`LoopTools`] over the assembled tool set.
 pub struct AssembledLoopTools {
@@ -165,6 +167,8 @@ pub struct AssembledSessions {
     tools: Arc<AssembledTools>,
     audit: AuditLog,
     launches_seen: AtomicU64,
+    /// Sessions' own proxy listeners, by session key.
+    scoped: tokio::sync::Mutex<std::collections::HashMap<String, ScopedProxy>>,
 }
 
 impl AssembledSessions {
@@ -179,7 +183,36 @@ impl AssembledSessions {
             tools,
             audit,
             launches_seen: AtomicU64::new(0),
+            scoped: tokio::sync::Mutex::new(std::collections::HashMap::new()),
         }
+    }
+}
+
+/// A session's own proxy listener (the scope of the task that opened it) and the tasks using it.
+struct ScopedProxy {
+    handle: ProxyHandle,
+    scope: Option<Vec<String>>,
+    observer: Arc<SwitchObserver>,
+    users: usize,
+}
+
+/// An egress observer that passes decisions to the observer of the task now using the session.
+struct SwitchObserver(std::sync::Mutex<Arc<dyn EgressObserver>>);
+
+impl SwitchObserver {
+    fn new(first: Arc<dyn EgressObserver>) -> Self {
+        Self(std::sync::Mutex::new(first))
+    }
+
+    fn set(&self, next: Arc<dyn EgressObserver>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = next;
+    }
+}
+
+impl EgressObserver for SwitchObserver {
+    fn on_decision(&self, d: &Decision) {
+        let o = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        o.on_decision(d);
     }
 }
 
@@ -209,6 +242,9 @@ pub fn audit_session_close(
 impl SessionCloser for AssembledSessions {
     async fn close_session(&self, key: &str) {
         self.tools.close_session(key).await;
+        if let Some(b) = self.tools.browser() {
+            b.manager().set_session_proxy(key, None);
+        }
     }
 
     async fn has_session(&self, key: &str) -> bool {
@@ -246,5 +282,109 @@ impl SessionCloser for AssembledSessions {
         let m = b.manager();
         let cap = m.config().max_sessions;
         (m.session_count().await >= cap).then_some(cap)
+    }
+
+    async fn open_scoped_proxy(
+        &self,
+        key: &str,
+        policy: Arc<EgressPolicy>,
+        observer: Arc<dyn EgressObserver>,
+    ) -> Result<(), String> {
+        let Some(b) = self.tools.browser() else {
+            return Ok(());
+        };
+        let m = b.manager();
+        let mut kept = self.scoped.lock().await;
+        // Listeners of sessions that ended on their own (idle, shutdown, crash) with no task
+        // left in them stop here.
+        let mut gone = Vec::new();
+        for (k, v) in kept.iter() {
+            if v.users == 0 && !m.has_session(k).await {
+                gone.push(k.clone());
+            }
+        }
+        for k in gone {
+            if let Some(v) = kept.remove(&k) {
+                m.set_session_proxy(&k, None);
+                v.handle.shutdown().await;
+            }
+        }
+        let scope = policy.scope();
+        if let Some(v) = kept.get_mut(key) {
+            // A conversation keeps the scope of the task that opened its browser: a later task
+            // asking for none runs its browser in that scope (narrower, never wider); one asking
+            // for another scope is refused rather than given a browser outside it.
+            if scope.is_some() && scope != v.scope {
+                let show = |s: &Option<Vec<String>>| match s {
+                    Some(s) => format!("allowed_hosts [{}]", s.join(", ")),
+                    None => "the agent's whole allowlist".to_string(),
+                };
+                return Err(format!(
+                    "this conversation's browser session was opened with {}, and this task asks for {}: a conversation's browser keeps the scope of its first task. Send metadata.forge.close_browser: true with a message (or use a new contextId) to start a browser session with another scope",
+                    show(&v.scope),
+                    show(&scope)
+                ));
+            }
+            v.observer.set(observer);
+            v.users += 1;
+            return Ok(());
+        }
+        let switch = Arc::new(SwitchObserver::new(observer));
+        match self
+            .tools
+            .egress()
+            .serve_task_proxy(policy, switch.clone())
+            .await
+        {
+            None => Ok(()),
+            Some(Err(e)) => Err(format!(
+                "cannot start the task's egress proxy listener on 127.0.0.1: {e}"
+            )),
+            Some(Ok(handle)) => {
+                m.set_session_proxy(key, Some(handle.addr()));
+                kept.insert(
+                    key.to_string(),
+                    ScopedProxy {
+                        handle,
+                        scope,
+                        observer: switch,
+                        users: 1,
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    async fn release_scoped_proxy(&self, key: &str) {
+        let Some(b) = self.tools.browser() else {
+            return;
+        };
+        let mut kept = self.scoped.lock().await;
+        let Some(v) = kept.get_mut(key) else {
+            return;
+        };
+        v.users = v.users.saturating_sub(1);
+        if v.users == 0 && !b.manager().has_session(key).await {
+            if let Some(v) = kept.remove(key) {
+                b.manager().set_session_proxy(key, None);
+                v.handle.shutdown().await;
+            }
+        }
+    }
+
+    async fn navigations(&self, key: &str) -> Vec<NavigationRecord> {
+        let Some(b) = self.tools.browser() else {
+            return Vec::new();
+        };
+        b.manager()
+            .navigations(key)
+            .await
+            .into_iter()
+            .map(|n| NavigationRecord {
+                url: n.url,
+                status: n.status,
+            })
+            .collect()
     }
 }

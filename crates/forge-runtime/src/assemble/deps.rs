@@ -131,6 +131,8 @@ pub struct EgressParts {
     proxy: Mutex<Option<ProxyHandle>>,
     /// forge.yaml `egress.max_tunnels`: the proxy's concurrent CONNECT tunnel cap.
     max_tunnels: usize,
+    /// The options the proxy was started with (observers included), for per-task listeners.
+    proxy_options: Option<ProxyOptions>,
 }
 
 impl EgressParts {
@@ -146,6 +148,7 @@ impl EgressParts {
             client,
             proxy: Mutex::new(None),
             max_tunnels: agent.config.egress.max_tunnels as usize,
+            proxy_options: None,
         })
     }
 
@@ -168,11 +171,34 @@ impl EgressParts {
             1 => observers.into_iter().next(),
             _ => Some(Arc::new(Fanout(observers))),
         };
-        let (_addr, handle) = EgressProxy::serve(self.policy.clone(), options)
+        let (_addr, handle) = EgressProxy::serve(self.policy.clone(), options.clone())
             .await
             .map_err(|e| AssembleError::Proxy(e.to_string()))?;
+        self.proxy_options = Some(options);
         *self.proxy.get_mut().unwrap_or_else(|p| p.into_inner()) = Some(handle);
         Ok(())
+    }
+
+    /// A proxy listener of one task's own on 127.0.0.1 (ephemeral port), serving `policy` (the
+    /// agent's, or narrowed for the task) with the agent proxy's limits and observers (audit,
+    /// the browser's refusal log) plus `extra` (the task's refusal recorder). `None` when the
+    /// agent runs no proxy.
+    pub async fn serve_task_proxy(
+        &self,
+        policy: Arc<EgressPolicy>,
+        extra: Arc<dyn EgressObserver>,
+    ) -> Option<std::io::Result<ProxyHandle>> {
+        let mut options = self.proxy_options.clone()?;
+        options.observer = Some(match options.observer.take() {
+            Some(own) => Arc::new(Fanout(vec![own, extra])),
+            None => extra,
+        });
+        let listener = match tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await
+        {
+            Ok(l) => l,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(EgressProxy::serve_on(listener, policy, options).map(|(_, h)| h))
     }
 
     /// The policy (one value for every enforcement point).
