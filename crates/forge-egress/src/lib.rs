@@ -13,12 +13,17 @@
 //!   injectable [`connect::Dialer`].
 //! - `proxy.rs`: [`proxy::EgressProxy`], the loopback HTTP/1.1 forward proxy (absolute-form http and
 //!   CONNECT) with limits and an [`proxy::EgressObserver`] for audit events.
+//! - `confine.rs` (Linux): [`confine::install`] runs a child in a network namespace whose only
+//!   reachable address is a listener forge's proxy serves ([`proxy::ProxyEntry`]); the probe and
+//!   [`confine::availability`] (namespace or proxy-only, with the reason).
 //! - `splice.rs` (Linux): zero-copy relay for CONNECT tunnels.
 //! - `client.rs`: [`client::EgressClient`], the HTTP(S) client for tools and LLM providers: same
 //!   policy and dialer, redirects followed and re-validated by the client, rustls with webpki roots.
 //! - `error.rs`: [`error::EgressError`]; a refusal displays as `blocked by egress policy: ...`.
 
 pub mod client;
+#[cfg(target_os = "linux")]
+pub mod confine;
 pub mod connect;
 pub mod error;
 pub mod host;
