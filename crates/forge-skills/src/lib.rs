@@ -30,7 +30,7 @@ pub use aggregate::{
     expand_domains, Aggregate, BrowserView, CliView, EnvAggregate, OneOfGroup, SHELLS,
 };
 pub use config::{
-    EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,
+    Confinement, EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,
     SkillsConfig, ToolConfig,
 };
 pub use discovery::{discover, load_skill_file, read_limited, Discovery, MAX_SKILL_BYTES};
