@@ -4,6 +4,9 @@
 //! Invariants kept here:
 //! - Chromium is never started without a loopback proxy address; every context is created with
 //!   that proxy and `<-loopback>` so loopback goes through the proxy too.
+//! - With `config.confine`, Chromium runs in a network namespace of its own whose only reachable
+//!   address is the proxy (127.0.0.1:3128 there); its DevTools endpoint lives in there too and
+//!   forge reaches it through `devtools_relay.rs`.
 //! - Chromium runs in its own process group; shutdown, a detected crash or hang, and `Drop` kill
 //!   the whole group and remove the 0700 throwaway profile dir.
 //! - A session (a task, a conversation) owns one browser context; its tabs, popups included, live
@@ -97,6 +100,10 @@ pub struct Running {
     /// Held while a session uses Chromium's one clipboard (`clipboard.rs`), so that no other
     /// session's copy or paste runs between writing it and clearing it.
     pub(crate) clipboard: Mutex<()>,
+    /// The proxy address Chromium's contexts use (inside its namespace when confined).
+    context_proxy: std::net::SocketAddr,
+    /// When confined: the spare proxy listeners of Chromium's namespace (`devtools_relay.rs`).
+    spare: Option<Arc<crate::devtools_relay::SpareProxies>>,
 }
 
 impl Running {
@@ -316,6 +323,24 @@ impl BrowserManager {
             .map(|r| r.profile_path.clone())
     }
 
+    /// Whether Chromium is spawned in a network namespace of its own (forge-egress `confine`).
+    pub fn is_confined(&self) -> bool {
+        self.config.confine.is_some()
+    }
+
+    /// A proxy address inside Chromium's network namespace, served by forge's proxy with its
+    /// policy (launching Chromium when none runs). `None` when Chromium is not confined (its
+    /// contexts then reach the proxy on forge's own loopback) or every spare listener is in use.
+    pub async fn proxy_in_browser_namespace(
+        &self,
+    ) -> Result<Option<std::net::SocketAddr>, BrowserError> {
+        let running = self.running().await?;
+        match &running.spare {
+            Some(spare) => spare.serve_one().map_err(BrowserError::Cdp),
+            None => Ok(None),
+        }
+    }
+
     /// The time the current browser took from spawn to a usable CDP connection.
     pub async fn launch_duration(&self) -> Option<Duration> {
         self.running.lock().await.as_ref().map(|r| r.launched_in)
@@ -375,10 +400,9 @@ impl BrowserManager {
         if sessions.len() >= self.config.max_sessions {
             return Err(BrowserError::TooManySessions(self.config.max_sessions));
         }
-        let proxy = self.config.proxy.ok_or(BrowserError::NoProxy)?;
         let params = CreateBrowserContextParams::builder()
             .dispose_on_detach(true)
-            .proxy_server(format!("http://{proxy}"))
+            .proxy_server(format!("http://{}", running.context_proxy))
             .proxy_bypass_list("<-loopback>")
             .build();
         let ctx = with_timeout(
@@ -572,7 +596,12 @@ impl BrowserManager {
                 .create(&profile)
                 .map_err(|e| launch_err(&binary, format!("cannot create the profile dir: {e}")))?;
         }
-        let args = launch_args(&self.config, proxy, &profile);
+        // Confined, Chromium reaches the proxy at 127.0.0.1:3128 inside its namespace.
+        let context_proxy = match self.config.confine {
+            Some(_) => crate::devtools_relay::inside_proxy(),
+            None => proxy,
+        };
+        let args = launch_args(&self.config, context_proxy, &profile);
         // Chromium gets a cleared environment (secrets such as API keys and the runtime token
         // never reach it or its renderers), with a HOME of its own inside the throwaway dir.
         let home = dir.path().join("home");
@@ -594,9 +623,8 @@ impl BrowserManager {
             .stderr(std::process::Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| launch_err(&binary, format!("cannot execute it: {e}")))?;
+        let (mut child, spare) = spawn_browser(&mut cmd, self.config.confine.as_ref())
+            .map_err(|e| launch_err(&binary, e))?;
         let pid = child.id().unwrap_or(0);
         let pgid = pid as i32;
         register_live(pgid, dir.path().to_path_buf());
@@ -666,6 +694,17 @@ impl BrowserManager {
                 ),
             ));
         };
+        // Confined: DevTools listens inside Chromium's namespace; forge goes through the relay.
+        let ws = match &spare {
+            Some(spare) => {
+                let (url, relay) = crate::devtools_relay::start(&ws, spare.take_dial())
+                    .await
+                    .map_err(|e| launch_err(&binary, e))?;
+                provisional.tasks.push(relay);
+                url
+            }
+            None => ws,
+        };
         let handler_config = HandlerConfig {
             viewport: Some(Viewport {
                 width: self.config.viewport.0,
@@ -724,6 +763,8 @@ impl BrowserManager {
             launched_in: started.elapsed(),
             frame_link: tokio::sync::OnceCell::new(),
             clipboard: Mutex::new(()),
+            context_proxy,
+            spare,
         })
     }
 }
@@ -769,6 +810,33 @@ impl Drop for ProvisionalCleanup {
                 let _ = std::fs::remove_dir_all(p);
             }
         }
+    }
+}
+
+/// Spawn Chromium, confined in a network namespace of its own when `confine` is given (its
+/// spare proxy listeners and dial sockets are returned then).
+fn spawn_browser(
+    cmd: &mut tokio::process::Command,
+    confine: Option<&forge_egress::confine::Confiner>,
+) -> Result<
+    (
+        tokio::process::Child,
+        Option<Arc<crate::devtools_relay::SpareProxies>>,
+    ),
+    String,
+> {
+    match confine {
+        Some(c) => {
+            let (child, confined) = crate::devtools_relay::spawn_confined(cmd, c)?;
+            Ok((
+                child,
+                Some(Arc::new(crate::devtools_relay::SpareProxies::new(confined))),
+            ))
+        }
+        None => cmd
+            .spawn()
+            .map(|c| (c, None))
+            .map_err(|e| format!("cannot execute it: {e}")),
     }
 }
 

@@ -447,7 +447,8 @@ pub async fn assemble(
                     skills: view.skills.join(", "),
                     message: "no browser binary was resolved".into(),
                 })?;
-            let parts = BrowserParts::build(view, binary, &egress, refusals.clone())?;
+            let parts =
+                BrowserParts::build(view, binary, &egress, refusals.clone(), confiner.clone())?;
             let how = format!(
                 "; Chromium {} through the egress proxy{}",
                 parts.binary().display(),

@@ -310,6 +310,7 @@ impl BrowserParts {
         binary: PathBuf,
         egress: &EgressParts,
         refusals: RefusalLog,
+        confine: Option<forge_egress::confine::Confiner>,
     ) -> Result<Self, AssembleError> {
         let proxy = egress.proxy_addr().ok_or_else(|| AssembleError::Browser {
             skills: view.skills.join(", "),
@@ -317,6 +318,7 @@ impl BrowserParts {
         })?;
         let mut config = BrowserConfig::with_proxy(proxy);
         config.binary = Some(binary.clone());
+        config.confine = confine;
         let manager = Arc::new(BrowserManager::new(config).with_refusals(refusals));
         let tools = browser_tools(
             manager.clone(),
