@@ -705,6 +705,16 @@ pub struct ConfinedChild {
     entry: ProxyEntry,
 }
 
+impl std::fmt::Debug for ConfinedChild {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfinedChild")
+            .field("served", &self.guards.len())
+            .field("spare", &self.spare.len())
+            .field("dial", &self.dial.len())
+            .finish()
+    }
+}
+
 impl ConfinedChild {
     /// Serve one of the spare listeners with the proxy (the same policy for now); returns its port
     /// inside the namespace, or `None` when none is left.

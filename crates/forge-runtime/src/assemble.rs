@@ -471,7 +471,16 @@ pub async fn assemble(
 
     // 8. MCP servers (the plan does not know their tools: denied_tools is applied here).
     let denied = agent.denied_tools();
-    let mcp = match connect_mcp(agent, &opts, &egress, proxy_url.as_deref(), &env).await {
+    let mcp = match connect_mcp(
+        agent,
+        &opts,
+        &egress,
+        proxy_url.as_deref(),
+        confiner.as_ref(),
+        &env,
+    )
+    .await
+    {
         Ok((conns, mut why)) => {
             for c in &conns {
                 for tool in c.tools() {
@@ -570,6 +579,7 @@ async fn connect_mcp(
     opts: &AssembleOptions,
     egress: &EgressParts,
     proxy_url: Option<&str>,
+    confiner: Option<&forge_egress::confine::Confiner>,
     env: &EnvLookup,
 ) -> Result<(Vec<forge_mcp::McpConnection>, Vec<ToolReason>), AssembleError> {
     use forge_mcp::{EgressDeps, ServerSpec, ServerTransport};
@@ -594,8 +604,16 @@ async fn connect_mcp(
             McpTransport::Stdio => ServerTransport::Stdio {
                 command: server.command.clone().unwrap_or_default(),
                 args: server.args.clone(),
-                env: forge_mcp::child::stdio_env(&server.env, &|k| env(k), proxy_url),
+                env: forge_mcp::child::stdio_env(
+                    &server.env,
+                    &|k| env(k),
+                    match confiner {
+                        Some(_) => Some(forge_egress::confine::CHILD_PROXY_URL),
+                        None => proxy_url,
+                    },
+                ),
                 cwd: Some(agent.dir.clone()),
+                confine: confiner.cloned(),
             },
         };
         let spec = ServerSpec {
