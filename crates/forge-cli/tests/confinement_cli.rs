@@ -161,3 +161,41 @@ fn confined_cli_execute_gets_the_namespace_proxy() {
     );
     assert!(proxy_only.contains("http://127.0.0.1:"), "{proxy_only}");
 }
+
+/// `forge run --once` with the scripted provider, `extra_env` set.
+fn run_once(dir: &std::path::Path, extra_env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = forge();
+    for (k, v) in extra_env {
+        c.env(k, v);
+    }
+    c.current_dir(dir)
+        .args(["run", "--config", "forge.yaml", "--once", "hello"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn forge_run_says_proxy_only_once_at_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        "agent_id: run-agent\nversion: 0.1.0\nmodel:\n  provider: scripted\n  name: s.yaml\ntools:\n  - name: cli_execute\n    config:\n      allowed_binaries: [echo]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("s.yaml"), "turns:\n  - text: \"done\"\n").unwrap();
+    let out = run_once(
+        dir.path(),
+        &[("FORGE_CONFINEMENT_UNAVAILABLE", "testing forge run")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let line =
+        "forge: confinement: proxy-only (FORGE_CONFINEMENT_UNAVAILABLE is set: testing forge run)";
+    assert_eq!(err.matches(line).count(), 1, "{err}");
+    if namespaces_available() {
+        let out = run_once(dir.path(), &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(!err.contains("proxy-only"), "{err}");
+    }
+}
