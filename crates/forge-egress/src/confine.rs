@@ -398,7 +398,7 @@ fn recv_fds(sock: RawFd) -> io::Result<(u8, Vec<OwnedFd>)> {
         while !hdr.is_null() {
             if (*hdr).cmsg_level == libc::SOL_SOCKET && (*hdr).cmsg_type == libc::SCM_RIGHTS {
                 let data = libc::CMSG_DATA(hdr);
-                let len = (*hdr).cmsg_len as usize - (data as usize - hdr as usize);
+                let len = ((*hdr).cmsg_len as usize).saturating_sub(data as usize - hdr as usize);
                 let count = len / std::mem::size_of::<RawFd>();
                 for i in 0..count {
                     let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
