@@ -296,21 +296,32 @@ async fn unprivileged_user_gets_a_user_and_network_namespace() {
     std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
     use std::os::unix::process::CommandExt;
-    let out = std::process::Command::new(&exe)
-        .args([
-            "--exact",
-            "unprivileged_user_gets_a_user_and_network_namespace",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env(UNPRIV_CHILD, "1")
-        .current_dir(dir.path())
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    // Another test of this binary forking while the copy was open for writing can hold that
+    // descriptor until its exec: ETXTBSY then, so retry (at most 50 times, 20 ms apart).
+    let mut tries = 0;
+    let out = loop {
+        let r = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "unprivileged_user_gets_a_user_and_network_namespace",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env(UNPRIV_CHILD, "1")
+            .current_dir(dir.path())
+            .uid(65534)
+            .gid(65534)
+            .output();
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
