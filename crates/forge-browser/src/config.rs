@@ -31,6 +31,9 @@ pub struct BrowserConfig {
     pub launch_timeout: Duration,
     /// Viewport size in CSS pixels. Default 1280x800.
     pub viewport: (u32, u32),
+    /// Spawn Chromium in a network namespace of its own whose only reachable address is the
+    /// proxy (forge-egress `confine`; see `devtools_relay.rs`). `None`: proxy flag only.
+    pub confine: Option<forge_egress::confine::Confiner>,
 }
 
 impl Default for BrowserConfig {
@@ -47,6 +50,7 @@ impl Default for BrowserConfig {
             max_timeout: Duration::from_secs(120),
             launch_timeout: Duration::from_secs(20),
             viewport: (1280, 800),
+            confine: None,
         }
     }
 }

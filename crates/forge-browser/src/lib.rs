@@ -21,12 +21,15 @@
 //!   the frame's own context; routes a frame ref's library calls to the owning session.
 //! - `clipboard.rs`: a clipboard per session (copy/cut keep the text in the session; paste puts
 //!   it back for that one key press), so tasks never share Chromium's one clipboard.
+//! - `devtools_relay.rs`: Chromium confined in a network namespace of its own (only the proxy is
+//!   reachable), forge's relay to its DevTools endpoint inside, and the spare proxy listeners there.
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
 mod clipboard;
 pub mod config;
 pub mod crash;
+pub mod devtools_relay;
 pub mod error;
 mod frames;
 pub mod keys;

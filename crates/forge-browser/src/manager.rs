@@ -4,6 +4,9 @@
 //! Invariants kept here:
 //! - Chromium is never started without a loopback proxy address; every context is created with
 //!   that proxy and `<-loopback>` so loopback goes through the proxy too.
+//! - With `config.confine`, Chromium runs in a network namespace of its own whose only reachable
+//!   address is the proxy (127.0.0.1:3128 there); its DevTools endpoint lives in there too and
+//!   forge reaches it through `devtools_relay.rs`.
 //! - Chromium runs in its own process group; shutdown, a detected crash or hang, and `Drop` kill
 //!   the whole group and remove the 0700 throwaway profile dir.
 //! - A session (a task, a conversation) owns one browser context; its tabs, popups included, live
@@ -179,6 +182,10 @@ pub struct Running {
     /// Held while a session uses Chromium's one clipboard (`clipboard.rs`), so that no other
     /// session's copy or paste runs between writing it and clearing it.
     pub(crate) clipboard: Mutex<()>,
+    /// The proxy address Chromium's contexts use (inside its namespace when confined).
+    context_proxy: std::net::SocketAddr,
+    /// When confined: the spare proxy listeners of Chromium's namespace (`devtools_relay.rs`).
+    spare: Option<Arc<crate::devtools_relay::SpareProxies>>,
 }
 
 impl Running {
@@ -439,14 +446,13 @@ impl BrowserManager {
         &self.crashes
     }
 
-    /// The proxy session `key` must use.
-    fn proxy_for(&self, key: &str) -> Option<std::net::SocketAddr> {
+    /// The proxy of its own session `key` was given ([`BrowserManager::set_session_proxy`]).
+    fn session_proxy(&self, key: &str) -> Option<std::net::SocketAddr> {
         self.session_proxies
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(key)
             .copied()
-            .or(self.config.proxy)
     }
 
     /// The main-frame documents session `key` loaded so far (URL, HTTP status), oldest first;
@@ -506,6 +512,42 @@ impl BrowserManager {
             .await
             .as_ref()
             .map(|r| r.profile_path.clone())
+    }
+
+    /// Whether Chromium is spawned in a network namespace of its own (forge-egress `confine`).
+    pub fn is_confined(&self) -> bool {
+        self.config.confine.is_some()
+    }
+
+    /// A proxy address inside Chromium's network namespace, served by forge's proxy with its
+    /// policy (launching Chromium when none runs). `None` when Chromium is not confined (its
+    /// contexts then reach the proxy on forge's own loopback) or every spare listener is in use.
+    pub async fn proxy_in_browser_namespace(
+        &self,
+    ) -> Result<Option<std::net::SocketAddr>, BrowserError> {
+        let running = self.running().await?;
+        match &running.spare {
+            Some(spare) => spare.serve_one().map_err(BrowserError::Cdp),
+            None => Ok(None),
+        }
+    }
+
+    /// A proxy listener inside Chromium's network namespace for one session's own proxy
+    /// (launching Chromium when none runs). `None` when Chromium is not confined (a session's
+    /// own proxy is then a listener on forge's loopback). An error when every spare is taken.
+    pub async fn namespace_slot(
+        &self,
+    ) -> Result<Option<crate::devtools_relay::NamespaceSlot>, BrowserError> {
+        let running = self.running().await?;
+        match &running.spare {
+            Some(spare) => spare.take().map(Some).ok_or_else(|| {
+                BrowserError::Cdp(format!(
+                    "every one of the {} proxy listeners inside the browser's network namespace is in use by a session with a scope of its own; close a session (browser_close, close_browser) and retry",
+                    crate::devtools_relay::SPARE_PROXIES
+                ))
+            }),
+            None => Ok(None),
+        }
     }
 
     /// The time the current browser took from spawn to a usable CDP connection.
@@ -581,10 +623,13 @@ impl BrowserManager {
         let running = self.running().await?;
         self.reap_idle(&running).await;
         let mut sessions = running.sessions.lock().await;
+        // The session's own proxy (a task's narrowed listener) if it has one, else the one
+        // every context uses (the agent's proxy, or 127.0.0.1:3128 inside a confined Chromium's
+        // namespace).
         let proxy = options
             .proxy
-            .or_else(|| self.proxy_for(key))
-            .ok_or(BrowserError::NoProxy)?;
+            .or_else(|| self.session_proxy(key))
+            .unwrap_or(running.context_proxy);
         if !proxy.ip().is_loopback() {
             return Err(BrowserError::ProxyNotLoopback(proxy));
         }
@@ -820,7 +865,12 @@ impl BrowserManager {
                 .create(&profile)
                 .map_err(|e| launch_err(&binary, format!("cannot create the profile dir: {e}")))?;
         }
-        let args = launch_args(&self.config, proxy, &profile);
+        // Confined, Chromium reaches the proxy at 127.0.0.1:3128 inside its namespace.
+        let context_proxy = match self.config.confine {
+            Some(_) => crate::devtools_relay::inside_proxy(),
+            None => proxy,
+        };
+        let args = launch_args(&self.config, context_proxy, &profile);
         // Chromium gets a cleared environment (secrets such as API keys and the runtime token
         // never reach it or its renderers), with a HOME of its own inside the throwaway dir.
         let home = dir.path().join("home");
@@ -842,9 +892,8 @@ impl BrowserManager {
             .stderr(std::process::Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| launch_err(&binary, format!("cannot execute it: {e}")))?;
+        let (mut child, spare) = spawn_browser(&mut cmd, self.config.confine.as_ref())
+            .map_err(|e| launch_err(&binary, e))?;
         let pid = child.id().unwrap_or(0);
         let pgid = pid as i32;
         register_live(pgid, dir.path().to_path_buf());
@@ -914,6 +963,17 @@ impl BrowserManager {
                 ),
             ));
         };
+        // Confined: DevTools listens inside Chromium's namespace; forge goes through the relay.
+        let ws = match &spare {
+            Some(spare) => {
+                let (url, relay) = crate::devtools_relay::start(&ws, spare.take_dial())
+                    .await
+                    .map_err(|e| launch_err(&binary, e))?;
+                provisional.tasks.push(relay);
+                url
+            }
+            None => ws,
+        };
         let handler_config = HandlerConfig {
             viewport: Some(Viewport {
                 width: self.config.viewport.0,
@@ -973,6 +1033,8 @@ impl BrowserManager {
             launched_in: started.elapsed(),
             frame_link: tokio::sync::OnceCell::new(),
             clipboard: Mutex::new(()),
+            context_proxy,
+            spare,
         })
     }
 }
@@ -1018,6 +1080,33 @@ impl Drop for ProvisionalCleanup {
                 let _ = std::fs::remove_dir_all(p);
             }
         }
+    }
+}
+
+/// Spawn Chromium, confined in a network namespace of its own when `confine` is given (its
+/// spare proxy listeners and dial sockets are returned then).
+fn spawn_browser(
+    cmd: &mut tokio::process::Command,
+    confine: Option<&forge_egress::confine::Confiner>,
+) -> Result<
+    (
+        tokio::process::Child,
+        Option<Arc<crate::devtools_relay::SpareProxies>>,
+    ),
+    String,
+> {
+    match confine {
+        Some(c) => {
+            let (child, confined) = crate::devtools_relay::spawn_confined(cmd, c)?;
+            Ok((
+                child,
+                Some(Arc::new(crate::devtools_relay::SpareProxies::new(confined))),
+            ))
+        }
+        None => cmd
+            .spawn()
+            .map(|c| (c, None))
+            .map_err(|e| format!("cannot execute it: {e}")),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Cross-origin iframes for real: a page on 127.0.0.1 embedding a frame from 127.0.0.2 (another
 //! site, so Chromium's site isolation puts it in its own renderer, an `iframe` target) and one
 //! from 127.0.0.1 on another port (cross-origin, same site: same renderer). All through the real
-//! egress proxy; one Chromium shared by the tests in this file.
+//! egress proxy; one Chromium shared by the tests in this file, confined in its own network
+//! namespace where the machine allows it.
 
 mod common;
 
@@ -108,7 +109,14 @@ fn fixture() -> Option<&'static Fixture> {
             ])
             .await;
             let tmp = tempfile::tempdir().expect("tmp");
-            let manager = Arc::new(manager(addr, log, tmp.path()));
+            // Confined where the machine allows it (forge's default), so the frames' second CDP
+            // connection goes through the DevTools relay into Chromium's namespace.
+            let manager = Arc::new(match forge_egress::confine::availability() {
+                forge_egress::confine::Availability::Namespace(k) => {
+                    confined_manager(addr, &proxy, k, log, tmp.path())
+                }
+                forge_egress::confine::Availability::ProxyOnly(_) => manager(addr, log, tmp.path()),
+            });
             (top, site, same, manager, proxy, tmp)
         });
         let files = tempfile::tempdir().expect("files");

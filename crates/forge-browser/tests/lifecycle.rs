@@ -252,9 +252,26 @@ async fn shutdown_leaves_no_process_and_no_profile_dir_and_limits_hold() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_traffic_to_a_non_allowlisted_port_never_arrives() {
+    page_canary(false).await;
+}
+
+/// The same canary page with Chromium confined in a network namespace of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_traffic_never_arrives_with_chromium_confined() {
+    page_canary(true).await;
+}
+
+async fn page_canary(confined: bool) {
     if browser_or_skip("egress containment").is_none() {
         return;
     }
+    let kind = match confined {
+        false => None,
+        true => match confinement_or_skip("confined canary") {
+            Some(k) => Some(k),
+            None => return,
+        },
+    };
     // The canary: TCP and UDP on the same loopback port, counting every connection and datagram.
     let canary = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -300,9 +317,12 @@ fetch('/ping').then(() => {{ document.title = 'control reached'; }});
         _ => Response::html(page.clone()),
     }))
     .await;
-    let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
+    let (addr, proxy_handle, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
     let tmp = tempfile::tempdir().expect("tmp");
-    let m = Arc::new(manager(addr, log.clone(), tmp.path()));
+    let m = Arc::new(match kind {
+        Some(k) => confined_manager(addr, &proxy_handle, k, log.clone(), tmp.path()),
+        None => manager(addr, log.clone(), tmp.path()),
+    });
     let ctx = ToolContext::new("canary", tmp.path().join("files"));
     let started = Instant::now();
     tool(&m, "browser_navigate").execute(&ctx, json!({"url": server.url("/canary.html"), "wait_for": "never-present-text", "timeout_ms": 3000})).await.expect("nav");

@@ -176,6 +176,7 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
             postgres_url: cfg.state.url.clone().filter(|_| cfg.state.is_postgres()),
             task_seconds_cap: cfg.tasks.max_seconds_cap,
         },
+        confinement: cfg.security.confinement,
     }
 }
 

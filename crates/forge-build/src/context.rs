@@ -433,6 +433,16 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
         ));
     }
 
+    if spec.confinement == forge_skills::Confinement::Required {
+        warnings.push(
+            "forge.yaml security.confinement is `required`: the generated pod (seccomp \
+             RuntimeDefault, every capability dropped) cannot create network namespaces, so forge \
+             will refuse to start in it until the pod gets what the `forge.dev/confinement-needs` \
+             annotation says (docs/build.md); with `auto` it runs proxy-only there"
+                .to_string(),
+        );
+    }
+
     // Agent files: forge.yaml, skills/, the root skill file. Nothing hidden or secret-looking.
     w.copy("agent/forge.yaml", &spec.config_path, 0o644)?;
     let skills_dir = spec.agent_dir.join("skills");

@@ -199,6 +199,11 @@ fn disruption_budget(spec: &BuildSpec) -> Value {
     ])
 }
 
+/// What a pod needs for network confinement (the `forge.dev/confinement-needs` annotation).
+pub const CONFINEMENT_NEEDS: &str = "user namespaces for uid 10001: a Localhost seccomp profile \
+     allowing unshare and clone with CLONE_NEWUSER|CLONE_NEWNET on a node that allows unprivileged \
+     user namespaces; without it the pod runs proxy-only (see docs/build.md)";
+
 fn deployment(spec: &BuildSpec, image: &str) -> Value {
     let browser = spec.needs_browser();
     let (required, optional) = secret_env_names(spec);
@@ -304,6 +309,11 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
             "forge.dev/browser",
             s(if browser { "true" } else { "false" }),
         ),
+        // forge.yaml security.confinement, and what the pod needs for it (docs/build.md): with
+        // this pod's seccomp RuntimeDefault and no CAP_SYS_ADMIN, unshare is refused and forge
+        // runs proxy-only (`auto`) or refuses to start (`required`).
+        ("forge.dev/confinement", s(spec.confinement.as_str())),
+        ("forge.dev/confinement-needs", s(CONFINEMENT_NEEDS)),
     ]);
     map([
         ("apiVersion", s("apps/v1")),
@@ -646,6 +656,30 @@ mod tests {
         assert_eq!(c["securityContext"]["capabilities"]["drop"][0], s("ALL"));
         assert_eq!(c["livenessProbe"]["httpGet"]["path"], s("/healthz"));
         assert!(!get(&files, "deployment.yaml").contains("/dev/shm"));
+    }
+
+    #[test]
+    fn deployment_says_the_confinement_mode_and_what_it_needs() {
+        let mut sp = spec("allowlist", &["example.com"]);
+        for (mode, want) in [
+            (forge_skills::Confinement::Auto, "auto"),
+            (forge_skills::Confinement::Required, "required"),
+            (forge_skills::Confinement::Off, "off"),
+        ] {
+            sp.confinement = mode;
+            let files = render_manifests(&sp, "x").unwrap();
+            let d: Value = serde_norway::from_str(get(&files, "deployment.yaml")).unwrap();
+            let a = &d["spec"]["template"]["metadata"]["annotations"];
+            assert_eq!(a["forge.dev/confinement"], s(want));
+            assert!(a["forge.dev/confinement-needs"]
+                .as_str()
+                .unwrap()
+                .contains("CLONE_NEWUSER"));
+            // The pod is not loosened for it: seccomp stays RuntimeDefault, no capability added.
+            let c = &d["spec"]["template"]["spec"]["containers"][0];
+            assert_eq!(c["securityContext"]["capabilities"]["drop"][0], s("ALL"));
+            assert!(c["securityContext"]["capabilities"].get("add").is_none());
+        }
     }
 
     #[test]

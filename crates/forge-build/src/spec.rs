@@ -55,6 +55,8 @@ pub struct BuildSpec {
     pub mcp_servers: Vec<McpServerSpec>,
     /// forge.yaml `deploy` and `state`, as the manifests need them.
     pub deploy: DeploySpec,
+    /// forge.yaml `security.confinement` (the Deployment's `forge.dev/confinement` annotation).
+    pub confinement: forge_skills::Confinement,
 }
 
 /// How many replicas, which store, how long a pod may take to drain.

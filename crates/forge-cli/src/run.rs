@@ -203,6 +203,12 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
             if browser { " (browser enabled)" } else { "" }
         );
     }
+    // Said once, at startup: children are kept on the proxy by their proxy variables only.
+    if let forge_runtime::assemble::ConfinementStatus::ProxyOnly(why) =
+        runner.assembled().confinement()
+    {
+        eprintln!("forge: confinement: proxy-only ({why})");
+    }
     let demo_stop = CancellationToken::new();
     if let Some(d) = demo {
         let (addr, dir) = (d.addr(), d.dir().to_path_buf());

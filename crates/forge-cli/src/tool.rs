@@ -225,6 +225,7 @@ fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Forma
             "egress_proxy": proxy.is_some(),
             "egress_added_by_forge": forge_hosts.iter().map(|(h, why)| json!({"host": h, "why": why})).collect::<Vec<_>>(),
             "browser": tools.browser().is_some(),
+            "confinement": tools.confinement().describe(),
             "guardrails": {"deny_commands": c, "deny_output": o, "deny_prompts": p, "deny_responses": r},
         });
         out!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
@@ -289,6 +290,7 @@ fn print_list(agent: &forge_skills::Agent, tools: &AssembledTools, format: Forma
                 .to_string(),
         }
     );
+    out!("confinement: {}", tools.confinement().describe());
     for (host, why) in &forge_hosts {
         out!("egress: {host} added to the allowlist by forge ({why})");
     }

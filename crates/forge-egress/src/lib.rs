@@ -14,12 +14,25 @@
 //! - `proxy.rs`: [`proxy::EgressProxy`], the loopback HTTP/1.1 forward proxy (absolute-form http and
 //!   CONNECT) with limits and an [`proxy::EgressObserver`] for audit events.
 //! - `pool.rs`: the proxy's keep-alive pool of upstream connections, keyed by policy decision.
+//! - `confine.rs` (Linux; `confine_other.rs` elsewhere: always proxy-only): [`confine::install`] runs a child in a network namespace whose only
+//!   reachable address is a listener forge's proxy serves ([`proxy::ProxyEntry`]); the probe and
+//!   [`confine::availability`] (namespace or proxy-only, with the reason).
 //! - `splice.rs` (Linux): zero-copy relay for CONNECT tunnels.
 //! - `client.rs`: [`client::EgressClient`], the HTTP(S) client for tools and LLM providers: same
 //!   policy and dialer, redirects followed and re-validated by the client, rustls with webpki roots.
 //! - `error.rs`: [`error::EgressError`]; a refusal displays as `blocked by egress policy: ...`.
 
 pub mod client;
+#[cfg(target_os = "linux")]
+pub mod confine;
+#[cfg(not(target_os = "linux"))]
+#[path = "confine_other.rs"]
+pub mod confine;
+// The non-Linux stand-in is compiled on Linux too (under test), so its API keeps up.
+#[cfg(all(test, target_os = "linux"))]
+#[allow(dead_code)]
+#[path = "confine_other.rs"]
+mod confine_other_check;
 pub mod connect;
 pub mod error;
 pub mod host;

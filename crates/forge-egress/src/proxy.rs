@@ -176,6 +176,7 @@ pub struct ProxyHandle {
     cancel: CancellationToken,
     tracker: TaskTracker,
     accept: Option<tokio::task::JoinHandle<()>>,
+    shared: Arc<Shared>,
 }
 
 impl ProxyHandle {
@@ -209,6 +210,45 @@ impl ProxyHandle {
     pub fn live_tasks(&self) -> usize {
         self.tracker.len()
     }
+
+    /// A way to serve more listeners (e.g. inside a confined child's namespace) with this proxy.
+    pub fn entry(&self) -> ProxyEntry {
+        ProxyEntry {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Serves extra listeners with the same policy, limits, observer and shared connection and tunnel
+/// caps as the proxy it came from ([`ProxyHandle::entry`]); stops with it.
+#[derive(Clone)]
+pub struct ProxyEntry {
+    shared: Arc<Shared>,
+}
+
+impl ProxyEntry {
+    /// Accept on `listener` (non-blocking, e.g. one bound inside a child's network namespace) until
+    /// the returned guard is dropped or the proxy shuts down.
+    pub fn serve_listener(&self, listener: std::net::TcpListener) -> io::Result<ListenerGuard> {
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        let stop = self.shared.cancel.child_token();
+        self.shared
+            .tracker
+            .spawn(accept_loop(listener, self.shared.clone(), stop.clone()));
+        Ok(ListenerGuard { stop })
+    }
+}
+
+/// Stops serving an extra listener when dropped (connections already accepted go on).
+pub struct ListenerGuard {
+    stop: CancellationToken,
+}
+
+impl Drop for ListenerGuard {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 impl Drop for ProxyHandle {
@@ -224,6 +264,8 @@ struct Shared {
     limits: ProxyLimits,
     observer: Option<Arc<dyn EgressObserver>>,
     tunnels: Arc<Semaphore>,
+    /// Client connections over every listener (the main one and [`ProxyEntry`] ones).
+    conns: Arc<Semaphore>,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
@@ -286,13 +328,14 @@ impl EgressProxy {
                 max_idle_per_decision: limits.pool_max_idle_per_host,
             }),
             tunnels: Arc::new(Semaphore::new(limits.max_tunnels)),
+            conns: Arc::new(Semaphore::new(limits.max_connections)),
             limits,
             observer: options.observer,
             cancel: cancel.clone(),
             tracker: tracker.clone(),
         });
         tokio::spawn(sweep_pool(shared.clone()));
-        let accept = tokio::spawn(accept_loop(listener, shared));
+        let accept = tokio::spawn(accept_loop(listener, shared.clone(), cancel.clone()));
         Ok((
             addr,
             ProxyHandle {
@@ -300,6 +343,7 @@ impl EgressProxy {
                 cancel,
                 tracker,
                 accept: Some(accept),
+                shared,
             },
         ))
     }
@@ -317,11 +361,11 @@ async fn sweep_pool(shared: Arc<Shared>) {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let conns = Arc::new(Semaphore::new(shared.limits.max_connections));
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: CancellationToken) {
+    let conns = shared.conns.clone();
     loop {
         let accepted = tokio::select! {
-            _ = shared.cancel.cancelled() => break,
+            _ = stop.cancelled() => break,
             r = listener.accept() => r,
         };
         let (sock, _peer) = match accepted {

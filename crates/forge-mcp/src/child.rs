@@ -5,6 +5,8 @@
 //!   (the server's listed `env` names and the proxy variables, see [`stdio_env`]).
 //! - It runs in its own process group; dropping [`ChildGuard`] (or [`ChildGuard::kill`]) sends
 //!   SIGKILL to the whole group, so helpers it started die with it.
+//! - With a confiner it runs in a network namespace of its own whose only reachable address is the
+//!   egress proxy (forge-egress `confine`).
 //! - Its stderr goes to the tracing log (target `forge_mcp::stderr`, one event per line, lines
 //!   capped), never to the model or to forge's stdout.
 
@@ -42,6 +44,8 @@ pub struct ChildGuard {
     child: Child,
     pgid: Option<i32>,
     server: String,
+    /// When confined: keeps the proxy serving the child's 127.0.0.1:3128 while it lives.
+    _confined: Option<forge_egress::confine::ConfinedChild>,
 }
 
 impl ChildGuard {
@@ -76,13 +80,16 @@ impl Drop for ChildGuard {
 }
 
 /// Spawn `command args` with exactly `env`, in a new process group, stdin/stdout piped for MCP,
-/// stderr forwarded to the log. `server` names it in log lines.
+/// stderr forwarded to the log. `server` names it in log lines. With `confine`, the child runs in
+/// a network namespace of its own whose only reachable address is the proxy (127.0.0.1:3128 there;
+/// `env`'s proxy variables should say so: [`forge_egress::confine::CHILD_PROXY_URL`]).
 pub fn spawn(
     server: &str,
     command: &str,
     args: &[String],
     env: &[(String, String)],
     cwd: Option<&std::path::Path>,
+    confine: Option<&forge_egress::confine::Confiner>,
 ) -> std::io::Result<(ChildGuard, ChildStdout, ChildStdin)> {
     let mut cmd = Command::new(command);
     cmd.args(args)
@@ -96,7 +103,29 @@ pub fn spawn(
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    let mut child = cmd.spawn()?;
+    let pending = match confine {
+        Some(c) => Some(
+            c.prepare(cmd.as_std_mut(), &forge_egress::confine::Plan::proxy_only())
+                .map_err(std::io::Error::other)?,
+        ),
+        None => None,
+    };
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return Err(match pending {
+                Some(p) => std::io::Error::other(p.failure(e)),
+                None => e,
+            })
+        }
+    };
+    let confined = match pending.map(|p| p.attach()).transpose() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = child.start_kill();
+            return Err(std::io::Error::other(e));
+        }
+    };
     let pgid = child.id().map(|p| p as i32);
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err(std::io::Error::other(
@@ -126,6 +155,7 @@ pub fn spawn(
             child,
             pgid,
             server: server.to_string(),
+            _confined: confined,
         },
         stdout,
         stdin,

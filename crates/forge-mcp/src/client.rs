@@ -42,6 +42,9 @@ pub enum ServerTransport {
         args: Vec<String>,
         env: Vec<(String, String)>,
         cwd: Option<PathBuf>,
+        /// Run it confined (its own network namespace, only the proxy reachable); `None`:
+        /// proxy variables only.
+        confine: Option<forge_egress::confine::Confiner>,
     },
 }
 
@@ -193,10 +196,17 @@ pub async fn connect(
             args,
             env,
             cwd,
+            confine,
         } => {
-            let (guard, stdout, stdin) =
-                child::spawn(&spec.name, command, args, env, cwd.as_deref())
-                    .map_err(|e| fail(format!("cannot start {command}: {e}")))?;
+            let (guard, stdout, stdin) = child::spawn(
+                &spec.name,
+                command,
+                args,
+                env,
+                cwd.as_deref(),
+                confine.as_ref(),
+            )
+            .map_err(|e| fail(format!("cannot start {command}: {e}")))?;
             let svc = match tokio::time::timeout(spec.timeout, ().serve((stdout, stdin))).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {

@@ -98,6 +98,7 @@ async fn rust_client_spawns_a_confined_stdio_server() {
             args: vec![],
             env: vec![(HOST_ENV.into(), "1".into())],
             cwd: None,
+            confine: None,
         },
         allow: vec!["env_names".into(), "echo".into()],
         deny: vec![],
@@ -133,6 +134,52 @@ async fn rust_client_spawns_a_confined_stdio_server() {
     )
     .await;
     assert!(gone, "the stdio server {pid} survived shutdown");
+
+    // Confined (where the machine offers a namespace): the same server in a network namespace
+    // of its own, still speaking MCP over its pipes.
+    let kind = match forge_egress::confine::availability() {
+        forge_egress::confine::Availability::Namespace(k) => k,
+        forge_egress::confine::Availability::ProxyOnly(why) => {
+            eprintln!("SKIPPED: confined stdio server (no network namespace here: {why})");
+            return;
+        }
+    };
+    let (_, proxy) = forge_egress::proxy::EgressProxy::serve(
+        Arc::new(EgressPolicy::new(forge_egress::EgressSettings::default()).expect("deny-all")),
+        forge_egress::proxy::ProxyOptions::default(),
+    )
+    .await
+    .expect("proxy");
+    let spec = ServerSpec {
+        name: "boxed".into(),
+        transport: ServerTransport::Stdio {
+            command: exe.display().to_string(),
+            args: vec![],
+            env: vec![(HOST_ENV.into(), "1".into())],
+            cwd: None,
+            confine: Some(forge_egress::confine::Confiner::new(proxy.entry(), kind)),
+        },
+        allow: vec!["echo".into()],
+        deny: vec![],
+        timeout: Duration::from_secs(20),
+    };
+    let conn = connect(spec, None)
+        .await
+        .expect("confined stdio server connects");
+    assert_eq!(conn.tools().len(), 1);
+    let pid = conn.child_pid().await.expect("a child pid");
+    use std::os::unix::fs::MetadataExt;
+    let theirs = std::fs::metadata(format!("/proc/{pid}/ns/net"))
+        .expect("ns")
+        .ino();
+    let ours = std::fs::metadata("/proc/self/ns/net").expect("ns").ino();
+    assert_ne!(
+        theirs, ours,
+        "the confined stdio server shares forge's namespace"
+    );
+    conn.shutdown().await;
+    proxy.shutdown().await;
+    eprintln!("ok: confined stdio server in its own network namespace");
 }
 
 async fn run_python(py: &str, args: &[&str]) -> Value {
@@ -288,6 +335,7 @@ async fn python_servers_for_forge_client(py: &str) {
                 Some("http://127.0.0.1:9"),
             ),
             cwd: None,
+            confine: None,
         },
         allow: vec!["*".into()],
         deny: vec![],

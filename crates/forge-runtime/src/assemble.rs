@@ -14,6 +14,9 @@
 //! 4. the plan's `cli_execute` (its forge.yaml configuration is checked here);
 //! 5. the plan's skill scripts, each with an interpreter found on PATH (else absent, saying so);
 //! 6. the egress proxy, started only when a present cli_execute, script tool or browser tool needs it;
+//!    confinement decided (forge.yaml `security.confinement`, before anything starts: `required`
+//!    without a namespace stops startup) and, when available, cli_execute, scripts and Chromium
+//!    spawned in a network namespace whose only reachable address is the proxy;
 //! 7. the browser (opt-in): Chromium binary resolved, the manager built on the proxy, the plan's
 //!    browser tools registered. No browser skill, or every browser tool denied, means no browser
 //!    tools, no Chromium and no proxy for it.
@@ -43,8 +46,8 @@ use serde_json::Value;
 use crate::guardrails::{GuardrailError, Guardrails};
 
 pub use deps::{
-    browser_config, egress_policy, egress_settings, mcp_egress_entry, BrowserParts, DepOptions,
-    EgressParts, EgressPolicyError,
+    browser_config, decide_confinement, egress_policy, egress_settings, mcp_egress_entry,
+    BrowserParts, ConfinementStatus, DepOptions, EgressParts, EgressPolicyError,
 };
 pub use runner::{
     CallEvent, CallProgress, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner,
@@ -120,6 +123,14 @@ pub enum AssembleError {
     /// The browser manager could not be built.
     #[error("the browser required by skill(s) {skills} could not be set up: {message}")]
     Browser { skills: String, message: String },
+    /// forge.yaml `security.confinement: required`, and this platform cannot confine children.
+    #[error(
+        "{file}: security.confinement is `required` but child programs cannot be confined here: {reason}\n  \
+         fix: {fix}",
+        file = file.display(),
+        fix = forge_egress::confine::FIX
+    )]
+    ConfinementRequired { file: PathBuf, reason: String },
     /// A required MCP server's token variable is not set (forge.yaml `mcp.servers[].auth`).
     #[error("{0}")]
     McpEnv(String),
@@ -144,6 +155,7 @@ pub struct AssembledTools {
     events: Option<Arc<dyn ToolEvents>>,
     stopped: Arc<AtomicBool>,
     mcp: Vec<forge_mcp::McpConnection>,
+    confinement: ConfinementStatus,
 }
 
 impl AssembledTools {
@@ -180,6 +192,11 @@ impl AssembledTools {
     /// The proxy's address, when one was started.
     pub fn proxy_addr(&self) -> Option<SocketAddr> {
         self.egress.proxy_addr()
+    }
+
+    /// How child programs are kept on the egress proxy (namespace or proxy-only, with why).
+    pub fn confinement(&self) -> &ConfinementStatus {
+        &self.confinement
     }
 
     /// The browser manager, when a skill declared the browser.
@@ -280,6 +297,9 @@ pub async fn assemble(
     // 2. The egress policy and client (one value for every enforcement point).
     let mut egress = EgressParts::build(agent, &opts)?;
 
+    // 2b. Confinement of child programs (`required` and unavailable stops startup here).
+    let confinement = decide_confinement(agent)?;
+
     let plan = agent.tool_plan();
     let mut registry = Registry::new();
     let mut reasons: Vec<ToolReason> = Vec::new();
@@ -348,6 +368,10 @@ pub async fn assemble(
         egress.start_proxy(&opts, extra).await?;
     }
     let proxy_url = egress.proxy_url();
+    let confiner = match &confinement {
+        ConfinementStatus::Namespace(kind) => egress.confiner(*kind),
+        ConfinementStatus::ProxyOnly(_) => None,
+    };
 
     for p in plan.tools.iter().filter(|p| p.source == ToolSource::Cli) {
         match cli_plan.as_ref().filter(|_| p.present) {
@@ -357,6 +381,7 @@ pub async fn assemble(
     }
     if let Some(mut tool) = cli_plan {
         tool.set_proxy_url(proxy_url.clone());
+        tool.set_confiner(confiner.clone());
         let missing: Vec<String> = tool
             .binaries()
             .iter()
@@ -395,6 +420,7 @@ pub async fn assemble(
             }),
             Some(mut tool) => {
                 tool.proxy_url = proxy_url.clone();
+                tool.confine = confiner.clone();
                 reasons.push(ToolReason {
                     name: tool.name.clone(),
                     present: true,
@@ -428,6 +454,7 @@ pub async fn assemble(
                 &egress,
                 refusals.clone(),
                 opts.deps.browser_crash.clone(),
+                confiner.clone(),
             )?;
             let how = format!(
                 "; Chromium {} through the egress proxy{}",
@@ -451,7 +478,16 @@ pub async fn assemble(
 
     // 8. MCP servers (the plan does not know their tools: denied_tools is applied here).
     let denied = agent.denied_tools();
-    let mcp = match connect_mcp(agent, &opts, &egress, proxy_url.as_deref(), &env).await {
+    let mcp = match connect_mcp(
+        agent,
+        &opts,
+        &egress,
+        proxy_url.as_deref(),
+        confiner.as_ref(),
+        &env,
+    )
+    .await
+    {
         Ok((conns, mut why)) => {
             for c in &conns {
                 for tool in c.tools() {
@@ -533,6 +569,7 @@ pub async fn assemble(
         events: opts.events.clone(),
         stopped: Arc::new(AtomicBool::new(false)),
         mcp,
+        confinement,
     })
 }
 
@@ -549,6 +586,7 @@ async fn connect_mcp(
     opts: &AssembleOptions,
     egress: &EgressParts,
     proxy_url: Option<&str>,
+    confiner: Option<&forge_egress::confine::Confiner>,
     env: &EnvLookup,
 ) -> Result<(Vec<forge_mcp::McpConnection>, Vec<ToolReason>), AssembleError> {
     use forge_mcp::{EgressDeps, ServerSpec, ServerTransport};
@@ -573,8 +611,16 @@ async fn connect_mcp(
             McpTransport::Stdio => ServerTransport::Stdio {
                 command: server.command.clone().unwrap_or_default(),
                 args: server.args.clone(),
-                env: forge_mcp::child::stdio_env(&server.env, &|k| env(k), proxy_url),
+                env: forge_mcp::child::stdio_env(
+                    &server.env,
+                    &|k| env(k),
+                    match confiner {
+                        Some(_) => Some(forge_egress::confine::CHILD_PROXY_URL),
+                        None => proxy_url,
+                    },
+                ),
                 cwd: Some(agent.dir.clone()),
+                confine: confiner.cloned(),
             },
         };
         let spec = ServerSpec {
@@ -854,6 +900,7 @@ fn plan_scripts(agent: &Agent, plan: &ToolPlan, timeout: Option<Duration>) -> Ve
                         interpreter,
                         env_passthrough: env,
                         proxy_url: None,
+                        confine: None,
                         timeout: skill_timeout
                             .or(timeout)
                             .unwrap_or(script::DEFAULT_SCRIPT_TIMEOUT),

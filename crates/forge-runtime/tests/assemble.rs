@@ -150,7 +150,13 @@ async fn cli_execute_from_forge_yaml_runs_with_the_proxy_env() {
         )
         .await
         .unwrap();
-    assert_eq!(out.data.unwrap()["stdout"], format!("http://{proxy}\n"));
+    // Confined, the child's proxy is the listener forge serves inside its namespace.
+    let child_proxy = if tools.confinement().is_namespace() {
+        forge_egress::confine::CHILD_PROXY_URL.to_string()
+    } else {
+        format!("http://{proxy}")
+    };
+    assert_eq!(out.data.unwrap()["stdout"], format!("{child_proxy}\n"));
     // Not in the allowlist.
     let err = tools
         .execute("cli_execute", json!({"binary": "ls"}), &ctx)
@@ -165,7 +171,7 @@ async fn cli_execute_from_forge_yaml_runs_with_the_proxy_env() {
     let data = out.data.unwrap();
     assert_eq!(data["words"], 4);
     assert_eq!(data["lines"], 2);
-    assert_eq!(data["proxy"], format!("http://{proxy}"));
+    assert_eq!(data["proxy"], child_proxy);
     let ns = reason(&tools, "not_scripted");
     assert!(
         !ns.present && ns.reason.contains("no script"),

@@ -1,5 +1,5 @@
 //! forge.yaml: the agent file (`agent_id`, `version`, `model`, `tools`, `skills.path`, `egress`,
-//! `security.policy_path`, `denied_tools`, `mcp.servers` (read in `mcp.rs`), `state` and `deploy`
+//! `security.policy_path`, `security.confinement`, `denied_tools`, `mcp.servers` (read in `mcp.rs`), `state` and `deploy`
 //! (checked in `fleet.rs`), `browser` and `a2a` (read in `browser.rs`)). Errors are diagnostics pointing at the YAML; unknown keys are warnings
 //! that name them.
 
@@ -178,6 +178,34 @@ pub struct SecurityConfig {
     /// Audit policy file (relative to the agent dir).
     #[serde(default)]
     pub policy_path: Option<PathBuf>,
+    /// Network confinement of Chromium, cli_execute and skill scripts (`security.confinement`).
+    #[serde(default)]
+    pub confinement: Confinement,
+}
+
+/// `security.confinement`: whether children (Chromium, cli_execute, skill scripts) run in a
+/// network namespace whose only reachable address is forge's egress proxy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Confinement {
+    /// Confine when the platform allows it; otherwise run proxy-only and say so (the default).
+    #[default]
+    Auto,
+    /// Confine, or refuse to start (naming the reason and the fix).
+    Required,
+    /// Never confine: proxy variables and Chromium's proxy flag only.
+    Off,
+}
+
+impl Confinement {
+    /// The forge.yaml spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Confinement::Auto => "auto",
+            Confinement::Required => "required",
+            Confinement::Off => "off",
+        }
+    }
 }
 
 const KNOWN: &[(&[&str], &[&str])] = &[
@@ -228,7 +256,7 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "max_tunnels",
         ],
     ),
-    (&["security"], &["policy_path"]),
+    (&["security"], &["policy_path", "confinement"]),
 ];
 
 impl ForgeConfig {
@@ -303,6 +331,39 @@ impl ForgeConfig {
                         )),
                     )]));
                 }
+            }
+        }
+        // security.confinement likewise.
+        if let Some(node) = doc
+            .tree
+            .get(&[Seg::Key("security"), Seg::Key("confinement")])
+        {
+            const VALUES: &[&str] = &["auto", "required", "off"];
+            let bad = match &node.kind {
+                Kind::Scalar(v) if VALUES.contains(&v.as_str()) => None,
+                Kind::Scalar(v) => Some(format!("\"{v}\"")),
+                _ => Some("a non-scalar value".to_string()),
+            };
+            if let Some(bad) = bad {
+                let guess = match &node.kind {
+                    Kind::Scalar(v) => suggest(v, VALUES)
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
+                return Err(invalid(vec![doc.diag(
+                    "forge::config::confinement",
+                    format!(
+                        "unknown security.confinement {bad} (known: {})",
+                        VALUES.join(", ")
+                    ),
+                    &[Seg::Key("security"), Seg::Key("confinement")],
+                    "unknown value",
+                    Some(format!(
+                        "use auto (confine when the platform allows, else proxy-only), required \
+                         (refuse to start without confinement) or off{guess}"
+                    )),
+                )]));
             }
         }
         let mut cfg: ForgeConfig = serde_norway::from_str(text)

@@ -38,7 +38,7 @@ pub use browser::{
     MAX_INLINE_ARTIFACT_BYTES,
 };
 pub use config::{
-    EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,
+    Confinement, EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,
     SkillsConfig, ToolConfig,
 };
 pub use discovery::{discover, load_skill_file, read_limited, Discovery, MAX_SKILL_BYTES};

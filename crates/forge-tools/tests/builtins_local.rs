@@ -378,6 +378,7 @@ async fn a_child_that_escapes_the_process_group_does_not_hang_the_call() {
         interpreter,
         env_passthrough: vec![],
         proxy_url: None,
+        confine: None,
         timeout: Duration::from_secs(60),
         workdir: Some(skill.path().to_path_buf()),
     };
@@ -420,6 +421,7 @@ async fn dropping_a_running_call_kills_the_whole_process_group() {
         interpreter,
         env_passthrough: vec![],
         proxy_url: None,
+        confine: None,
         timeout: Duration::from_secs(60),
         workdir: Some(skill.path().to_path_buf()),
     };
@@ -515,6 +517,7 @@ async fn script_tools_get_json_args_skill_env_and_proxy_env() {
         interpreter,
         env_passthrough: vec![],
         proxy_url: Some("http://127.0.0.1:1234".into()),
+        confine: None,
         timeout: Duration::from_secs(20),
         workdir: Some(skill.path().to_path_buf()),
     };

@@ -155,6 +155,33 @@ pub fn manager(addr: SocketAddr, log: RefusalLog, tmp: &std::path::Path) -> Brow
     BrowserManager::new(cfg).with_refusals(log)
 }
 
+/// The namespace kind this machine offers for confinement, or `None` after a skip note.
+pub fn confinement_or_skip(test: &str) -> Option<forge_egress::confine::NsKind> {
+    match forge_egress::confine::availability() {
+        forge_egress::confine::Availability::Namespace(k) => Some(k),
+        forge_egress::confine::Availability::ProxyOnly(why) => {
+            eprintln!("SKIP {test}: no network namespace on this machine: {why}");
+            None
+        }
+    }
+}
+
+/// A manager like [`manager`] whose Chromium runs confined (its own network namespace, only the
+/// proxy reachable).
+pub fn confined_manager(
+    addr: SocketAddr,
+    proxy: &ProxyHandle,
+    kind: forge_egress::confine::NsKind,
+    log: RefusalLog,
+    tmp: &std::path::Path,
+) -> BrowserManager {
+    let mut cfg = BrowserConfig::with_proxy(addr);
+    cfg.temp_root = Some(tmp.to_path_buf());
+    cfg.max_sessions = 32;
+    cfg.confine = Some(forge_egress::confine::Confiner::new(proxy.entry(), kind));
+    BrowserManager::new(cfg).with_refusals(log)
+}
+
 /// Processes whose command line mentions `needle` (a profile dir path), zombies excluded.
 pub fn processes_mentioning(needle: &str) -> Vec<i32> {
     let mut out = Vec::new();

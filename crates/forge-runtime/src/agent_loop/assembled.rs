@@ -191,6 +191,9 @@ impl AssembledSessions {
 /// A session's own proxy listener (the scope of the task that opened it) and the tasks using it.
 struct ScopedProxy {
     handle: ProxyHandle,
+    /// The listener inside a confined Chromium's namespace the handle serves; given back to
+    /// the spares when dropped, after the handle stopped serving it.
+    slot: Option<forge_browser::devtools_relay::NamespaceSlot>,
     scope: Option<Vec<String>>,
     observer: Arc<SwitchObserver>,
     users: usize,
@@ -307,6 +310,7 @@ impl SessionCloser for AssembledSessions {
             if let Some(v) = kept.remove(&k) {
                 m.set_session_proxy(&k, None);
                 v.handle.shutdown().await;
+                drop(v.slot);
             }
         }
         let scope = policy.scope();
@@ -330,22 +334,38 @@ impl SessionCloser for AssembledSessions {
             return Ok(());
         }
         let switch = Arc::new(SwitchObserver::new(observer));
+        // A confined Chromium reaches only listeners inside its own namespace: the session's
+        // listener is then one of its spares, served here with the task's policy.
+        let slot = m.namespace_slot().await.map_err(|e| e.to_string())?;
+        let listener = match &slot {
+            Some(s) => match s.listener() {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    return Err(format!(
+                        "cannot use a proxy listener inside the browser's namespace: {e}"
+                    ))
+                }
+            },
+            None => None,
+        };
         match self
             .tools
             .egress()
-            .serve_task_proxy(policy, switch.clone())
+            .serve_task_proxy(policy, switch.clone(), listener)
             .await
         {
             None => Ok(()),
             Some(Err(e)) => Err(format!(
-                "cannot start the task's egress proxy listener on 127.0.0.1: {e}"
+                "cannot start the task's egress proxy listener: {e}"
             )),
             Some(Ok(handle)) => {
-                m.set_session_proxy(key, Some(handle.addr()));
+                let addr = slot.as_ref().map(|s| s.addr).unwrap_or(handle.addr());
+                m.set_session_proxy(key, Some(addr));
                 kept.insert(
                     key.to_string(),
                     ScopedProxy {
                         handle,
+                        slot,
                         scope,
                         observer: switch,
                         users: 1,
@@ -369,6 +389,7 @@ impl SessionCloser for AssembledSessions {
             if let Some(v) = kept.remove(key) {
                 b.manager().set_session_proxy(key, None);
                 v.handle.shutdown().await;
+                drop(v.slot);
             }
         }
     }

@@ -179,24 +179,36 @@ impl EgressParts {
         Ok(())
     }
 
-    /// A proxy listener of one task's own on 127.0.0.1 (ephemeral port), serving `policy` (the
-    /// agent's, or narrowed for the task) with the agent proxy's limits and observers (audit,
-    /// the browser's refusal log) plus `extra` (the task's refusal recorder). `None` when the
+    /// A proxy listener of one task's own, serving `policy` (the agent's, or narrowed for the
+    /// task) with the agent proxy's limits and observers (audit, the browser's refusal log) plus
+    /// `extra` (the task's refusal recorder): `within` (a listener inside a confined Chromium's
+    /// namespace) when given, else a new one on 127.0.0.1 (ephemeral port). `None` when the
     /// agent runs no proxy.
     pub async fn serve_task_proxy(
         &self,
         policy: Arc<EgressPolicy>,
         extra: Arc<dyn EgressObserver>,
+        within: Option<std::net::TcpListener>,
     ) -> Option<std::io::Result<ProxyHandle>> {
         let mut options = self.proxy_options.clone()?;
         options.observer = Some(match options.observer.take() {
             Some(own) => Arc::new(Fanout(vec![own, extra])),
             None => extra,
         });
-        let listener = match tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await
-        {
-            Ok(l) => l,
-            Err(e) => return Some(Err(e)),
+        let listener = match within {
+            Some(l) => match l
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::TcpListener::from_std(l))
+            {
+                Ok(l) => l,
+                Err(e) => return Some(Err(e)),
+            },
+            None => {
+                match tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await {
+                    Ok(l) => l,
+                    Err(e) => return Some(Err(e)),
+                }
+            }
         };
         Some(EgressProxy::serve_on(listener, policy, options).map(|(_, h)| h))
     }
@@ -227,6 +239,14 @@ impl EgressParts {
         self.with_proxy(|p| p.addr())
     }
 
+    /// A confiner on the running proxy for children entering `kind` namespaces.
+    pub fn confiner(
+        &self,
+        kind: forge_egress::confine::NsKind,
+    ) -> Option<forge_egress::confine::Confiner> {
+        self.with_proxy(|p| forge_egress::confine::Confiner::new(p.entry(), kind))
+    }
+
     /// `http://127.0.0.1:PORT` of the proxy, while one is running.
     pub fn proxy_url(&self) -> Option<String> {
         self.with_proxy(|p| p.url())
@@ -237,6 +257,65 @@ impl EgressParts {
         let handle = self.proxy.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(p) = handle {
             p.shutdown().await;
+        }
+    }
+}
+
+/// How child programs (cli_execute, skill scripts, Chromium) are kept on the egress proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfinementStatus {
+    /// Each child runs in a network namespace of its own whose only reachable address is the proxy.
+    Namespace(forge_egress::confine::NsKind),
+    /// Only the proxy variables (and Chromium's proxy flag) keep children on the proxy; why.
+    ProxyOnly(String),
+}
+
+impl ConfinementStatus {
+    /// What `forge tool list` shows after `confinement: `.
+    pub fn describe(&self) -> String {
+        match self {
+            ConfinementStatus::Namespace(kind) => format!(
+                "namespace ({} per child; only the egress proxy is reachable)",
+                kind.describe()
+            ),
+            ConfinementStatus::ProxyOnly(why) => format!("proxy-only ({why})"),
+        }
+    }
+
+    /// Whether children run confined.
+    pub fn is_namespace(&self) -> bool {
+        matches!(self, ConfinementStatus::Namespace(_))
+    }
+}
+
+/// Decide, once per assembly, how children are confined: forge.yaml `security.confinement`
+/// (`off`: proxy-only; `auto`: a namespace when the platform allows it, else proxy-only with a
+/// warning; `required`: a namespace or a startup error naming the reason and the fix).
+/// `FORGE_CONFINEMENT_UNAVAILABLE=<reason>` forces the fallback.
+pub fn decide_confinement(agent: &Agent) -> Result<ConfinementStatus, AssembleError> {
+    use forge_egress::confine::{availability, Availability};
+    use forge_skills::Confinement;
+    let mode = agent.config.security.confinement;
+    if mode == Confinement::Off {
+        return Ok(ConfinementStatus::ProxyOnly(
+            "security.confinement is off in forge.yaml".into(),
+        ));
+    }
+    match availability() {
+        Availability::Namespace(kind) => Ok(ConfinementStatus::Namespace(kind)),
+        Availability::ProxyOnly(reason) if mode == Confinement::Required => {
+            Err(AssembleError::ConfinementRequired {
+                file: agent.config.path.clone(),
+                reason,
+            })
+        }
+        Availability::ProxyOnly(reason) => {
+            tracing::warn!(
+                "confinement: proxy-only ({reason}); child programs are kept on the egress proxy \
+                 by their proxy variables only"
+            );
+            Ok(ConfinementStatus::ProxyOnly(reason))
         }
     }
 }
@@ -313,6 +392,7 @@ impl BrowserParts {
         egress: &EgressParts,
         refusals: RefusalLog,
         crash: Option<Arc<dyn CrashObserver>>,
+        confine: Option<forge_egress::confine::Confiner>,
     ) -> Result<Self, AssembleError> {
         let proxy = egress.proxy_addr().ok_or_else(|| AssembleError::Browser {
             skills: view.skills.join(", "),
@@ -320,6 +400,7 @@ impl BrowserParts {
         })?;
         let mut config = browser_config(proxy, settings, |k| std::env::var(k).ok());
         config.binary = Some(binary.clone());
+        config.confine = confine;
         let mut manager = BrowserManager::new(config).with_refusals(refusals);
         if let Some(observer) = crash {
             manager = manager.with_crash_observer(observer);

@@ -8,7 +8,10 @@
 //! - every allowlisted name is resolved to an absolute path once, at startup; a call names the
 //!   binary exactly as listed and runs that path, never a fresh PATH lookup;
 //! - the child gets only [`super::process::BASE_ENV`], the configured passthrough names and the
-//!   proxy variables (set last, so nothing overrides them).
+//!   proxy variables (set last, so nothing overrides them);
+//! - when confinement is on, the child runs in a network namespace whose only reachable address is
+//!   the egress proxy (forge-egress `confine`): a program ignoring the proxy variables reaches
+//!   nothing.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -171,6 +174,8 @@ pub struct CliExecute {
     config: CliConfig,
     binaries: BTreeMap<String, Resolved>,
     proxy_url: Option<String>,
+    /// When set, each call's child runs confined (its own network namespace, the proxy only).
+    confine: Option<forge_egress::confine::Confiner>,
     description: String,
 }
 
@@ -291,6 +296,7 @@ impl CliExecute {
             config,
             binaries,
             proxy_url,
+            confine: None,
             description,
         })
     }
@@ -299,6 +305,16 @@ impl CliExecute {
     /// configuration checked, before the proxy starts).
     pub fn set_proxy_url(&mut self, proxy_url: Option<String>) {
         self.proxy_url = proxy_url;
+    }
+
+    /// Confine each call's child (see [`process::RunSpec::confine`]); `None`: proxy-only.
+    pub fn set_confiner(&mut self, confine: Option<forge_egress::confine::Confiner>) {
+        self.confine = confine;
+    }
+
+    /// Whether calls run confined.
+    pub fn is_confined(&self) -> bool {
+        self.confine.is_some()
     }
 
     /// The allowlisted names and what each resolved to.
@@ -386,11 +402,7 @@ impl Tool for CliExecute {
                 )));
             }
         };
-        let extra = self
-            .proxy_url
-            .as_deref()
-            .map(process::proxy_env)
-            .unwrap_or_default();
+        let extra = process::child_proxy_env(self.confine.as_ref(), self.proxy_url.as_deref());
         let timeout = match ctx.timeout {
             Some(t) => t.min(self.config.timeout),
             None => self.config.timeout,
@@ -403,6 +415,7 @@ impl Tool for CliExecute {
             stdin,
             timeout,
             max_output_bytes: self.config.max_output_bytes,
+            confine: self.confine.clone(),
         };
         let result = process::run(&spec, &ctx.cancel).await?;
         // The data is the plain result; the text the model sees has the same shape with stdout and

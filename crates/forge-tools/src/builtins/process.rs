@@ -37,6 +37,19 @@ pub fn proxy_env(proxy_url: &str) -> Vec<(String, String)> {
     v
 }
 
+/// The proxy variables of a child: the namespace's own proxy address when it is confined, else
+/// forge's proxy URL (none without a proxy).
+pub fn child_proxy_env(
+    confine: Option<&forge_egress::confine::Confiner>,
+    proxy_url: Option<&str>,
+) -> Vec<(String, String)> {
+    match (confine, proxy_url) {
+        (Some(_), _) => proxy_env(forge_egress::confine::CHILD_PROXY_URL),
+        (None, Some(u)) => proxy_env(u),
+        (None, None) => Vec::new(),
+    }
+}
+
 /// Build a child environment: [`BASE_ENV`] and `passthrough` names taken from forge's environment
 /// when set, then `extra` (e.g. the proxy variables) which wins.
 pub fn child_env(passthrough: &[String], extra: &[(String, String)]) -> Vec<(String, String)> {
@@ -73,6 +86,9 @@ pub struct RunSpec {
     pub timeout: Duration,
     /// Cap for stdout and for stderr, each.
     pub max_output_bytes: usize,
+    /// Run the child in a network namespace whose only reachable address is the egress proxy
+    /// (127.0.0.1:3128 there); `None`: proxy variables only.
+    pub confine: Option<forge_egress::confine::Confiner>,
 }
 
 /// What a finished child produced; serialises to `{stdout, stderr, exit_code, truncated}`.
@@ -112,9 +128,39 @@ pub async fn run(spec: &RunSpec, cancel: &CancellationToken) -> Result<RunResult
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        ToolError::Failed(format!("could not start {}: {e}", spec.program.display()))
-    })?;
+    let pending = match &spec.confine {
+        Some(c) => Some(
+            c.prepare(cmd.as_std_mut(), &forge_egress::confine::Plan::proxy_only())
+                .map_err(|e| {
+                    ToolError::Failed(format!("could not start {}: {e}", spec.program.display()))
+                })?,
+        ),
+        None => None,
+    };
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let why = match pending {
+                Some(p) => p.failure(e).to_string(),
+                None => e.to_string(),
+            };
+            return Err(ToolError::Failed(format!(
+                "could not start {}: {why}",
+                spec.program.display()
+            )));
+        }
+    };
+    // While this lives, the proxy serves the child's 127.0.0.1:3128 (inside its namespace).
+    let _confined = match pending.map(|p| p.attach()).transpose() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = child.start_kill();
+            return Err(ToolError::Failed(format!(
+                "could not confine {}: {e}",
+                spec.program.display()
+            )));
+        }
+    };
     let stop_reading = CancellationToken::new();
     // Kills the group when the call ends in any way, including the caller dropping this future
     // (the tool runner's time limit and cancellation do that): `kill_on_drop` alone would reach

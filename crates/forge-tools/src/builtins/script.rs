@@ -102,6 +102,8 @@ pub struct ScriptTool {
     pub env_passthrough: Vec<String>,
     /// `http://127.0.0.1:PORT` of the egress proxy, put in the proxy variables.
     pub proxy_url: Option<String>,
+    /// When set, the script runs confined (its own network namespace, the proxy only).
+    pub confine: Option<forge_egress::confine::Confiner>,
     pub timeout: Duration,
     /// Working directory (the skill dir).
     pub workdir: Option<PathBuf>,
@@ -126,11 +128,7 @@ impl Tool for ScriptTool {
     }
 
     async fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
-        let extra = self
-            .proxy_url
-            .as_deref()
-            .map(process::proxy_env)
-            .unwrap_or_default();
+        let extra = process::child_proxy_env(self.confine.as_ref(), self.proxy_url.as_deref());
         let timeout = ctx.timeout.unwrap_or(self.timeout);
         let spec = RunSpec {
             program: self.interpreter.clone(),
@@ -143,6 +141,7 @@ impl Tool for ScriptTool {
             stdin: None,
             timeout,
             max_output_bytes: SCRIPT_MAX_OUTPUT_BYTES,
+            confine: self.confine.clone(),
         };
         let r = process::run(&spec, &ctx.cancel).await?;
         if r.exit_code != 0 {

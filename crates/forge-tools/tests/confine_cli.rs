@@ -1,0 +1,181 @@
+//! cli_execute and skill scripts under network confinement, with real curl, the real proxy and
+//! loopback servers: a program ignoring the proxy variables reaches nothing (the canary counts 0
+//! hits), the same program through the proxy reaches an allowlisted loopback site.
+#![cfg(target_os = "linux")]
+// Test: prints skip notes.
+#![allow(clippy::print_stderr)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use forge_egress::confine::{self, Availability, Confiner};
+use forge_egress::policy::EgressPolicy;
+use forge_egress::proxy::{EgressProxy, ProxyOptions};
+use forge_tools::builtins::cli_execute::{CliConfig, CliExecute};
+use forge_tools::builtins::script::{find_script, ScriptLookup, ScriptTool};
+use forge_tools::{Tool, ToolContext};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A loopback HTTP server answering `body` and counting connections.
+async fn counting_server(body: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            h.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    (addr, hits)
+}
+
+fn kind_or_skip(test: &str) -> Option<confine::NsKind> {
+    match confine::availability() {
+        Availability::Namespace(k) => Some(k),
+        Availability::ProxyOnly(why) => {
+            eprintln!("SKIP {test}: no network namespace on this machine: {why}");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn cli_execute_curl_ignoring_the_proxy_reaches_nothing() {
+    let Some(kind) = kind_or_skip("cli_execute_curl_ignoring_the_proxy_reaches_nothing") else {
+        return;
+    };
+    if which("curl").is_none() {
+        eprintln!("SKIP: curl is not installed");
+        return;
+    }
+    let (canary, canary_hits) = counting_server("canary").await;
+    let (site, site_hits) = counting_server("allowlisted site").await;
+    let entry = format!("127.0.0.1:{}", site.port());
+    let policy = Arc::new(EgressPolicy::allowlist([entry.as_str()]).unwrap());
+    let (_, proxy) = EgressProxy::serve(policy, ProxyOptions::default())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut tool = CliExecute::new(
+        CliConfig {
+            allowed_binaries: vec!["curl".into()],
+            ..Default::default()
+        },
+        Some(proxy.url()),
+    )
+    .unwrap();
+    tool.set_confiner(Some(Confiner::new(proxy.entry(), kind)));
+    assert!(tool.is_confined());
+    let ctx = ToolContext::new("t", dir.path().join("files"));
+
+    let direct = format!("http://127.0.0.1:{}/", canary.port());
+    let out = tool
+        .execute(
+            &ctx,
+            json!({"binary": "curl", "args": ["-sS", "--max-time", "5", "--noproxy", "*", direct]}),
+        )
+        .await
+        .unwrap();
+    let data = out.data.unwrap();
+    assert_ne!(data["exit_code"], json!(0), "{data}");
+    // Even forge's own proxy port on the host's loopback is out of reach.
+    let host_proxy = proxy.url();
+    let out = tool
+        .execute(
+            &ctx,
+            json!({"binary": "curl", "args": ["-sS", "--max-time", "5", "--proxy", host_proxy, format!("http://{entry}/")]}),
+        )
+        .await
+        .unwrap();
+    assert_ne!(out.data.unwrap()["exit_code"], json!(0));
+    assert_eq!(site_hits.load(Ordering::SeqCst), 0);
+
+    let out = tool
+        .execute(
+            &ctx,
+            json!({"binary": "curl", "args": ["-sS", "--max-time", "10", format!("http://{entry}/page")]}),
+        )
+        .await
+        .unwrap();
+    let data = out.data.unwrap();
+    assert_eq!(data["exit_code"], json!(0), "{data}");
+    assert_eq!(data["stdout"], json!("allowlisted site"));
+    assert_eq!(site_hits.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        canary_hits.load(Ordering::SeqCst),
+        0,
+        "the canary was reached"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn skill_script_runs_confined_with_the_namespace_proxy() {
+    let Some(kind) = kind_or_skip("skill_script_runs_confined_with_the_namespace_proxy") else {
+        return;
+    };
+    let (site, _) = counting_server("x").await;
+    let policy =
+        Arc::new(EgressPolicy::allowlist([format!("127.0.0.1:{}", site.port()).as_str()]).unwrap());
+    let (_, proxy) = EgressProxy::serve(policy, ProxyOptions::default())
+        .await
+        .unwrap();
+    let skill = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(skill.path().join("scripts")).unwrap();
+    let script = skill.path().join("scripts/netns.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nprintf '{\"proxy\":\"%s\",\"netns\":\"%s\"}' \"$HTTP_PROXY\" \"$(readlink /proc/self/ns/net)\"\n",
+    )
+    .unwrap();
+    let path_var = std::env::var("PATH").unwrap_or_default();
+    let ScriptLookup::Found {
+        script,
+        interpreter,
+    } = find_script(skill.path(), "netns", &path_var)
+    else {
+        panic!("script not found")
+    };
+    let tool = ScriptTool {
+        name: "netns".into(),
+        skill: "demo".into(),
+        description: "d".into(),
+        script,
+        interpreter,
+        env_passthrough: vec![],
+        proxy_url: Some(proxy.url()),
+        confine: Some(Confiner::new(proxy.entry(), kind)),
+        timeout: Duration::from_secs(20),
+        workdir: Some(skill.path().to_path_buf()),
+    };
+    let out = tool
+        .execute(&ToolContext::new("t", skill.path().join("f")), json!({}))
+        .await
+        .unwrap();
+    let data: Value = out.data.expect("script printed JSON");
+    assert_eq!(data["proxy"], json!(confine::CHILD_PROXY_URL));
+    let ours = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert_ne!(data["netns"], json!(ours.to_string_lossy()), "{data}");
+    assert!(
+        data["netns"].as_str().unwrap().starts_with("net:["),
+        "{data}"
+    );
+    proxy.shutdown().await;
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    forge_tools::builtins::process::which_in(name, &std::env::var("PATH").unwrap_or_default())
+}
