@@ -538,6 +538,10 @@ impl BrowserManager {
     pub async fn namespace_slot(
         &self,
     ) -> Result<Option<crate::devtools_relay::NamespaceSlot>, BrowserError> {
+        if !self.is_confined() {
+            // Nothing to launch for: the session's own proxy is on forge's loopback.
+            return Ok(None);
+        }
         let running = self.running().await?;
         match &running.spare {
             Some(spare) => spare.take().map(Some).ok_or_else(|| {

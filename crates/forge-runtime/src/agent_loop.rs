@@ -329,6 +329,8 @@ struct TaskCx<'a> {
     browser_tool: Arc<std::sync::Mutex<String>>,
     steps: std::sync::atomic::AtomicU64,
     browser_used: std::sync::atomic::AtomicBool,
+    /// The session's own proxy was set up for this task (released when it ends).
+    proxy_opened: std::sync::atomic::AtomicBool,
 }
 
 /// The stateful browser family (one page per task): run one at a time. `browser_task` is not
@@ -486,31 +488,13 @@ impl AgentLoop {
             browser_tool: Arc::new(std::sync::Mutex::new("browser".to_string())),
             steps: std::sync::atomic::AtomicU64::new(0),
             browser_used: std::sync::atomic::AtomicBool::new(false),
+            proxy_opened: std::sync::atomic::AtomicBool::new(false),
         };
         // Pages a continued conversation loaded before this task are not this task's.
         let navigations_before = match &self.sessions {
             Some(s) => s.navigations(&browser.session).await.len(),
             None => 0,
         };
-        // The session's own proxy identity: a listener serving the task's policy, which the
-        // session's browser context is created with (refusals there are the task's). A
-        // conversation's session keeps the listener of the task that opened it; a later task in
-        // it must ask for the same scope (see `SessionCloser::open_scoped_proxy`).
-        if let (Some(s), Some(policy)) = (&self.sessions, &spec.policy) {
-            let recorder = Arc::new(BlockedRecorder {
-                log: cx.blocked.clone(),
-                tool: ToolName::Current(cx.browser_tool.clone()),
-            });
-            if let Err(e) = s
-                .open_scoped_proxy(&browser.session, policy.clone(), recorder)
-                .await
-            {
-                let err = LoopError::Setup(e);
-                return self
-                    .finish(&cx, browser, started, Err(err), navigations_before)
-                    .await;
-            }
-        }
         let result = self
             .drive(&cx, prompt, history, &specs, &cancel, events.as_ref())
             .await;
@@ -552,7 +536,9 @@ impl AgentLoop {
                 }
             }
             // The session's proxy listener lives as long as the session (none left: it stops).
-            s.release_scoped_proxy(&browser.session).await;
+            if cx.proxy_opened.load(std::sync::atomic::Ordering::SeqCst) {
+                s.release_scoped_proxy(&browser.session).await;
+            }
         }
         let steps = cx.steps.load(std::sync::atomic::Ordering::SeqCst);
         let (status, answer) = match &result {
@@ -826,6 +812,22 @@ impl AgentLoop {
                     events::BROWSER_SESSION_OPEN,
                     json!({"session": cx.session_key}),
                 );
+                // The session's own proxy identity, set up when the task first uses the browser
+                // (a task that never does costs no listener, and no Chromium launch when
+                // Chromium is confined): a listener serving the task's policy, which the
+                // session's browser context is created with (refusals there are the task's). A
+                // conversation's session keeps the listener of the task that opened it; a later
+                // task in it must ask for the same scope (see `SessionCloser::open_scoped_proxy`).
+                if let (Some(s), Some(policy)) = (&self.sessions, &cx.spec.policy) {
+                    let recorder = Arc::new(BlockedRecorder {
+                        log: cx.blocked.clone(),
+                        tool: ToolName::Current(cx.browser_tool.clone()),
+                    });
+                    s.open_scoped_proxy(cx.session_key, policy.clone(), recorder)
+                        .await
+                        .map_err(LoopError::Setup)?;
+                    cx.proxy_opened.store(true, Ordering::SeqCst);
+                }
             }
             let tools_cancel = cancel.child_token();
             let calls_fut = self.run_calls(cx, to_run, &tools_cancel, &send);

@@ -203,12 +203,10 @@ impl EgressParts {
                 Ok(l) => l,
                 Err(e) => return Some(Err(e)),
             },
-            None => {
-                match tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await {
-                    Ok(l) => l,
-                    Err(e) => return Some(Err(e)),
-                }
-            }
+            None => match tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await {
+                Ok(l) => l,
+                Err(e) => return Some(Err(e)),
+            },
         };
         Some(EgressProxy::serve_on(listener, policy, options).map(|(_, h)| h))
     }
