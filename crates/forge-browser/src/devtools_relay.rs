@@ -28,7 +28,7 @@ pub const DIAL_SOCKETS: usize = 8;
 /// Spare proxy listeners in Chromium's namespace (3129..), for per-context proxies: a session
 /// with a proxy of its own (a task's narrowed policy) takes one while it lives
 /// ([`crate::BrowserManager::namespace_slot`]), so this bounds the scoped sessions open at once.
-pub const SPARE_PROXIES: u16 = 64;
+pub const SPARE_PROXIES: u16 = 32;
 /// Largest request head the relay reads.
 const MAX_HEAD: usize = 16 * 1024;
 /// Time a client has to send its request head to the relay.

@@ -55,7 +55,7 @@ async fn chromium_runs_in_its_own_network_namespace_with_devtools_inside() {
     let devtools: Vec<u16> = inside
         .iter()
         .copied()
-        .filter(|p| !(3128..=3132).contains(p))
+        .filter(|p| !(3128..=3128 + forge_browser::devtools_relay::SPARE_PROXIES).contains(p))
         .collect();
     assert_eq!(
         devtools.len(),
@@ -77,15 +77,16 @@ async fn chromium_runs_in_its_own_network_namespace_with_devtools_inside() {
 
     // Spare proxy listeners inside Chromium's namespace, served by the proxy, one at a time.
     let mut spare = Vec::new();
-    for _ in 0..8 {
+    let n = forge_browser::devtools_relay::SPARE_PROXIES;
+    for _ in 0..n + 4 {
         match m.proxy_in_browser_namespace().await.expect("spare") {
             Some(a) => spare.push(a),
             None => break,
         }
     }
-    assert_eq!(spare.len(), 4, "{spare:?}");
+    assert_eq!(spare.len(), usize::from(n), "{spare:?}");
     assert!(spare
         .iter()
-        .all(|a| a.ip().is_loopback() && (3129..=3132).contains(&a.port())));
+        .all(|a| a.ip().is_loopback() && (3129..=3128 + n).contains(&a.port())));
     m.shutdown().await;
 }

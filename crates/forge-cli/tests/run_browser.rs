@@ -94,6 +94,26 @@ async fn serve_site(token: String) -> std::net::SocketAddr {
                     tokio::time::sleep(Duration::from_secs(60)).await;
                     return;
                 }
+                if path == "/c" {
+                    // Says which cookie the browser sent, and sets one: two visits from one
+                    // browser context show the first visit's cookie on the second.
+                    let cookie = head
+                        .lines()
+                        .find_map(|l| {
+                            l.strip_prefix("cookie: ")
+                                .or_else(|| l.strip_prefix("Cookie: "))
+                        })
+                        .unwrap_or("none")
+                        .trim()
+                        .to_string();
+                    let body = format!(
+                        "<!doctype html><title>Cookie page</title><p>cookie before: {cookie}</p>"
+                    );
+                    let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nset-cookie: visits=1; Path=/\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+                    let _ = s.write_all(resp.as_bytes()).await;
+                    let _ = s.shutdown().await;
+                    return;
+                }
                 let body = if path == "/" {
                     format!("<!doctype html><title>Token page {token}</title><h1>The secret word is {token}</h1><a href=\"/slow\">slow</a>")
                 } else {
@@ -1034,4 +1054,65 @@ async fn two_replicas_on_postgres_share_tasks_cancel_and_resubscribe() {
         "the stream reached the end: {events:?}"
     );
     assert_eq!(last["status"]["state"], "canceled", "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_continued_on_another_replica_is_forwarded_to_its_browser() {
+    if !browser_available() {
+        return;
+    }
+    let pg = pg::PgServer::start();
+    let site = serve_site(unique_token()).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        format!("turns:\n  - tool_calls:\n      - {{name: browser_navigate, arguments: {{url: \"http://{site}/c\"}}}}\n  - text: \"{{{{result:browser_navigate|inner}}}}\"\n"),
+    )
+    .unwrap();
+    let cfg = write_browser_agent(
+        dir.path(),
+        site,
+        "model:\n  provider: scripted\n  name: s.yaml\n",
+    );
+    let env = [("FORGE_STATE_URL", pg.url.as_str())];
+    let audit_a = dir.path().join("audit-a.ndjson");
+    let audit_b = dir.path().join("audit-b.ndjson");
+    let (_a, url_a) =
+        serve_agent_with(&cfg, &audit_a, &dir.path().join("stderr-a.txt"), &env).await;
+    let (_b, url_b) =
+        serve_agent_with(&cfg, &audit_b, &dir.path().join("stderr-b.txt"), &env).await;
+    let send = |url: String, n: u32| async move {
+        let msg = json!({"kind": "message", "role": "user", "messageId": format!("m{n}"), "contextId": "ctx-forwarded", "parts": [{"kind": "text", "text": "open the cookie page"}]});
+        rpc(
+            &url,
+            json!({"jsonrpc": "2.0", "id": n, "method": "message/send", "params": {"message": msg}}),
+        )
+        .await
+    };
+    let answer = |v: &Value| {
+        v["result"]["artifacts"]
+            .as_array()
+            .and_then(|a| a.iter().find(|a| a["name"] == "answer"))
+            .map(|a| a["parts"][0]["text"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    // The first message opens the conversation's browser on A: no cookie yet.
+    let first = send(url_a.clone(), 1).await;
+    assert_eq!(first["result"]["status"]["state"], "completed", "{first}");
+    assert!(answer(&first).contains("cookie before: none"), "{first}");
+    // The second, sent to B, runs on A in the same browser context: the first visit's cookie.
+    let second = send(url_b.clone(), 2).await;
+    assert_eq!(second["result"]["status"]["state"], "completed", "{second}");
+    assert!(
+        answer(&second).contains("cookie before: visits=1"),
+        "the second message reached the first one's browser: {second}"
+    );
+    let t2 = second["result"]["id"].as_str().unwrap().to_string();
+    let started_on = |path: &Path| {
+        audit_events(path)
+            .iter()
+            .any(|e| e["event"] == "session_start" && e["task_id"] == t2.as_str())
+    };
+    assert!(started_on(&audit_a), "A ran the forwarded task");
+    assert!(!started_on(&audit_b), "B did not run it");
 }

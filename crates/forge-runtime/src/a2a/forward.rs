@@ -32,11 +32,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const HEAD_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
 /// Send `body` (a JSON-RPC request) to the replica at `address` (`http://host:port/`) and return
-/// its response. `token` is the bearer token the fleet shares; `from` this replica's id.
+/// its response. `token` is the bearer token the fleet shares; `from` this replica's id; `host`
+/// the client's `Host` (so the owner builds URIs the client can use), else the owner's address.
 pub async fn forward(
     address: &str,
     token: Option<&str>,
     from: &str,
+    host: Option<&str>,
     body: Bytes,
 ) -> Result<Response<Incoming>, String> {
     let url = url::Url::parse(address).map_err(|e| format!("replica address {address}: {e}"))?;
@@ -45,16 +47,16 @@ pub async fn forward(
             "replica address {address}: only http:// is supported between replicas"
         ));
     }
-    let host = url
+    let peer = url
         .host_str()
         .ok_or_else(|| format!("replica address {address} has no host"))?
         .to_string();
     let port = url.port_or_known_default().unwrap_or(80);
     let authority = match url.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.clone(),
+        Some(p) => format!("{peer}:{p}"),
+        None => peer.clone(),
     };
-    let dial = host
+    let dial = peer
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string();
@@ -76,7 +78,7 @@ pub async fn forward(
         }
     });
     let mut req = Request::post(url.path())
-        .header(header::HOST, authority)
+        .header(header::HOST, host.unwrap_or(&authority))
         .header(header::CONTENT_TYPE, "application/json")
         .header(FORWARDED_HEADER, from);
     if let Some(t) = token {

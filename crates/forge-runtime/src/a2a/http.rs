@@ -24,6 +24,7 @@ use tokio::sync::{mpsc::unbounded_channel, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::forward;
 use super::tasks::{ArtifactError, RpcError, TaskStore};
 use super::v1;
 
@@ -350,6 +351,14 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 return refusal;
             }
             let base_url = request_base_url(req.headers());
+            let from = Inbound {
+                forwarded: req.headers().contains_key(forward::FORWARDED_HEADER),
+                host: req
+                    .headers()
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(str::to_string),
+            };
             let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
                 Ok(b) => b.to_bytes(),
                 Err(_) => {
@@ -359,7 +368,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                     )
                 }
             };
-            rpc(shared, &body, base_url).await
+            rpc(shared, &body, base_url, &from).await
         }
         (
             _,
@@ -381,7 +390,20 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-async fn rpc(shared: Arc<Shared>, body: &[u8], base_url: Option<String>) -> Response<Body> {
+/// How a JSON-RPC request came in (for forwarding it to another replica).
+struct Inbound {
+    /// Another replica sent it on ([`forward::FORWARDED_HEADER`]): it is never forwarded again.
+    forwarded: bool,
+    /// The client's `Host`, passed on so the owner builds artifact URIs the client can use.
+    host: Option<String>,
+}
+
+async fn rpc(
+    shared: Arc<Shared>,
+    body: &Bytes,
+    base_url: Option<String>,
+    from: &Inbound,
+) -> Response<Body> {
     let null = Value::Null;
     let req: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
@@ -448,6 +470,9 @@ async fn rpc(shared: Arc<Shared>, body: &[u8], base_url: Option<String>) -> Resp
         "message/send" => {
             let msg = params.get("message").cloned().unwrap_or(Value::Null);
             if let Some(ctx) = msg.get("contextId").and_then(Value::as_str) {
+                if let Some(r) = forward_to_owner(&shared, ctx, body, from).await {
+                    return r;
+                }
                 store.preload_context(ctx).await;
             }
             let blocking = params
@@ -472,6 +497,9 @@ async fn rpc(shared: Arc<Shared>, body: &[u8], base_url: Option<String>) -> Resp
         "message/stream" => {
             let msg = params.get("message").cloned().unwrap_or(Value::Null);
             if let Some(ctx) = msg.get("contextId").and_then(Value::as_str) {
+                if let Some(r) = forward_to_owner(&shared, ctx, body, from).await {
+                    return r;
+                }
                 store.preload_context(ctx).await;
             }
             let (tx, rx) = unbounded_channel::<Value>();
@@ -547,6 +575,67 @@ fn rpc_error_response(id: &Value, e: &RpcError) -> Response<Body> {
     r.headers_mut()
         .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
     r
+}
+
+/// When another live replica holds the browser of conversation `ctx`: its answer to this request
+/// (forwarded there, relayed back as it comes). `None`: run the task here (no fleet, the browser
+/// is here or nowhere, the request was forwarded already, or the owner is gone or unreachable, in
+/// which case the task's result says that its browser session is new).
+async fn forward_to_owner(
+    shared: &Shared,
+    ctx: &str,
+    body: &Bytes,
+    from: &Inbound,
+) -> Option<Response<Body>> {
+    if from.forwarded {
+        return None;
+    }
+    let (owner, address) = shared.store.browser_owner_elsewhere(ctx).await?;
+    let me = shared.store.replica_id().unwrap_or_default();
+    match forward::forward(
+        &address,
+        shared.token.as_deref(),
+        &me,
+        from.host.as_deref(),
+        body.clone(),
+    )
+    .await
+    {
+        Ok(resp) => {
+            tracing::info!(context = ctx, replica = %owner, "message forwarded to the replica holding its browser");
+            Some(relay(resp))
+        }
+        Err(e) => {
+            shared.store.browser_lost(
+                ctx,
+                &format!(
+                    "the browser session of this conversation is on replica {owner}, which could not be reached ({e}); this task started a new browser session here, without the pages, tabs and cookies of earlier messages"
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Another replica's response, passed on: status, headers (but hop-by-hop ones) and body as it
+/// streams (an SSE stream stays a stream).
+fn relay(resp: Response<Incoming>) -> Response<Body> {
+    let (mut parts, body) = resp.into_parts();
+    for h in [
+        header::CONNECTION,
+        header::TRANSFER_ENCODING,
+        header::CONTENT_LENGTH,
+    ] {
+        parts.headers.remove(h);
+    }
+    let stream = futures::stream::unfold(body, |mut body| async move {
+        // Bounded by the peer: the stream ends when its body ends or fails.
+        match body.frame().await {
+            Some(Ok(f)) => Some((Ok::<_, Infallible>(f), body)),
+            _ => None,
+        }
+    });
+    Response::from_parts(parts, BodyExt::boxed(StreamBody::new(stream)))
 }
 
 /// A Server-Sent Events response: each event is `data: <JSON-RPC response>\n\n`.

@@ -122,6 +122,9 @@ struct Inner {
     order: VecDeque<String>,
     contexts: HashMap<String, Vec<Message>>,
     context_order: VecDeque<String>,
+    /// Conversations whose browser was on a replica that is gone: the notice the next task's
+    /// result carries (its browser session is a new one).
+    browser_lost: HashMap<String, String>,
 }
 
 /// The task store; one per server.
@@ -827,6 +830,9 @@ impl TaskStore {
         };
         drop(permit);
         let mut result = run.result.to_json();
+        if let Some(notice) = lock(&self.inner).browser_lost.remove(&context_id) {
+            result["notices"] = json!([notice]);
+        }
         // The result object: an artifact named `result` with a data part, on every ending.
         let result_artifact_of = |r: &Value| json!({"artifactId": new_id(), "name": "result", "description": "forge's result object: status, answer, steps, seconds, navigations, blocked, artifacts", "parts": [{"kind": "data", "data": r}]});
         let result_artifact = result_artifact_of(&result);
@@ -1206,6 +1212,65 @@ impl TaskStore {
             }
         });
         Ok(())
+    }
+
+    /// This replica's id in the state store (`None` without one).
+    pub fn replica_id(&self) -> Option<String> {
+        self.durable.as_ref().map(|d| d.replica.clone())
+    }
+
+    /// The replica (id, address) holding the live browser of conversation `context_id`, when it
+    /// is another live replica of the fleet (a message for the conversation goes there). A
+    /// holder silent for [`REPLICA_GONE`] is gone: its record is cleared and the next task of the
+    /// conversation says that its browser session is new.
+    pub async fn browser_owner_elsewhere(&self, context_id: &str) -> Option<(String, String)> {
+        let d = self.durable.as_ref()?;
+        let owner = d
+            .store
+            .context(context_id)
+            .await
+            .ok()
+            .flatten()?
+            .browser_replica?;
+        if owner == d.replica {
+            return None;
+        }
+        let alive_since = now_ms() - REPLICA_GONE.as_millis() as i64;
+        match d.store.replica(&owner).await {
+            Ok(Some(r)) if r.heartbeat_ms >= alive_since && !r.address.is_empty() => {
+                Some((owner, r.address))
+            }
+            Ok(_) => {
+                self.browser_lost(
+                    context_id,
+                    &format!(
+                        "the browser session of this conversation was on replica {owner}, which is gone (silent for {} s or more); this task started a new browser session here, without the pages, tabs and cookies of earlier messages",
+                        REPLICA_GONE.as_secs()
+                    ),
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!("state store: cannot look up replica {owner}: {e}");
+                None
+            }
+        }
+    }
+
+    /// The browser of conversation `context_id` is lost (its replica is gone or unreachable):
+    /// clear the store's record and have the conversation's next task say `notice`.
+    pub fn browser_lost(&self, context_id: &str, notice: &str) {
+        let mut inner = lock(&self.inner);
+        if inner.browser_lost.len() >= MAX_CONTEXTS {
+            inner.browser_lost.clear();
+        }
+        inner
+            .browser_lost
+            .insert(context_id.to_string(), notice.to_string());
+        drop(inner);
+        if let Some(d) = &self.durable {
+            let _ = d.writes.send(Write::BrowserClosed(context_id.to_string()));
+        }
     }
 
     /// Record in the state store, every [`HEARTBEAT`], that this replica is alive at `address`,
