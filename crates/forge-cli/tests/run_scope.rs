@@ -458,7 +458,7 @@ async fn browser_task_returns_only_the_result_and_the_page_stays_out_of_the_call
         dir.path(),
         &[a],
         &format!(
-            "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\n",
+            "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\nbrowser:\n  task_model:\n    provider: openai\n    name: gpt-sub\n",
             fake.base()
         ),
         true,
@@ -495,10 +495,14 @@ async fn browser_task_returns_only_the_result_and_the_page_stays_out_of_the_call
             .unwrap_or("")
             .contains("browser sub-agent");
         let saw = req.body.to_string().contains("This is site A");
+        // browser.task_model: the sub-agent runs on its own model, the caller on the agent's.
+        let model = req.body["model"].as_str().unwrap_or("").to_string();
         if sub {
             sub_saw |= saw;
+            assert_eq!(model, "gpt-sub", "the sub-agent's model is browser.task_model");
         } else {
             caller_saw |= saw;
+            assert_eq!(model, "gpt-fake", "the caller's model is the agent's");
         }
     }
     assert!(sub_saw, "the sub-agent saw the page");

@@ -386,8 +386,11 @@ impl Runner {
             env: Some(options.env.clone()),
             ..Default::default()
         };
-        if let Some((primary, fallbacks)) = &models {
-            for m in std::iter::once(primary).chain(fallbacks.iter()) {
+        if let Some((primary, fallbacks, task_model)) = &models {
+            for m in std::iter::once(primary)
+                .chain(fallbacks.iter())
+                .chain(task_model.iter())
+            {
                 if let Some(entry) = m.egress_entry() {
                     opts.forge_egress_entries
                         .push((format!("model provider {}", m.provider), entry));
@@ -405,7 +408,7 @@ impl Runner {
         // 4. Providers and the loop.
         let model = match models {
             None => None,
-            Some((primary, fallbacks)) => {
+            Some((primary, fallbacks, task_model)) => {
                 match build_model(
                     agent,
                     &info,
@@ -413,8 +416,7 @@ impl Runner {
                     &opts,
                     audit.clone(),
                     options.max_iterations,
-                    primary,
-                    fallbacks,
+                    (primary, fallbacks, task_model),
                     &env_fn,
                 ) {
                     Ok(m) => Some(m),
@@ -785,7 +787,7 @@ fn resolve_models(
     agent: &Agent,
     choice: &ModelChoice,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(ResolvedModel, Vec<ResolvedModel>), StartError> {
+) -> Result<Models, StartError> {
     let settings = agent
         .config
         .model
@@ -823,8 +825,29 @@ fn resolve_models(
         })?;
         fallbacks.push(m);
     }
-    Ok((primary, fallbacks))
+    // forge.yaml browser.task_model: browser_task's sub-agent (the same provider keeps the
+    // primary's endpoint; another one gets its own default, or errors like a fallback would).
+    let task_model = match &agent.config.browser.task_model {
+        Some(tm) => {
+            let entry = ModelSettings {
+                provider: Some(tm.provider.clone()),
+                name: Some(tm.name.clone()),
+                base_url: (tm.provider == primary.provider)
+                    .then(|| primary.base_url.clone())
+                    .flatten(),
+            };
+            Some(
+                resolve_fallback(&entry, env)
+                    .map_err(|e| StartError::Model(Box::new(e)))?,
+            )
+        }
+        None => None,
+    };
+    Ok((primary, fallbacks, task_model))
 }
+
+/// The primary model, its fallbacks, and `browser.task_model` when set.
+type Models = (ResolvedModel, Vec<ResolvedModel>, Option<ResolvedModel>);
 
 /// The providers (over a model client on the tools' policy value) and the agent loop.
 #[allow(clippy::too_many_arguments)]
@@ -835,8 +858,7 @@ fn build_model(
     opts: &AssembleOptions,
     audit: Option<AuditLog>,
     max_iterations: usize,
-    primary: ResolvedModel,
-    fallbacks: Vec<ResolvedModel>,
+    (primary, fallbacks, task_model): Models,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ModelParts, StartError> {
     // Model calls get their own client on the same policy value, with the same resolver and
@@ -891,8 +913,13 @@ fn build_model(
     let loop_tools: Arc<dyn LoopTools> = if tools.browser().is_some()
         && forge_skills::denied_by(agent, crate::agent_loop::browser_task::NAME).is_empty()
     {
+        let sub_provider = match &task_model {
+            Some(m) => build_provider(m, &agent.dir, transport.clone(), retry.clone(), env)
+                .map_err(|e| StartError::Model(Box::new(e)))?,
+            None => provider.clone(),
+        };
         let sub = Arc::new(AgentLoop {
-            provider: provider.clone(),
+            provider: sub_provider,
             tools: Arc::new(crate::agent_loop::browser_task::BrowserOnly(
                 assembled_tools.clone(),
             )),
