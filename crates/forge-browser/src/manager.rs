@@ -1461,9 +1461,13 @@ impl SessionState {
         // navigation list, for the task's result.
         let navs = self.navigations.clone();
         let main = target_id.as_ref().to_string();
-        let responses = page.event_listener::<EventResponseReceived>().await;
+        let p = page.clone();
         let nav_task = tokio::spawn(async move {
-            let Ok(mut stream) = responses else { return };
+            // Subscribed here, not before the tab is listed: a tab that opens with a dialog
+            // must not wait on anything but the dialog listener above.
+            let Ok(mut stream) = p.event_listener::<EventResponseReceived>().await else {
+                return;
+            };
             while let Some(ev) = stream.next().await {
                 if ev.r#type != ResourceType::Document
                     || ev.frame_id.as_ref().map(|f| f.as_ref()) != Some(main.as_str())
