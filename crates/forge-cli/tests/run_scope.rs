@@ -499,7 +499,10 @@ async fn browser_task_returns_only_the_result_and_the_page_stays_out_of_the_call
         let model = req.body["model"].as_str().unwrap_or("").to_string();
         if sub {
             sub_saw |= saw;
-            assert_eq!(model, "gpt-sub", "the sub-agent's model is browser.task_model");
+            assert_eq!(
+                model, "gpt-sub",
+                "the sub-agent's model is browser.task_model"
+            );
         } else {
             caller_saw |= saw;
             assert_eq!(model, "gpt-fake", "the caller's model is the agent's");

@@ -836,10 +836,7 @@ fn resolve_models(
                     .then(|| primary.base_url.clone())
                     .flatten(),
             };
-            Some(
-                resolve_fallback(&entry, env)
-                    .map_err(|e| StartError::Model(Box::new(e)))?,
-            )
+            Some(resolve_fallback(&entry, env).map_err(|e| StartError::Model(Box::new(e)))?)
         }
         None => None,
     };

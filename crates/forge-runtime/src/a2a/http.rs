@@ -621,11 +621,8 @@ async fn forward_to_owner(
 /// streams (an SSE stream stays a stream).
 fn relay(resp: Response<Incoming>) -> Response<Body> {
     let (mut parts, body) = resp.into_parts();
-    for h in [
-        header::CONNECTION,
-        header::TRANSFER_ENCODING,
-        header::CONTENT_LENGTH,
-    ] {
+    // The body passes unchanged, so a Content-Length stays true; framing is this hop's own.
+    for h in [header::CONNECTION, header::TRANSFER_ENCODING] {
         parts.headers.remove(h);
     }
     let stream = futures::stream::unfold(body, |mut body| async move {

@@ -824,9 +824,14 @@ impl TaskStore {
                     self.progress(&id, &context_id, ev);
                 }
             };
-            let watch_flag = self.watch_cancel_flag(&id, &cancel);
-            let (r, (), ()) = tokio::join!(run, forward, watch_flag);
-            r
+            // The cross-replica cancel flag is watched while the task runs, and no longer: the
+            // task's final state is set only after this returns.
+            let task = async { tokio::join!(run, forward).0 };
+            tokio::pin!(task);
+            tokio::select! {
+                r = &mut task => r,
+                () = self.watch_cancel_flag(&id, &cancel) => task.await,
+            }
         };
         drop(permit);
         let mut result = run.result.to_json();
