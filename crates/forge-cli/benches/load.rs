@@ -11,6 +11,9 @@
 //! cargo bench -p forge-cli --bench load -- --tasks 12 --concurrency 12 --cap 8 --store sqlite
 //! ```
 
+// A bench program reports on its own output.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
