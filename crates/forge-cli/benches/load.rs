@@ -240,6 +240,9 @@ async fn rpc(url: &str, body: &Value, limit: Duration) -> Result<Value, String> 
 fn send(i: usize) -> Value {
     json!({"jsonrpc": "2.0", "id": i, "method": "message/send", "params": {"message": {
         "kind": "message", "role": "user", "messageId": format!("m{i}"),
+        // One-shot callers end the conversation's browser with the task (else it stays open
+        // for the idle timeout and counts against the session cap).
+        "metadata": {"forge": {"close_browser": true}},
         "parts": [{"kind": "text", "text": "browse"}]}}})
 }
 
