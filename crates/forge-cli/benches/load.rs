@@ -381,7 +381,31 @@ async fn run_store(args: &Args, store: &str, site: std::net::SocketAddr) -> Resu
         let (took, r) = h.await.map_err(|e| e.to_string())?;
         let secs = took.as_secs_f64();
         match r {
-            Ok(v) if v["result"]["status"]["state"] == "completed" => times.push(secs),
+            Ok(v) if v["result"]["status"]["state"] == "completed" => {
+                // A browser call refused (the session cap) is a tool error the model answers
+                // about: the task completes, but its result lists no page.
+                let result = v["result"]["artifacts"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|a| a["name"] == "result"))
+                    .map(|a| a["parts"][0]["data"].clone())
+                    .unwrap_or_default();
+                if result["navigations"]
+                    .as_array()
+                    .is_some_and(|n| n.is_empty())
+                {
+                    let answer = result["answer"].as_str().unwrap_or("").to_string();
+                    let why = answer
+                        .lines()
+                        .find(|l| l.contains("browser") || l.contains("session"))
+                        .unwrap_or(&answer)
+                        .chars()
+                        .take(220)
+                        .collect::<String>();
+                    failures.push((secs, format!("completed without loading a page: {why}")));
+                } else {
+                    times.push(secs);
+                }
+            }
             Ok(v) => {
                 let why = v["error"]["message"]
                     .as_str()
@@ -411,9 +435,15 @@ async fn run_store(args: &Args, store: &str, site: std::net::SocketAddr) -> Resu
     drop(pg);
 
     times.sort_by(f64::total_cmp);
-    let live = args.concurrency.min(args.cap.unwrap_or(usize::MAX)).max(1);
+    // Contexts alive at once: a replica runs at most MAX_RUNNING tasks at a time (the rest wait
+    // in `submitted`), and no more than the session cap.
+    let live = args
+        .concurrency
+        .min(args.cap.unwrap_or(usize::MAX))
+        .min(forge_runtime::a2a::tasks::MAX_RUNNING)
+        .max(1);
     let mut out = format!(
-        "{store}: {} tasks, {} at a time, cap {}: {:.0} tasks/min, task p50 {:.2} s p95 {:.2} s, {} failed; PSS idle {} MiB, peak {} MiB, {:.0} MiB per live context; store {:.3} ms/event mean, {:.3} ms p95 (2000 appends)",
+        "{store}: {} tasks, {} sent at a time, cap {}, {live} running at once: {:.0} tasks/min, task p50 {:.2} s p95 {:.2} s (as the client sees it, queueing included), {} failed; PSS idle {} MiB, peak {} MiB, {:.0} MiB per live context; store {:.3} ms/event mean, {:.3} ms p95 (2000 appends)",
         args.tasks,
         args.concurrency,
         args.cap.unwrap_or(args.concurrency.max(8)),
