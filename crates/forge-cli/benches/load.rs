@@ -437,11 +437,12 @@ async fn run_store(args: &Args, store: &str, site: std::net::SocketAddr) -> Resu
     times.sort_by(f64::total_cmp);
     // Contexts alive at once: a replica runs at most MAX_RUNNING tasks at a time (the rest wait
     // in `submitted`), and no more than the session cap.
+    let running_limit = forge_runtime::a2a::tasks::MAX_RUNNING.max(1);
+    // clamp(1, n) cannot panic: n >= 1 just above.
     let live = args
         .concurrency
         .min(args.cap.unwrap_or(usize::MAX))
-        .min(forge_runtime::a2a::tasks::MAX_RUNNING)
-        .max(1);
+        .clamp(1, running_limit);
     let mut out = format!(
         "{store}: {} tasks, {} sent at a time, cap {}, {live} running at once: {:.0} tasks/min, task p50 {:.2} s p95 {:.2} s (as the client sees it, queueing included), {} failed; PSS idle {} MiB, peak {} MiB, {:.0} MiB per live context; store {:.3} ms/event mean, {:.3} ms p95 (2000 appends)",
         args.tasks,
