@@ -416,6 +416,45 @@ async fn two_concurrent_a2a_tasks_each_reach_only_their_own_site_in_the_browser(
     // Each site served its page once: to its own task only.
     assert_eq!(a_hits.load(Ordering::SeqCst), 1, "site A saw only task A");
     assert_eq!(b_hits.load(Ordering::SeqCst), 1, "site B saw only task B");
+
+    // Task A's conversation keeps its browser, and its scope: a later message in it asking for
+    // another scope is refused (naming both) rather than given a browser outside the first; one
+    // asking for none browses in the conversation's scope (B stays refused, never widened).
+    let ctx = ta["result"]["contextId"]
+        .as_str()
+        .expect("a contextId")
+        .to_string();
+    let in_ctx = |id: u64, forge: Value| {
+        let (url, ctx) = (url.clone(), ctx.clone());
+        async move {
+            let m = json!({"kind": "message", "role": "user", "messageId": format!("m{id}"), "contextId": ctx, "parts": [{"kind": "text", "text": "visit the sites again"}], "metadata": {"forge": forge}});
+            rpc(&url, json!({"jsonrpc": "2.0", "id": id, "method": "message/send", "params": {"message": m}})).await
+        }
+    };
+    let other = in_ctx(4, json!({"allowed_hosts": [b.to_string()]})).await;
+    let r = result_of(&other["result"]);
+    assert_eq!(r["status"], "failed", "{other}");
+    assert!(
+        r["answer"]
+            .as_str()
+            .is_some_and(|t| t.contains("keeps the scope of its first task")
+                && t.contains(&a.to_string())
+                && t.contains(&b.to_string())),
+        "{other}"
+    );
+    let same = in_ctx(5, json!({})).await;
+    let r = result_of(&same["result"]);
+    assert_eq!(r["status"], "done", "{same}");
+    assert_eq!(
+        r["blocked"],
+        json!([{"host": b.to_string(), "tool": "browser_navigate"}]),
+        "the conversation's scope still holds in its browser: {same}"
+    );
+    assert_eq!(
+        b_hits.load(Ordering::SeqCst),
+        1,
+        "site B never saw task A's conversation"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -313,7 +313,12 @@ impl SessionCloser for AssembledSessions {
                 drop(v.slot);
             }
         }
-        let scope = policy.scope();
+        // Entries in any order name the same scope.
+        let scope = policy.scope().map(|mut s| {
+            s.sort();
+            s.dedup();
+            s
+        });
         if let Some(v) = kept.get_mut(key) {
             // A conversation keeps the scope of the task that opened its browser: a later task
             // asking for none runs its browser in that scope (narrower, never wider); one asking
