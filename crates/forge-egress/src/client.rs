@@ -369,6 +369,17 @@ impl EgressClient {
         );
     }
 
+    /// Refuse a request to `url` that a caller (a tool) checked itself against this client's
+    /// policy, telling the observers like any refusal here (so a task's `blocked` list and the
+    /// audit log have it); returns the error to give back.
+    pub fn refuse(&self, url: &str, refusal: crate::policy::Refusal) -> EgressError {
+        let e = EgressError::Blocked(refusal);
+        if let Ok(parsed) = parse_url(url) {
+            self.report_error(&Method::POST, &parsed, &e, Vec::new(), Instant::now());
+        }
+        e
+    }
+
     /// A client enforcing `policy`.
     pub fn new(policy: Arc<EgressPolicy>, options: ClientOptions) -> EgressClient {
         let roots = options.root_store.clone().unwrap_or_else(|| {

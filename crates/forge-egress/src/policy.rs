@@ -581,6 +581,36 @@ impl EgressPolicy {
             .map(|s| s.iter().map(|e| e.text.clone()).collect())
     }
 
+    /// Whether every scope of a narrowed policy names `url`'s host and port itself, without the
+    /// exemption of forge's own entries: for a server forge.yaml configures (an MCP server over
+    /// HTTP) that a task's caller did not put in its scope. `Ok` when the policy is not narrowed.
+    /// A URL that does not parse is refused as malformed.
+    pub fn check_scope_strict(&self, url: &str) -> Result<(), Refusal> {
+        if self.scopes.is_empty() {
+            return Ok(());
+        }
+        let parsed = crate::client::parse_url(url).map_err(|e| match e {
+            crate::EgressError::Blocked(r) => r,
+            other => Refusal::Malformed(Malformed::new(url, other.to_string())),
+        })?;
+        let kind = parsed.kind();
+        for s in &self.scopes {
+            if !s.iter().any(|e| e.allows(&parsed.host, parsed.port, kind)) {
+                let listed: Vec<&str> = s.iter().map(|e| e.text.as_str()).collect();
+                return Err(Refusal::OutOfScope {
+                    host: parsed.host.to_string(),
+                    port: parsed.port,
+                    scope: if listed.is_empty() {
+                        "none".into()
+                    } else {
+                        listed.join(", ")
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Whether every scope allows `host:port` (forge's own entries always do).
     fn in_scope(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<(), Refusal> {
         if self.scopes.is_empty() {

@@ -336,6 +336,19 @@ impl Tool for McpTool {
                 self.conn.spec.name
             )));
         }
+        // A task narrowed by its caller (allowed_hosts) reaches an HTTP server only when its
+        // scope names it: the connection is the agent's, so the task's scope is checked here.
+        if let (ServerTransport::Http { url, .. }, Some(client)) =
+            (&self.conn.spec.transport, &ctx.egress)
+        {
+            if let Err(r) = client.policy().check_scope_strict(url) {
+                let e = client.refuse(url, r);
+                return Err(ToolError::Blocked(format!(
+                    "MCP server {}: {e}",
+                    self.conn.spec.name
+                )));
+            }
+        }
         let limit = match ctx.timeout {
             Some(t) => t.min(self.conn.spec.timeout),
             None => self.conn.spec.timeout,

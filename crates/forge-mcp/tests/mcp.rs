@@ -237,6 +237,70 @@ async fn the_egress_policy_governs_http_servers() {
     s.handle.shutdown().await;
 }
 
+/// Records the decisions a task's client reports (its `blocked` list is built from them).
+#[derive(Default)]
+struct Seen(std::sync::Mutex<Vec<forge_egress::proxy::Decision>>);
+
+impl forge_egress::proxy::EgressObserver for Seen {
+    fn on_decision(&self, d: &forge_egress::proxy::Decision) {
+        self.0.lock().unwrap().push(d.clone());
+    }
+}
+
+#[tokio::test]
+async fn a_task_scope_that_does_not_name_an_http_server_refuses_its_tools() {
+    let s = server(HttpOptions::default()).await;
+    let other = "127.0.0.1:9".to_string();
+    let d = deps(&[s.entry.clone(), other.clone()]);
+    let conn = connect(spec(&s.url, None), Some(&d)).await.unwrap();
+    let tools = conn.tools();
+    let echo = tools.iter().find(|t| t.name() == "srv__echo").unwrap();
+    let agent = forge_egress::client::EgressClient::new(d.policy.clone(), ClientOptions::default());
+    let task_ctx = |scope: &[String], seen: Arc<Seen>| {
+        let mut c = ctx();
+        let narrowed = d.policy.narrow(scope, "allowed_hosts").unwrap();
+        let seen: Arc<dyn forge_egress::proxy::EgressObserver> = seen;
+        c.egress = Some(Arc::new(agent.with_policy(Arc::new(narrowed), Some(seen))));
+        c
+    };
+    // A scope without the server: refused before anything is sent, the refusal reported.
+    let seen = Arc::new(Seen::default());
+    let err = echo
+        .execute(
+            &task_ctx(std::slice::from_ref(&other), seen.clone()),
+            json!({"text": "x"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Blocked(_)), "{err}");
+    assert!(err.to_string().contains("MCP server srv"), "{err}");
+    let seen_now = seen.0.lock().unwrap().clone();
+    assert!(
+        seen_now
+            .iter()
+            .any(|d| d.outcome == forge_egress::proxy::Outcome::Blocked
+                && s.entry.starts_with(&d.host)
+                && s.entry.ends_with(&format!(":{}", d.port))),
+        "the refusal reached the task's observer: {} decisions",
+        seen_now.len()
+    );
+    // A scope naming it, and no scope at all: the call goes through.
+    let out = echo
+        .execute(
+            &task_ctx(std::slice::from_ref(&s.entry), Arc::default()),
+            json!({"text": "in scope"}),
+        )
+        .await
+        .unwrap();
+    assert!(out.text.contains("in scope"), "{}", out.text);
+    let out = echo
+        .execute(&ctx(), json!({"text": "no scope"}))
+        .await
+        .unwrap();
+    assert!(out.text.contains("no scope"), "{}", out.text);
+    s.handle.shutdown().await;
+}
+
 /// A loopback server that answers every request with a redirect to `location`.
 async fn redirector(location: &'static str) -> (String, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
