@@ -455,6 +455,49 @@ async fn two_concurrent_a2a_tasks_each_reach_only_their_own_site_in_the_browser(
         1,
         "site B never saw task A's conversation"
     );
+
+    // A conversation opened with both sites, narrowed by its next task to A: the same browser
+    // (its proxy narrowed in place) now loads A and is refused B.
+    let both = json!({"kind": "message", "role": "user", "messageId": "m6", "parts": [{"kind": "text", "text": "visit both"}], "metadata": {"forge": {"allowed_hosts": [a.to_string(), b.to_string()]}}});
+    let wide = rpc(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 6, "method": "message/send", "params": {"message": both}}),
+    )
+    .await;
+    let r = result_of(&wide["result"]);
+    assert_eq!(r["status"], "done", "{wide}");
+    assert!(
+        nav_ok(&r, a) && nav_ok(&r, b),
+        "both sites load at first: {wide}"
+    );
+    let (a_before, b_before) = (a_hits.load(Ordering::SeqCst), b_hits.load(Ordering::SeqCst));
+    let ctx2 = wide["result"]["contextId"]
+        .as_str()
+        .expect("a contextId")
+        .to_string();
+    let narrow = json!({"kind": "message", "role": "user", "messageId": "m7", "contextId": ctx2, "parts": [{"kind": "text", "text": "visit again"}], "metadata": {"forge": {"allowed_hosts": [a.to_string()]}}});
+    let narrowed = rpc(
+        &url,
+        json!({"jsonrpc": "2.0", "id": 7, "method": "message/send", "params": {"message": narrow}}),
+    )
+    .await;
+    let r = result_of(&narrowed["result"]);
+    assert_eq!(r["status"], "done", "{narrowed}");
+    assert_eq!(
+        r["blocked"],
+        json!([{"host": b.to_string(), "tool": "browser_navigate"}]),
+        "the narrowed conversation is refused B: {narrowed}"
+    );
+    assert_eq!(
+        a_hits.load(Ordering::SeqCst),
+        a_before + 1,
+        "A loads once more"
+    );
+    assert_eq!(
+        b_hits.load(Ordering::SeqCst),
+        b_before,
+        "B saw nothing after the narrowing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -185,6 +185,36 @@ impl ProxyHandle {
         self.addr
     }
 
+    /// Serve `policy` from now on, which must be this proxy's policy narrowed further (a
+    /// conversation's browser scope, narrowed by a later task): every open client connection
+    /// and tunnel ends (they were decided under the wider policy) and pooled upstream
+    /// connections are closed, so the next request is decided under `policy`.
+    pub fn narrow_to(&self, policy: Arc<EgressPolicy>) {
+        {
+            let mut c = self
+                .shared
+                .connector
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            let mut next = (**c).clone();
+            next.policy = policy;
+            *c = Arc::new(next);
+        }
+        let old = std::mem::replace(
+            &mut *self
+                .shared
+                .generation
+                .write()
+                .unwrap_or_else(|p| p.into_inner()),
+            self.shared.cancel.child_token(),
+        );
+        old.cancel();
+        // Everything idle counts as expired a year from now.
+        self.shared
+            .pool
+            .sweep(Instant::now() + Duration::from_secs(365 * 24 * 3600));
+    }
+
     /// The proxy URL for `HTTP_PROXY`/`--proxy-server`: `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -258,7 +288,11 @@ impl Drop for ProxyHandle {
 }
 
 struct Shared {
-    connector: Connector,
+    /// Policy, resolver, dialer and limits; replaced whole by [`ProxyHandle::narrow_to`].
+    connector: std::sync::RwLock<Arc<Connector>>,
+    /// Cancelled when the policy narrows: connections and tunnels opened under the wider one end.
+    /// A child of `cancel`.
+    generation: std::sync::RwLock<CancellationToken>,
     /// Keep-alive upstream connections of the plain-HTTP path (see pool.rs for the rules).
     pool: Pool<UpstreamSender>,
     limits: ProxyLimits,
@@ -271,6 +305,20 @@ struct Shared {
 }
 
 impl Shared {
+    fn connector(&self) -> Arc<Connector> {
+        self.connector
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn generation(&self) -> CancellationToken {
+        self.generation
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     fn report(&self, d: Decision) {
         match d.outcome {
             Outcome::Allowed => {
@@ -313,7 +361,7 @@ impl EgressProxy {
         let tracker = TaskTracker::new();
         let limits = options.limits.clone();
         let shared = Arc::new(Shared {
-            connector: Connector {
+            connector: std::sync::RwLock::new(Arc::new(Connector {
                 policy,
                 resolver: options.resolver,
                 dialer: options.dialer,
@@ -321,7 +369,8 @@ impl EgressProxy {
                     dns_timeout: limits.dns_timeout,
                     connect_timeout: limits.connect_timeout,
                 },
-            },
+            })),
+            generation: std::sync::RwLock::new(cancel.child_token()),
             pool: Pool::new(PoolLimits {
                 idle_timeout: limits.pool_idle_timeout,
                 max_idle: limits.pool_max_idle,
@@ -410,12 +459,16 @@ async fn serve_connection(sock: tokio::net::TcpStream, shared: Arc<Shared>) {
     }
     let conn = builder.serve_connection(io, svc).with_upgrades();
     tokio::pin!(conn);
+    let generation = shared.generation();
     tokio::select! {
         r = conn.as_mut() => {
             if let Err(e) = r {
                 tracing::debug!("egress proxy connection ended: {e}");
             }
         }
+        // Narrowed: a kept-alive connection must not carry requests decided under the old
+        // policy's pooled state; the client reconnects and is decided anew.
+        _ = generation.cancelled() => {}
         _ = shared.cancel.cancelled() => {
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(shared.limits.shutdown_grace, conn).await;
@@ -613,7 +666,8 @@ async fn handle_connect(
     pending.host = host.to_string();
     pending.port = port;
     // Cheap policy check first, so that refusals are reported as such even at the tunnel limit.
-    if let Err(r) = shared.connector.policy.check_host(&host, port, Kind::Tls) {
+    let connector = shared.connector();
+    if let Err(r) = connector.policy.check_host(&host, port, Kind::Tls) {
         return fail(&shared, pending, EgressError::Blocked(r), Vec::new(), true);
     }
     let Ok(permit) = shared.tunnels.clone().try_acquire_owned() else {
@@ -630,16 +684,17 @@ async fn handle_connect(
         ));
         return text_response(StatusCode::TOO_MANY_REQUESTS, "too-many-tunnels", msg, true);
     };
-    let validated = match shared.connector.validate(&host, port, Kind::Tls).await {
+    let validated = match connector.validate(&host, port, Kind::Tls).await {
         Ok(v) => v,
         Err((e, resolved)) => return fail(&shared, pending, e, resolved, true),
     };
-    let connected = match shared.connector.dial_validated(validated).await {
+    let connected = match connector.dial_validated(validated).await {
         Ok(c) => c,
         Err((e, v)) => return fail(&shared, pending, e, v.resolved, true),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let s = shared.clone();
+    let generation = shared.generation();
     shared.tracker.spawn(async move {
         let rule = connected.validated.allowed.rule.clone();
         let resolved = connected.validated.resolved.clone();
@@ -650,7 +705,7 @@ async fn handle_connect(
                     upgraded,
                     connected.stream,
                     s.limits.idle_tunnel_timeout,
-                    &s.cancel,
+                    &generation,
                 )
                 .await
             }
@@ -870,7 +925,7 @@ async fn open_upstream(
     validated: Validated,
 ) -> Result<(UpstreamSender, SocketAddr, Validated), (EgressError, Vec<IpAddr>)> {
     let connected = shared
-        .connector
+        .connector()
         .dial_validated(validated)
         .await
         .map_err(|(e, v)| (e, v.resolved))?;
@@ -886,7 +941,7 @@ async fn open_upstream(
                 return Err((err, connected.validated.resolved));
             }
         };
-    let cancel = shared.cancel.clone();
+    let cancel = shared.generation();
     shared.tracker.spawn(async move {
         tokio::select! {
             _ = conn => {}
@@ -924,7 +979,8 @@ async fn handle_http(
     pending.port = port;
     // The decision first (no lookup): a pooled connection opened under the same decision is reused
     // without resolving again; its address was validated for this host when it was dialed.
-    let allowed = match shared.connector.policy.check_host(&host, port, Kind::Http) {
+    let connector = shared.connector();
+    let allowed = match connector.policy.check_host(&host, port, Kind::Http) {
         Ok(a) => a,
         Err(r) => {
             pending.host = host.to_string();
@@ -936,7 +992,7 @@ async fn handle_http(
     let (mut sender, mut chosen, mut allowed, mut resolved, reused) = match pooled {
         Some((addr, sender)) => (sender, addr, allowed, vec![addr.ip()], true),
         None => {
-            let validated = match shared.connector.resolve_allowed(allowed).await {
+            let validated = match connector.resolve_allowed(allowed).await {
                 Ok(v) => v,
                 Err((e, resolved)) => return fail(&shared, pending, e, resolved, false),
             };
@@ -981,7 +1037,7 @@ async fn handle_http(
             // The pooled connection closed before the request was written (the upstream's
             // keep-alive ended): the request goes out once more on a fresh, validated connection.
             Some(out) => {
-                let validated = match shared.connector.resolve_allowed(allowed).await {
+                let validated = match connector.resolve_allowed(allowed).await {
                     Ok(v) => v,
                     Err((e, resolved)) => return fail(&shared, pending, e, resolved, false),
                 };

@@ -194,6 +194,8 @@ struct ScopedProxy {
     /// The listener inside a confined Chromium's namespace the handle serves; given back to
     /// the spares when dropped, after the handle stopped serving it.
     slot: Option<forge_browser::devtools_relay::NamespaceSlot>,
+    /// The policy the listener serves now (the first task's, narrowed by later ones).
+    policy: Arc<EgressPolicy>,
     scope: Option<Vec<String>>,
     observer: Arc<SwitchObserver>,
     users: usize,
@@ -320,19 +322,30 @@ impl SessionCloser for AssembledSessions {
             s
         });
         if let Some(v) = kept.get_mut(key) {
-            // A conversation keeps the scope of the task that opened its browser: a later task
-            // asking for none runs its browser in that scope (narrower, never wider); one asking
-            // for another scope is refused rather than given a browser outside it.
-            if scope.is_some() && scope != v.scope {
+            // A conversation's browser keeps the scope of the task that opened it, narrowed by
+            // each later task that asks for a scope within it (never widened): a task asking
+            // for none browses in the conversation's scope; one asking for hosts outside it is
+            // refused rather than given a browser beyond it.
+            if let Some(asked) = scope.as_ref().filter(|a| Some(*a) != v.scope.as_ref()) {
                 let show = |s: &Option<Vec<String>>| match s {
                     Some(s) => format!("allowed_hosts [{}]", s.join(", ")),
                     None => "the agent's whole allowlist".to_string(),
                 };
-                return Err(format!(
-                    "this conversation's browser session was opened with {}, and this task asks for {}: a conversation's browser keeps the scope of its first task. Send metadata.forge.close_browser: true with a message (or use a new contextId) to start a browser session with another scope",
-                    show(&v.scope),
-                    show(&scope)
-                ));
+                let narrowed = v
+                    .policy
+                    .narrow(asked, "metadata.forge.allowed_hosts")
+                    .map_err(|e| {
+                        format!(
+                            "this conversation's browser session has {}, and this task asks for allowed_hosts [{}], which is not within it ({}): a conversation's browser keeps the scope of its first task, and a later task can only narrow it. Send metadata.forge.close_browser: true with a message (or use a new contextId) to start a browser session with another scope",
+                            show(&v.scope),
+                            asked.join(", "),
+                            e.value
+                        )
+                    })?;
+                let narrowed = Arc::new(narrowed);
+                v.handle.narrow_to(narrowed.clone());
+                v.policy = narrowed;
+                v.scope = Some(asked.clone());
             }
             v.observer.set(observer);
             v.users += 1;
@@ -356,7 +369,7 @@ impl SessionCloser for AssembledSessions {
         match self
             .tools
             .egress()
-            .serve_task_proxy(policy, switch.clone(), listener)
+            .serve_task_proxy(policy.clone(), switch.clone(), listener)
             .await
         {
             None => Ok(()),
@@ -371,6 +384,7 @@ impl SessionCloser for AssembledSessions {
                     ScopedProxy {
                         handle,
                         slot,
+                        policy,
                         scope,
                         observer: switch,
                         users: 1,
