@@ -749,9 +749,17 @@ async fn serve_agent_with(
     (server, url)
 }
 
+/// SIGKILL forge, as a crash would; then its Chromium too (forge cannot clean up after a
+/// SIGKILL, and the test must not leave browsers running on the machine).
 fn kill_9(server: &mut Server) {
+    let left = descendants(server.0.id());
     let _ = server.0.kill();
     let _ = server.0.wait();
+    for pid in left {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
