@@ -593,22 +593,7 @@ impl EgressPolicy {
             crate::EgressError::Blocked(r) => r,
             other => Refusal::Malformed(Malformed::new(url, other.to_string())),
         })?;
-        let kind = parsed.kind();
-        for s in &self.scopes {
-            if !s.iter().any(|e| e.allows(&parsed.host, parsed.port, kind)) {
-                let listed: Vec<&str> = s.iter().map(|e| e.text.as_str()).collect();
-                return Err(Refusal::OutOfScope {
-                    host: parsed.host.to_string(),
-                    port: parsed.port,
-                    scope: if listed.is_empty() {
-                        "none".into()
-                    } else {
-                        listed.join(", ")
-                    },
-                });
-            }
-        }
-        Ok(())
+        self.every_scope_allows(&parsed.host, parsed.port, parsed.kind())
     }
 
     /// Whether every scope allows `host:port` (forge's own entries always do).
@@ -623,6 +608,11 @@ impl EgressPolicy {
         if forge_own {
             return Ok(());
         }
+        self.every_scope_allows(host, port, kind)
+    }
+
+    /// Whether an entry of every scope allows `host:port` (no exemption).
+    fn every_scope_allows(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<(), Refusal> {
         for s in &self.scopes {
             if !s.iter().any(|e| e.allows(host, port, kind)) {
                 let listed: Vec<&str> = s.iter().map(|e| e.text.as_str()).collect();
