@@ -87,6 +87,21 @@ pub enum ToolError {
     Failed(String),
 }
 
+impl ToolError {
+    /// A short machine-readable name of the error's kind: the `error_kind` of `tool_exec` audit
+    /// events and the `kind` of `forge tool call` result lines.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolError::InvalidInput(_) => "invalid_input",
+            ToolError::Blocked(_) => "egress_blocked",
+            ToolError::Guardrail(_) => "guardrail",
+            ToolError::Timeout(_) => "timeout",
+            ToolError::Cancelled => "cancelled",
+            ToolError::Failed(_) => "failed",
+        }
+    }
+}
+
 /// A tool a model can call.
 #[async_trait]
 pub trait Tool: Send + Sync {

@@ -205,7 +205,7 @@ impl ToolRunner {
                 input_bytes,
                 result: match &result {
                     Ok(o) => Ok(o.text.chars().count()),
-                    Err(e) => Err((crate::agent_loop::error_kind(e), e.to_string())),
+                    Err(e) => Err((e.kind(), e.to_string())),
                 },
             });
         }
