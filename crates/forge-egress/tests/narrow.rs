@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use common::*;
 use forge_egress::client::{ClientOptions, EgressClient};
-use forge_egress::policy::{EgressPolicy, Refusal};
+use forge_egress::policy::EgressPolicy;
+use forge_egress::EgressRefusal as Refusal;
 use forge_egress::proxy::{EgressProxy, Outcome, ProxyOptions, REASON_HEADER};
 
 #[tokio::test]

@@ -70,9 +70,10 @@ pub enum ToolError {
     /// The input did not match the tool's schema or made no sense.
     #[error("invalid input: {0}")]
     InvalidInput(String),
-    /// The egress policy refused a request.
-    #[error("blocked by egress policy: {0}")]
-    Blocked(String),
+    /// The egress policy refused a request; Display is the refusal's own
+    /// (`blocked by egress policy: ...`).
+    #[error("{0}")]
+    Blocked(forge_egress::EgressRefusal),
     /// A guardrail refused the input or the output.
     #[error("blocked by guardrail: {0}")]
     Guardrail(String),
