@@ -12,6 +12,9 @@
 //! - `host.rs`: host normalisation (lowercase, trailing dot, IDN) and canonical-IP-only literals.
 //! - `ip.rs`: the IP rule (always-blocked ranges, IPv6 forms embedding IPv4, private ranges).
 //! - `inbound.rs`: the Host (loopback) and bearer-token rules forge's own A2A and MCP servers apply.
+//! - `accept.rs`: the bounded accept loop ([`accept::accept_loop`]: connection cap, back-off,
+//!   graceful stop) of the A2A server, the MCP HTTP server and the proxy, and
+//!   [`accept::serve_http1`] (header-read timeout, graceful shutdown) for the first two.
 //! - `resolve.rs`: the [`resolve::Resolver`] trait, [`resolve::SystemResolver`],
 //!   [`resolve::StaticResolver`] (tests and `--resolve`).
 //! - `connect.rs`: resolve once, validate every answer, dial only a validated address through an
@@ -27,6 +30,7 @@
 //!   policy and dialer, redirects followed and re-validated by the client, rustls with webpki roots.
 //! - `error.rs`: [`error::EgressError`]; a refusal displays as `blocked by egress policy: ...`.
 
+pub mod accept;
 pub mod client;
 #[cfg(target_os = "linux")]
 pub mod confine;

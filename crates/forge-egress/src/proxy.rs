@@ -38,6 +38,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::accept::{self, AcceptOptions, OverCap};
 use crate::connect::{ConnectLimits, Connector, Dialer, TcpDialer, Validated};
 use crate::error::EgressError;
 use crate::host::{normalize_host, split_authority, NormalHost};
@@ -451,35 +452,22 @@ async fn sweep_pool(shared: Arc<Shared>) {
     }
 }
 
+/// Serve `listener` through the shared accept loop (`accept.rs`): the connection cap is the
+/// proxy's own, shared by every listener of this proxy; over it, a 503 with `Retry-After`.
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: CancellationToken) {
-    let conns = shared.conns.clone();
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.cancelled() => break,
-            r = listener.accept() => r,
-        };
-        let (sock, _peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                tracing::warn!("egress proxy accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = conns.clone().try_acquire_owned() else {
-            let _ = sock.try_write(
-                b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-            );
-            continue;
-        };
-        let _ = sock.set_nodelay(true);
-        let s = shared.clone();
-        shared.tracker.spawn(async move {
-            serve_connection(sock, s).await;
-            drop(permit);
-        });
-    }
+    let options = AcceptOptions {
+        log_prefix: "egress proxy",
+        conns: shared.conns.clone(),
+        over_cap: OverCap::Answer(
+            b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        ),
+        nodelay: true,
+        tracker: Some(shared.tracker.clone()),
+    };
+    accept::accept_loop(listener, options, stop, move |sock| {
+        serve_connection(sock, shared.clone())
+    })
+    .await;
 }
 
 async fn serve_connection(sock: tokio::net::TcpStream, shared: Arc<Shared>) {
