@@ -8,6 +8,7 @@ use crate::refusal::EgressRefusal;
 
 /// Why an outbound request did not complete.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum EgressError {
     /// The policy refused the request (host, port, IP or malformed input).
     #[error("{0}")]

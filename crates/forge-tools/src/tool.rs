@@ -66,6 +66,7 @@ impl ToolOutput {
 
 /// Why a tool call failed. The message is shown to the model, so it says what happened and what to do.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolError {
     /// The input did not match the tool's schema or made no sense.
     #[error("invalid input: {0}")]
