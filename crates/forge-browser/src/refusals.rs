@@ -31,11 +31,7 @@ impl RefusalLog {
         if q.len() >= KEEP {
             q.pop_front();
         }
-        q.push_back((
-            Instant::now(),
-            host.to_ascii_lowercase(),
-            refusal.clone(),
-        ));
+        q.push_back((Instant::now(), host.to_ascii_lowercase(), refusal.clone()));
     }
 
     /// The latest refusal of `host` within `within`, if any.
@@ -98,7 +94,10 @@ mod tests {
         };
         log.record("Evil.example:443", &evil);
         log.record("127.0.0.1:9", &port);
-        assert_eq!(log.recent("evil.example", Duration::from_secs(5)), Some(evil));
+        assert_eq!(
+            log.recent("evil.example", Duration::from_secs(5)),
+            Some(evil)
+        );
         assert_eq!(log.recent("127.0.0.1", Duration::from_secs(5)), Some(port));
         assert_eq!(log.recent("other.example", Duration::from_secs(5)), None);
         assert_eq!(

@@ -29,12 +29,12 @@ use rustls::RootCertStore;
 use crate::connect::{ConnectLimits, Connector, Dialer, TcpDialer};
 use crate::error::EgressError;
 use crate::host::NormalHost;
-use crate::policy::{EgressPolicy, Kind};
+use crate::policy::EgressPolicy;
 use crate::proxy::{Decision, DecisionReason, EgressObserver, Outcome};
 use crate::refusal::EgressRefusal;
 use crate::resolve::{Resolver, SystemResolver};
-use crate::target::{percent_encode_path, resolve_location};
 pub use crate::target::{parse_url, ParsedUrl};
+use crate::target::{percent_encode_path, resolve_location};
 
 /// How the client behaves.
 #[derive(Clone)]
@@ -391,7 +391,11 @@ impl EgressClient {
                     self.report(
                         &method,
                         &current,
-                        (Outcome::Allowed, DecisionReason::Allowed(hop.rule), status.as_u16()),
+                        (
+                            Outcome::Allowed,
+                            DecisionReason::Allowed(hop.rule),
+                            status.as_u16(),
+                        ),
                         (hop.resolved, Some(hop.chosen), hop.start),
                         (sent, body.len() as u64),
                     );

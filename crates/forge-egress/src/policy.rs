@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use crate::host::{normalize_host, split_authority, Malformed, NormalHost};
 use crate::ip::{classify, private_ranges, IpClass};
 use crate::refusal::EgressRefusal;
-pub use crate::target::Kind;
 use crate::target::parse_url;
+pub use crate::target::Kind;
 
 /// How hosts are allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -519,7 +519,12 @@ impl EgressPolicy {
     }
 
     /// Whether an entry of every scope allows `host:port` (no exemption).
-    fn every_scope_allows(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<(), EgressRefusal> {
+    fn every_scope_allows(
+        &self,
+        host: &NormalHost,
+        port: u16,
+        kind: Kind,
+    ) -> Result<(), EgressRefusal> {
         for s in &self.scopes {
             if !s.iter().any(|e| e.allows(host, port, kind)) {
                 let listed: Vec<&str> = s.iter().map(|e| e.text.as_str()).collect();
@@ -564,13 +569,23 @@ impl EgressPolicy {
 
     /// Decide a host (normalised) and port, before resolution: the agent's rules, then the task
     /// scopes (when narrowed).
-    pub fn check_host(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<Allowed, EgressRefusal> {
+    pub fn check_host(
+        &self,
+        host: &NormalHost,
+        port: u16,
+        kind: Kind,
+    ) -> Result<Allowed, EgressRefusal> {
         let allowed = self.check_agent(host, port, kind)?;
         self.in_scope(host, port, kind)?;
         Ok(allowed)
     }
 
-    fn check_agent(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<Allowed, EgressRefusal> {
+    fn check_agent(
+        &self,
+        host: &NormalHost,
+        port: u16,
+        kind: Kind,
+    ) -> Result<Allowed, EgressRefusal> {
         let shown = host.to_string();
         let matching: Vec<&Entry> = self
             .entries

@@ -96,10 +96,10 @@ pub fn parse_url(input: &str) -> Result<ParsedUrl, EgressError> {
     if let Some(h) = path.find('#') {
         path.truncate(h);
     }
-    let (raw_host, port) =
-        split_authority(authority).map_err(|m| EgressError::Blocked(EgressRefusal::Malformed(m)))?;
-    let host =
-        normalize_host(raw_host, true).map_err(|m| EgressError::Blocked(EgressRefusal::Malformed(m)))?;
+    let (raw_host, port) = split_authority(authority)
+        .map_err(|m| EgressError::Blocked(EgressRefusal::Malformed(m)))?;
+    let host = normalize_host(raw_host, true)
+        .map_err(|m| EgressError::Blocked(EgressRefusal::Malformed(m)))?;
     let port = port.unwrap_or(if tls { 443 } else { 80 });
     if path.is_empty() {
         path = "/".into();
@@ -133,7 +133,10 @@ pub(crate) fn percent_encode_path(p: &str) -> String {
 }
 
 /// Resolve a redirect `Location` against the current URL.
-pub(crate) fn resolve_location(current: &ParsedUrl, location: &str) -> Result<ParsedUrl, EgressError> {
+pub(crate) fn resolve_location(
+    current: &ParsedUrl,
+    location: &str,
+) -> Result<ParsedUrl, EgressError> {
     let loc = location.trim();
     let has_scheme = loc
         .find(':')

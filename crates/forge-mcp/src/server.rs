@@ -507,22 +507,33 @@ pub fn serve_http(
         nodelay: false,
         tracker: None,
     };
-    let join = tokio::spawn(accept_loop(listener, options, stop.clone(), move |stream| {
-        let service = service.clone();
-        let http = http.clone();
-        let stop = stop.clone();
-        let svc = service_fn(move |req: Request<Incoming>| {
+    let join = tokio::spawn(accept_loop(
+        listener,
+        options,
+        stop.clone(),
+        move |stream| {
             let service = service.clone();
             let http = http.clone();
-            async move {
-                if let Some(refused) = refusal(&http, &req) {
-                    return Ok::<_, Infallible>(refused);
+            let stop = stop.clone();
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let service = service.clone();
+                let http = http.clone();
+                async move {
+                    if let Some(refused) = refusal(&http, &req) {
+                        return Ok::<_, Infallible>(refused);
+                    }
+                    Ok(service.handle(req).await)
                 }
-                Ok(service.handle(req).await)
-            }
-        });
-        serve_http1(stream, svc, Duration::from_secs(10), stop, Duration::from_secs(2))
-    }));
+            });
+            serve_http1(
+                stream,
+                svc,
+                Duration::from_secs(10),
+                stop,
+                Duration::from_secs(2),
+            )
+        },
+    ));
     Ok(HttpServerHandle {
         addr,
         shutdown,
