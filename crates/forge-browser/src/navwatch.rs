@@ -12,6 +12,7 @@ use chromiumoxide::cdp::browser_protocol::page::{
     EventFrameStoppedLoading,
 };
 use chromiumoxide::Page;
+use forge_egress::EgressRefusal;
 use futures::StreamExt;
 
 use crate::error::R;
@@ -33,7 +34,7 @@ pub(crate) struct NavOutcome {
     pub(crate) navigated: bool,
     pub(crate) finished: bool,
     pub(crate) status: Option<i64>,
-    pub(crate) blocked: Option<String>,
+    pub(crate) blocked: Option<EgressRefusal>,
     pub(crate) failed: Option<String>,
 }
 
@@ -173,74 +174,47 @@ fn egress_reason(
         .map(|s| s.trim().to_string())
 }
 
-/// The message for a plain-HTTP refusal (403 with the reason header carrying a short code), or
-/// None when the header cannot be the proxy's. Any server can send that header itself (and over
-/// HTTPS only the server can), so its text is never echoed: with a refusal log, only a refusal
-/// the proxy recorded counts; without one, only the proxy's own codes.
-fn blocked_from_code(mgr: &BrowserManager, url: &str, status: i64, code: &str) -> Option<String> {
+/// The refusal behind a plain-HTTP 403 carrying the proxy's reason header, or None when the header
+/// cannot be the proxy's. Any server can send that header itself (and over HTTPS only the server
+/// can), so its text is never echoed: with a refusal log, only a refusal the proxy recorded
+/// counts; without one, only the proxy's own codes ([`EgressRefusal::from_proxy_response`]).
+fn blocked_from_code(
+    mgr: &BrowserManager,
+    url: &str,
+    status: i64,
+    code: &str,
+) -> Option<EgressRefusal> {
     let parsed = url::Url::parse(url).ok()?;
     if status != 403 || parsed.scheme() != "http" {
         return None;
     }
     let bare = parsed.host_str()?.to_string();
     if let Some(log) = mgr.refusals() {
-        return log
-            .recent(&bare, Duration::from_secs(30))
-            .map(|reason| strip_prefix(&reason));
+        return log.recent(&bare, Duration::from_secs(30));
     }
-    match code {
-        "blocked-host" => Some(format!("{bare} is not in this agent's allowlist")),
-        "blocked-port" | "blocked-ip" => Some(format!(
-            "{} was refused by the egress proxy ({code})",
-            host_of(url)
-        )),
-        _ => None,
-    }
+    EgressRefusal::from_proxy_response(url, code)
 }
 
-fn host_of(url: &str) -> String {
-    url::Url::parse(url)
-        .ok()
-        .and_then(|u| {
-            u.host_str().map(|h| match u.port() {
-                Some(p) => format!("{h}:{p}"),
-                None => h.to_string(),
-            })
-        })
-        .unwrap_or_else(|| url.to_string())
-}
-
-/// A blocked-by-egress message for a failed document load, when the failure is the proxy's refusal.
+/// The refusal behind a failed document load, when the failure is the proxy's refusal.
 pub(crate) fn blocked_from_error(
     mgr: &BrowserManager,
     url: &str,
     error_text: &str,
-) -> Option<String> {
-    let host = host_of(url);
+) -> Option<EgressRefusal> {
     let bare = url::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))
-        .unwrap_or(host.clone());
+        .unwrap_or_else(|| url.to_string());
     if let Some(log) = mgr.refusals() {
-        if let Some(reason) = log.recent(&bare, Duration::from_secs(30)) {
-            return Some(strip_prefix(&reason));
+        if let Some(r) = log.recent(&bare, Duration::from_secs(30)) {
+            return Some(r);
         }
     }
     if error_text.contains("ERR_TUNNEL_CONNECTION_FAILED") {
         if mgr.refusals().is_some() {
             return None; // the proxy did not record a refusal: some other tunnel failure.
         }
-        return Some(format!(
-            "{bare} is not in this agent's allowlist (the egress proxy refused the connection)"
-        ));
+        return Some(EgressRefusal::from_tunnel_failure(url));
     }
     None
-}
-
-pub(crate) fn strip_prefix(reason: &str) -> String {
-    reason
-        .trim()
-        .trim_start_matches("blocked by egress policy:")
-        .trim()
-        .to_string()
 }

@@ -5,16 +5,18 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use forge_egress::EgressRefusal;
+
 /// How many refusals are kept.
 const KEEP: usize = 256;
 
-/// A shared, bounded log of recent egress refusals (host and reason). Cheap to clone.
+/// A shared, bounded log of recent egress refusals (host and the typed refusal). Cheap to clone.
 ///
 /// Wire it as the proxy's observer (`ProxyOptions { observer: Some(Arc::new(log.clone())), .. }`)
 /// and hand the same log to [`crate::BrowserManager::with_refusals`].
 #[derive(Clone, Default)]
 pub struct RefusalLog {
-    inner: Arc<Mutex<VecDeque<(Instant, String, String)>>>,
+    inner: Arc<Mutex<VecDeque<(Instant, String, EgressRefusal)>>>,
 }
 
 impl RefusalLog {
@@ -23,21 +25,17 @@ impl RefusalLog {
         Self::default()
     }
 
-    /// Record that a request to `host` was refused for `reason`.
-    pub fn record(&self, host: &str, reason: &str) {
+    /// Record that a request to `host` was refused with `refusal`.
+    pub fn record(&self, host: &str, refusal: &EgressRefusal) {
         let mut q = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if q.len() >= KEEP {
             q.pop_front();
         }
-        q.push_back((
-            Instant::now(),
-            host.to_ascii_lowercase(),
-            reason.to_string(),
-        ));
+        q.push_back((Instant::now(), host.to_ascii_lowercase(), refusal.clone()));
     }
 
-    /// The latest reason `host` was refused within `within`, if any.
-    pub fn recent(&self, host: &str, within: Duration) -> Option<String> {
+    /// The latest refusal of `host` within `within`, if any.
+    pub fn recent(&self, host: &str, within: Duration) -> Option<EgressRefusal> {
         let host = host
             .trim_start_matches('[')
             .trim_end_matches(']')
@@ -72,7 +70,9 @@ impl RefusalLog {
 impl forge_egress::proxy::EgressObserver for RefusalLog {
     fn on_decision(&self, d: &forge_egress::proxy::Decision) {
         if d.outcome == forge_egress::proxy::Outcome::Blocked {
-            self.record(&d.host, &d.reason);
+            if let Some(r) = d.reason.refusal() {
+                self.record(&d.host, r);
+            }
         }
     }
 }
@@ -85,20 +85,20 @@ mod tests {
     fn finds_recent_refusals_by_host_with_or_without_port() {
         let log = RefusalLog::new();
         let t0 = Instant::now();
-        log.record(
-            "Evil.example:443",
-            "evil.example is not in this agent's allowlist",
-        );
-        log.record("127.0.0.1:9", "port 9 is not allowed");
+        let evil = EgressRefusal::MetadataHost {
+            host: "evil.example".into(),
+        };
+        let port = EgressRefusal::Port {
+            host: "127.0.0.1".into(),
+            port: 9,
+        };
+        log.record("Evil.example:443", &evil);
+        log.record("127.0.0.1:9", &port);
         assert_eq!(
-            log.recent("evil.example", Duration::from_secs(5))
-                .as_deref(),
-            Some("evil.example is not in this agent's allowlist")
+            log.recent("evil.example", Duration::from_secs(5)),
+            Some(evil)
         );
-        assert_eq!(
-            log.recent("127.0.0.1", Duration::from_secs(5)).as_deref(),
-            Some("port 9 is not allowed")
-        );
+        assert_eq!(log.recent("127.0.0.1", Duration::from_secs(5)), Some(port));
         assert_eq!(log.recent("other.example", Duration::from_secs(5)), None);
         assert_eq!(
             log.hosts_since(t0),

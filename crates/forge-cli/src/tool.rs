@@ -13,7 +13,6 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use forge_runtime::assemble::{AssembledTools, ToolRunner, ToolSource, BROWSER_ABSENT_REASON};
 use forge_runtime::runner::{Runner, RunnerOptions};
-use forge_tools::ToolError;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -378,17 +377,6 @@ fn read_script(path: &Path) -> Result<Vec<(usize, String, Value)>, String> {
     Ok(calls)
 }
 
-fn error_kind(e: &ToolError) -> &'static str {
-    match e {
-        ToolError::InvalidInput(_) => "invalid_input",
-        ToolError::Blocked(_) => "blocked",
-        ToolError::Guardrail(_) => "guardrail",
-        ToolError::Timeout(_) => "timeout",
-        ToolError::Cancelled => "cancelled",
-        ToolError::Failed(_) => "failed",
-    }
-}
-
 async fn call_all(
     tools: &ToolRunner,
     session: &str,
@@ -408,7 +396,7 @@ async fn call_all(
             }
             Err(e) => {
                 failed = true;
-                json!({"line": line, "tool": name, "ok": false, "error": e.to_string(), "kind": error_kind(&e), "duration_ms": ms})
+                json!({"line": line, "tool": name, "ok": false, "error": e.to_string(), "kind": e.kind(), "duration_ms": ms})
             }
         };
         let mut lock = stdout.lock();

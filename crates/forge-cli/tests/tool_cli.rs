@@ -345,7 +345,7 @@ fn call_script_drives_the_browser_through_the_proxy() {
     // Refused navigations: the proxy's reason, promptly, and the canary never contacted.
     for l in &lines[4..] {
         assert_eq!(l["ok"], false, "{l}");
-        assert_eq!(l["kind"], "blocked", "{l}");
+        assert_eq!(l["kind"], "egress_blocked", "{l}");
         assert!(
             l["error"]
                 .as_str()

@@ -28,10 +28,13 @@ use rustls::RootCertStore;
 
 use crate::connect::{ConnectLimits, Connector, Dialer, TcpDialer};
 use crate::error::EgressError;
-use crate::host::{normalize_host, split_authority, NormalHost};
-use crate::policy::{EgressPolicy, Kind, Refusal};
-use crate::proxy::{Decision, EgressObserver, Outcome};
+use crate::host::NormalHost;
+use crate::policy::EgressPolicy;
+use crate::proxy::{Decision, DecisionReason, EgressObserver, Outcome};
+use crate::refusal::EgressRefusal;
 use crate::resolve::{Resolver, SystemResolver};
+pub use crate::target::{parse_url, ParsedUrl};
+use crate::target::{percent_encode_path, resolve_location};
 
 /// How the client behaves.
 #[derive(Clone)]
@@ -106,101 +109,6 @@ impl std::fmt::Debug for EgressClient {
     }
 }
 
-/// A parsed `http(s)://` URL (host normalised, never interpreted WHATWG-style).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParsedUrl {
-    pub tls: bool,
-    pub host: NormalHost,
-    pub port: u16,
-    /// Path and query, origin-form, percent-encoded.
-    pub path: String,
-}
-
-impl ParsedUrl {
-    fn default_port(&self) -> u16 {
-        if self.tls {
-            443
-        } else {
-            80
-        }
-    }
-    /// The `Host` header value.
-    pub fn host_header(&self) -> String {
-        if self.port == self.default_port() {
-            self.host.authority_form()
-        } else {
-            format!("{}:{}", self.host.authority_form(), self.port)
-        }
-    }
-    pub fn kind(&self) -> Kind {
-        if self.tls {
-            Kind::Tls
-        } else {
-            Kind::Http
-        }
-    }
-    fn origin(&self) -> (bool, NormalHost, u16) {
-        (self.tls, self.host.clone(), self.port)
-    }
-}
-
-impl std::fmt::Display for ParsedUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let scheme = if self.tls { "https" } else { "http" };
-        write!(f, "{scheme}://{}{}", self.host_header(), self.path)
-    }
-}
-
-/// Parse an absolute `http://` or `https://` URL. The host goes through forge's normalisation
-/// (Unicode names become punycode; non-canonical IP spellings are refused as malformed).
-pub fn parse_url(input: &str) -> Result<ParsedUrl, EgressError> {
-    let s = input.trim_matches(|c: char| c.is_ascii_whitespace());
-    let Some(colon) = s.find("://") else {
-        return Err(EgressError::InvalidRequest(format!(
-            "{input:?} is not an absolute http:// or https:// URL"
-        )));
-    };
-    let scheme = s[..colon].to_ascii_lowercase();
-    let tls = match scheme.as_str() {
-        "http" => false,
-        "https" => true,
-        _ => {
-            return Err(EgressError::InvalidRequest(format!(
-                "unsupported scheme {scheme:?} in {input:?} (only http and https)"
-            )))
-        }
-    };
-    let rest = &s[colon + 3..];
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let mut path = rest[end..].to_string();
-    if let Some(h) = path.find('#') {
-        path.truncate(h);
-    }
-    let (raw_host, port) =
-        split_authority(authority).map_err(|m| EgressError::Blocked(Refusal::Malformed(m)))?;
-    let host =
-        normalize_host(raw_host, true).map_err(|m| EgressError::Blocked(Refusal::Malformed(m)))?;
-    let port = port.unwrap_or(if tls { 443 } else { 80 });
-    if path.is_empty() {
-        path = "/".into();
-    } else if path.starts_with('?') {
-        path.insert(0, '/');
-    }
-    let path = percent_encode_path(&path);
-    if path.parse::<http::uri::PathAndQuery>().is_err() {
-        return Err(EgressError::InvalidRequest(format!(
-            "invalid path in {input:?}"
-        )));
-    }
-    Ok(ParsedUrl {
-        tls,
-        host,
-        port,
-        path,
-    })
-}
-
 /// A redirect location (the server's text) as shown in an error: percent-encoded (no spaces, no
 /// control characters) and at most 200 bytes.
 fn shown_location(loc: &str) -> String {
@@ -211,71 +119,6 @@ fn shown_location(loc: &str) -> String {
         s.push_str("...");
     }
     s
-}
-
-fn percent_encode_path(p: &str) -> String {
-    let mut out = String::with_capacity(p.len());
-    for b in p.bytes() {
-        if b.is_ascii_graphic() {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Resolve a redirect `Location` against the current URL.
-fn resolve_location(current: &ParsedUrl, location: &str) -> Result<ParsedUrl, EgressError> {
-    let loc = location.trim();
-    let has_scheme = loc
-        .find(':')
-        .map(|i| {
-            let sch = &loc[..i];
-            !sch.is_empty()
-                && sch.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-                && sch
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-        })
-        .unwrap_or(false);
-    if has_scheme {
-        return parse_url(loc);
-    }
-    if loc.starts_with("//")
-        || loc.starts_with("\\\\")
-        || loc.starts_with("/\\")
-        || loc.starts_with("\\/")
-    {
-        let scheme = if current.tls { "https:" } else { "http:" };
-        return parse_url(&format!("{scheme}{}", loc.replace('\\', "/")));
-    }
-    // A relative reference: resolve the path against a fixed placeholder origin, so that nothing in
-    // the location can change the host.
-    let base = url::Url::parse(&format!("http://base.invalid{}", current.path))
-        .map_err(|e| EgressError::InvalidRequest(format!("bad base path: {e}")))?;
-    let joined = base.join(loc).map_err(|e| {
-        EgressError::InvalidRequest(format!("bad redirect location {location:?}: {e}"))
-    })?;
-    if joined.host_str() != Some("base.invalid")
-        || joined.port().is_some()
-        || joined.scheme() != "http"
-    {
-        return Err(EgressError::InvalidRequest(format!(
-            "redirect location {location:?} is not a valid relative reference"
-        )));
-    }
-    let mut path = joined.path().to_string();
-    if let Some(q) = joined.query() {
-        path.push('?');
-        path.push_str(q);
-    }
-    Ok(ParsedUrl {
-        tls: current.tls,
-        host: current.host.clone(),
-        port: current.port,
-        path,
-    })
 }
 
 /// Request headers, besides `Authorization`, `Proxy-Authorization` and `Cookie`, that carry
@@ -326,7 +169,7 @@ impl EgressClient {
         &self,
         method: &Method,
         url: &ParsedUrl,
-        (outcome, reason, status): (Outcome, String, u16),
+        (outcome, reason, status): (Outcome, DecisionReason, u16),
         (resolved, chosen, start): (Vec<IpAddr>, Option<SocketAddr>, Instant),
         (bytes_up, bytes_down): (u64, u64),
     ) {
@@ -363,7 +206,7 @@ impl EgressClient {
         self.report(
             method,
             url,
-            (outcome, e.to_string(), 0),
+            (outcome, DecisionReason::of_error(e), 0),
             (resolved, None, start),
             (0, 0),
         );
@@ -372,7 +215,7 @@ impl EgressClient {
     /// Refuse a request to `url` that a caller (a tool) checked itself against this client's
     /// policy, telling the observers like any refusal here (so a task's `blocked` list and the
     /// audit log have it); returns the error to give back.
-    pub fn refuse(&self, url: &str, refusal: crate::policy::Refusal) -> EgressError {
+    pub fn refuse(&self, url: &str, refusal: EgressRefusal) -> EgressError {
         let e = EgressError::Blocked(refusal);
         if let Ok(parsed) = parse_url(url) {
             self.report_error(&Method::POST, &parsed, &e, Vec::new(), Instant::now());
@@ -491,7 +334,7 @@ impl EgressClient {
                         &current,
                         (
                             Outcome::Allowed,
-                            format!("{}; redirect to {loc}", hop.rule),
+                            DecisionReason::Allowed(format!("{}; redirect to {loc}", hop.rule)),
                             status.as_u16(),
                         ),
                         (hop.resolved, Some(hop.chosen), hop.start),
@@ -504,9 +347,9 @@ impl EgressClient {
                         });
                     }
                     let next = resolve_location(&current, &loc).map_err(|e| match e {
-                        EgressError::Blocked(Refusal::Malformed(mut m)) => {
+                        EgressError::Blocked(EgressRefusal::Malformed(mut m)) => {
                             m.input = shown_location(&m.input);
-                            EgressError::Blocked(Refusal::Malformed(m))
+                            EgressError::Blocked(EgressRefusal::Malformed(m))
                         }
                         EgressError::InvalidRequest(_) => EgressError::InvalidRequest(format!(
                             "the server redirected to a location forge cannot follow: {}",
@@ -548,7 +391,11 @@ impl EgressClient {
                     self.report(
                         &method,
                         &current,
-                        (Outcome::Allowed, hop.rule, status.as_u16()),
+                        (
+                            Outcome::Allowed,
+                            DecisionReason::Allowed(hop.rule),
+                            status.as_u16(),
+                        ),
                         (hop.resolved, Some(hop.chosen), hop.start),
                         (sent, body.len() as u64),
                     );
@@ -700,55 +547,5 @@ impl EgressClient {
             sender.send_request(req).await.map_err(http_err)?
         };
         Ok(resp)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_are_parsed_without_interpreting_hosts() {
-        let u = parse_url("https://Bücher.DE./a b?q=ü#frag").unwrap();
-        assert_eq!(u.host, NormalHost::Name("xn--bcher-kva.de".into()));
-        assert_eq!(u.port, 443);
-        assert_eq!(u.path, "/a%20b?q=%C3%BC");
-        assert!(parse_url("http://0x7f.1/")
-            .unwrap_err()
-            .refusal()
-            .unwrap()
-            .is_malformed());
-        assert!(parse_url("http://user:pw@example.com/")
-            .unwrap_err()
-            .refusal()
-            .is_some());
-        assert!(parse_url("http://example.com\\@evil.com/")
-            .unwrap_err()
-            .refusal()
-            .is_some());
-        assert!(parse_url("ftp://example.com/").is_err());
-        assert_eq!(parse_url("http://a.com?x").unwrap().path, "/?x");
-        assert_eq!(
-            parse_url("http://[::1]:8080").unwrap().host_header(),
-            "[::1]:8080"
-        );
-    }
-
-    #[test]
-    fn redirect_locations_resolve_without_changing_host_unexpectedly() {
-        let cur = parse_url("https://a.com/dir/page?x=1").unwrap();
-        assert_eq!(resolve_location(&cur, "next").unwrap().path, "/dir/next");
-        assert_eq!(resolve_location(&cur, "../up").unwrap().path, "/up");
-        assert_eq!(
-            resolve_location(&cur, "?y=2").unwrap().path,
-            "/dir/page?y=2"
-        );
-        let other = resolve_location(&cur, "//b.com/p").unwrap();
-        assert_eq!(other.host, NormalHost::Name("b.com".into()));
-        assert!(other.tls);
-        let back = resolve_location(&cur, "/\\evil.com/p").unwrap();
-        assert_eq!(back.host, NormalHost::Name("evil.com".into()));
-        assert!(resolve_location(&cur, "javascript:alert(1)").is_err());
-        assert!(resolve_location(&cur, "file:///etc/passwd").is_err());
     }
 }

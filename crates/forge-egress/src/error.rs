@@ -4,14 +4,15 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::policy::Refusal;
+use crate::refusal::EgressRefusal;
 
 /// Why an outbound request did not complete.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum EgressError {
     /// The policy refused the request (host, port, IP or malformed input).
     #[error("{0}")]
-    Blocked(Refusal),
+    Blocked(EgressRefusal),
     #[error("DNS lookup of {host} failed: {message}")]
     Dns { host: String, message: String },
     #[error("DNS lookup of {host} timed out after {after:?}")]
@@ -36,7 +37,7 @@ pub enum EgressError {
 
 impl EgressError {
     /// The policy refusal, if this is one.
-    pub fn refusal(&self) -> Option<&Refusal> {
+    pub fn refusal(&self) -> Option<&EgressRefusal> {
         match self {
             EgressError::Blocked(r) => Some(r),
             _ => None,

@@ -3,10 +3,18 @@
 //! What it offers, and where each part lives:
 //! - `policy.rs`: [`policy::EgressPolicy`] built from [`policy::EgressSettings`] (forge.yaml `egress`,
 //!   skill `egress_domains`, `--allow`, model provider hosts); host entries, port rule, decisions
-//!   ([`policy::Allowed`] or [`policy::Refusal`]).
+//!   ([`policy::Allowed`] or an [`EgressRefusal`]).
+//! - `refusal.rs`: [`EgressRefusal`], why a request was refused (kind, host, rule), rendered to text
+//!   once (`blocked by egress policy: ...`); the proxy's answers to other programs are read back
+//!   into it there too.
+//! - `target.rs`: [`target::Kind`] (plain HTTP or TLS: the default port) and
+//!   [`target::ParsedUrl`] ([`target::parse_url`]), below both the policy and the client.
 //! - `host.rs`: host normalisation (lowercase, trailing dot, IDN) and canonical-IP-only literals.
 //! - `ip.rs`: the IP rule (always-blocked ranges, IPv6 forms embedding IPv4, private ranges).
 //! - `inbound.rs`: the Host (loopback) and bearer-token rules forge's own A2A and MCP servers apply.
+//! - `accept.rs`: the bounded accept loop ([`accept::accept_loop`]: connection cap, back-off,
+//!   graceful stop) of the A2A server, the MCP HTTP server and the proxy, and
+//!   [`accept::serve_http1`] (header-read timeout, graceful shutdown) for the first two.
 //! - `resolve.rs`: the [`resolve::Resolver`] trait, [`resolve::SystemResolver`],
 //!   [`resolve::StaticResolver`] (tests and `--resolve`).
 //! - `connect.rs`: resolve once, validate every answer, dial only a validated address through an
@@ -22,6 +30,7 @@
 //!   policy and dialer, redirects followed and re-validated by the client, rustls with webpki roots.
 //! - `error.rs`: [`error::EgressError`]; a refusal displays as `blocked by egress policy: ...`.
 
+pub mod accept;
 pub mod client;
 #[cfg(target_os = "linux")]
 pub mod confine;
@@ -41,9 +50,12 @@ pub mod ip;
 pub mod policy;
 mod pool;
 pub mod proxy;
+pub mod refusal;
 pub mod resolve;
 #[cfg(target_os = "linux")]
 mod splice;
+pub mod target;
 
 pub use error::EgressError;
 pub use policy::{EgressMode, EgressPolicy, EgressSettings};
+pub use refusal::EgressRefusal;

@@ -20,7 +20,10 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use crate::host::{normalize_host, split_authority, Malformed, NormalHost};
-use crate::ip::{classify, private_ranges, IpBlock, IpClass};
+use crate::ip::{classify, private_ranges, IpClass};
+use crate::refusal::EgressRefusal;
+use crate::target::parse_url;
+pub use crate::target::Kind;
 
 /// How hosts are allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -242,24 +245,6 @@ impl Entry {
     }
 }
 
-/// What kind of connection a decision is for; decides the default port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Plain HTTP (absolute-form proxy request, `http://` URL): default port 80.
-    Http,
-    /// TLS (CONNECT tunnel, `https://` URL): default port 443.
-    Tls,
-}
-
-impl Kind {
-    pub fn default_port(self) -> u16 {
-        match self {
-            Kind::Http => 80,
-            Kind::Tls => 443,
-        }
-    }
-}
-
 /// A host and port the policy allows (before resolution). Equal values are the same decision (the
 /// proxy's connection pool keys on it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -270,84 +255,6 @@ pub struct Allowed {
     pub rule: String,
     /// Loopback answers are acceptable (an explicit entry names loopback with this port).
     pub loopback_ok: bool,
-}
-
-/// A refusal. Display starts with `blocked by egress policy:`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("blocked by egress policy: {0}")]
-    Malformed(Malformed),
-    #[error("blocked by egress policy: {host} is not in this agent's allowlist ({hint})")]
-    Host { host: String, hint: String },
-    #[error("blocked by egress policy: {host} is a cloud metadata host name")]
-    MetadataHost { host: String },
-    /// The agent allows the host, but this task's scope (its `allowed_hosts`) does not.
-    #[error(
-        "blocked by egress policy: {host}:{port} is outside this task's allowed hosts ({scope}); \
-         the caller narrowed this task, so do not retry it"
-    )]
-    OutOfScope {
-        host: String,
-        port: u16,
-        scope: String,
-    },
-    #[error(
-        "blocked by egress policy: port {port} on {host} is not allowed (without an explicit \
-         entry only 80 for http and 443 for https/CONNECT are allowed; add {host}:{port} to allow it)"
-    )]
-    Port { host: String, port: u16 },
-    #[error("blocked by egress policy: {}", ip_message(host, ip, block, hint))]
-    Ip {
-        host: String,
-        ip: IpAddr,
-        block: IpBlock,
-        hint: Option<String>,
-    },
-}
-
-fn ip_message(host: &str, ip: &IpAddr, block: &IpBlock, hint: &Option<String>) -> String {
-    let lit = NormalHost::Ip(*ip).to_string();
-    let mut s = if host == lit {
-        format!("{lit} is {block}")
-    } else {
-        format!("{host} resolves to {ip}, which is {block}")
-    };
-    if let Some(h) = hint {
-        s.push_str(" (");
-        s.push_str(h);
-        s.push(')');
-    }
-    s
-}
-
-impl Refusal {
-    /// A short machine-readable code (the proxy's `x-forge-egress-reason` header).
-    pub fn code(&self) -> &'static str {
-        match self {
-            Refusal::Malformed(_) => "malformed",
-            Refusal::Host { .. } | Refusal::MetadataHost { .. } | Refusal::OutOfScope { .. } => {
-                "blocked-host"
-            }
-            Refusal::Port { .. } => "blocked-port",
-            Refusal::Ip { .. } => "blocked-ip",
-        }
-    }
-
-    /// The host the refusal is about (the raw input for malformed hosts).
-    pub fn host(&self) -> &str {
-        match self {
-            Refusal::Malformed(m) => &m.input,
-            Refusal::Host { host, .. }
-            | Refusal::MetadataHost { host }
-            | Refusal::OutOfScope { host, .. }
-            | Refusal::Port { host, .. }
-            | Refusal::Ip { host, .. } => host,
-        }
-    }
-
-    pub fn is_malformed(&self) -> bool {
-        matches!(self, Refusal::Malformed(_))
-    }
 }
 
 /// Names of cloud metadata services, refused whatever they resolve to.
@@ -585,19 +492,19 @@ impl EgressPolicy {
     /// exemption of forge's own entries: for a server forge.yaml configures (an MCP server over
     /// HTTP) that a task's caller did not put in its scope. `Ok` when the policy is not narrowed.
     /// A URL that does not parse is refused as malformed.
-    pub fn check_scope_strict(&self, url: &str) -> Result<(), Refusal> {
+    pub fn check_scope_strict(&self, url: &str) -> Result<(), EgressRefusal> {
         if self.scopes.is_empty() {
             return Ok(());
         }
-        let parsed = crate::client::parse_url(url).map_err(|e| match e {
+        let parsed = parse_url(url).map_err(|e| match e {
             crate::EgressError::Blocked(r) => r,
-            other => Refusal::Malformed(Malformed::new(url, other.to_string())),
+            other => EgressRefusal::Malformed(Malformed::new(url, other.to_string())),
         })?;
         self.every_scope_allows(&parsed.host, parsed.port, parsed.kind())
     }
 
     /// Whether every scope allows `host:port` (forge's own entries always do).
-    fn in_scope(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<(), Refusal> {
+    fn in_scope(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<(), EgressRefusal> {
         if self.scopes.is_empty() {
             return Ok(());
         }
@@ -612,11 +519,16 @@ impl EgressPolicy {
     }
 
     /// Whether an entry of every scope allows `host:port` (no exemption).
-    fn every_scope_allows(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<(), Refusal> {
+    fn every_scope_allows(
+        &self,
+        host: &NormalHost,
+        port: u16,
+        kind: Kind,
+    ) -> Result<(), EgressRefusal> {
         for s in &self.scopes {
             if !s.iter().any(|e| e.allows(host, port, kind)) {
                 let listed: Vec<&str> = s.iter().map(|e| e.text.as_str()).collect();
-                return Err(Refusal::OutOfScope {
+                return Err(EgressRefusal::OutOfScope {
                     host: host.to_string(),
                     port,
                     scope: if listed.is_empty() {
@@ -657,13 +569,23 @@ impl EgressPolicy {
 
     /// Decide a host (normalised) and port, before resolution: the agent's rules, then the task
     /// scopes (when narrowed).
-    pub fn check_host(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<Allowed, Refusal> {
+    pub fn check_host(
+        &self,
+        host: &NormalHost,
+        port: u16,
+        kind: Kind,
+    ) -> Result<Allowed, EgressRefusal> {
         let allowed = self.check_agent(host, port, kind)?;
         self.in_scope(host, port, kind)?;
         Ok(allowed)
     }
 
-    fn check_agent(&self, host: &NormalHost, port: u16, kind: Kind) -> Result<Allowed, Refusal> {
+    fn check_agent(
+        &self,
+        host: &NormalHost,
+        port: u16,
+        kind: Kind,
+    ) -> Result<Allowed, EgressRefusal> {
         let shown = host.to_string();
         let matching: Vec<&Entry> = self
             .entries
@@ -677,7 +599,7 @@ impl EgressPolicy {
         }
         if let NormalHost::Name(n) = host {
             if METADATA_NAMES.contains(&n.as_str()) {
-                return Err(Refusal::MetadataHost { host: shown });
+                return Err(EgressRefusal::MetadataHost { host: shown });
             }
         }
         if matching.is_empty() && self.mode != EgressMode::DevOpen {
@@ -692,7 +614,7 @@ impl EgressPolicy {
                     host
                 ),
             };
-            return Err(Refusal::Host { host: shown, hint });
+            return Err(EgressRefusal::Host { host: shown, hint });
         }
         if let Some(e) = explicit {
             return Ok(Allowed {
@@ -720,7 +642,7 @@ impl EgressPolicy {
                 });
             }
         }
-        Err(Refusal::Port { host: shown, port })
+        Err(EgressRefusal::Port { host: shown, port })
     }
 
     /// Normalise a raw host (`wire`: proxy input, no Unicode) and decide it with its port.
@@ -730,13 +652,13 @@ impl EgressPolicy {
         port: u16,
         kind: Kind,
         wire: bool,
-    ) -> Result<Allowed, Refusal> {
-        let host = normalize_host(raw_host, !wire).map_err(Refusal::Malformed)?;
+    ) -> Result<Allowed, EgressRefusal> {
+        let host = normalize_host(raw_host, !wire).map_err(EgressRefusal::Malformed)?;
         self.check_host(&host, port, kind)
     }
 
     /// Decide one resolved address of an allowed host.
-    pub fn check_resolved(&self, allowed: &Allowed, ip: IpAddr) -> Result<(), Refusal> {
+    pub fn check_resolved(&self, allowed: &Allowed, ip: IpAddr) -> Result<(), EgressRefusal> {
         self.check_ip_inner(
             &allowed.host.to_string(),
             ip,
@@ -751,7 +673,7 @@ impl EgressPolicy {
         ip: IpAddr,
         loopback_ok: bool,
         port: u16,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), EgressRefusal> {
         let block = match classify(ip) {
             Ok(()) => return Ok(()),
             Err(b) => b,
@@ -780,7 +702,7 @@ impl EgressPolicy {
             }
             _ => None,
         };
-        Err(Refusal::Ip {
+        Err(EgressRefusal::Ip {
             host: host.to_string(),
             ip,
             block,
@@ -924,7 +846,7 @@ mod tests {
             .unwrap();
         assert!(task.check("127.0.0.1", 8001, Kind::Http, true).is_ok());
         let out = task.check("127.0.0.1", 8002, Kind::Http, true).unwrap_err();
-        assert!(matches!(out, Refusal::OutOfScope { .. }), "{out}");
+        assert!(matches!(out, EgressRefusal::OutOfScope { .. }), "{out}");
         assert_eq!(out.code(), "blocked-host");
         assert!(out.to_string().contains("127.0.0.1:8001, a.example.org"));
         assert!(task.check("a.example.org", 443, Kind::Tls, true).is_ok());

@@ -38,11 +38,13 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::accept::{self, AcceptOptions, OverCap};
 use crate::connect::{ConnectLimits, Connector, Dialer, TcpDialer, Validated};
 use crate::error::EgressError;
 use crate::host::{normalize_host, split_authority, NormalHost};
 use crate::policy::{EgressPolicy, Kind};
 use crate::pool::{Pool, PoolLimits};
+use crate::refusal::EgressRefusal;
 use crate::resolve::{Resolver, SystemResolver};
 
 /// The response header naming why the proxy refused a request.
@@ -130,7 +132,7 @@ pub struct Decision {
     pub chosen: Option<SocketAddr>,
     pub outcome: Outcome,
     /// The rule that allowed it, or why it was refused or failed.
-    pub reason: String,
+    pub reason: DecisionReason,
     /// The status the proxy answered with (200 for an established tunnel).
     pub status: u16,
     /// Bytes from the client to the upstream (request body, or tunnel bytes).
@@ -139,6 +141,46 @@ pub struct Decision {
     pub bytes_down: u64,
     /// From the request head to the end of the exchange or tunnel.
     pub duration: Duration,
+}
+
+/// Why a decision went the way it did; Display is the text audit events show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecisionReason {
+    /// Allowed: the rule that decided (for a tunnel or a redirect, with how it ended).
+    Allowed(String),
+    /// The policy refused it (403), or its host is malformed (400).
+    Refused(EgressRefusal),
+    /// Not a policy refusal: a malformed proxy request, a limit, or a failure after the policy
+    /// allowed it (DNS, connect, upstream, time-out).
+    Failed(String),
+}
+
+impl DecisionReason {
+    /// The policy refusal, if this is one.
+    pub fn refusal(&self) -> Option<&EgressRefusal> {
+        match self {
+            DecisionReason::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The reason for a failed or refused request.
+    pub fn of_error(e: &EgressError) -> DecisionReason {
+        match e {
+            EgressError::Blocked(r) => DecisionReason::Refused(r.clone()),
+            other => DecisionReason::Failed(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for DecisionReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecisionReason::Allowed(s) | DecisionReason::Failed(s) => f.write_str(s),
+            DecisionReason::Refused(r) => write!(f, "{r}"),
+        }
+    }
 }
 
 /// Receives every decision (the runtime writes audit events from them).
@@ -410,35 +452,22 @@ async fn sweep_pool(shared: Arc<Shared>) {
     }
 }
 
+/// Serve `listener` through the shared accept loop (`accept.rs`): the connection cap is the
+/// proxy's own, shared by every listener of this proxy; over it, a 503 with `Retry-After`.
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: CancellationToken) {
-    let conns = shared.conns.clone();
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.cancelled() => break,
-            r = listener.accept() => r,
-        };
-        let (sock, _peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                // EMFILE and friends: back off briefly instead of spinning.
-                tracing::warn!("egress proxy accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = conns.clone().try_acquire_owned() else {
-            let _ = sock.try_write(
-                b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-            );
-            continue;
-        };
-        let _ = sock.set_nodelay(true);
-        let s = shared.clone();
-        shared.tracker.spawn(async move {
-            serve_connection(sock, s).await;
-            drop(permit);
-        });
-    }
+    let options = AcceptOptions {
+        log_prefix: "egress proxy",
+        conns: shared.conns.clone(),
+        over_cap: OverCap::Answer(
+            b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        ),
+        nodelay: true,
+        tracker: Some(shared.tracker.clone()),
+    };
+    accept::accept_loop(listener, options, stop, move |sock| {
+        serve_connection(sock, shared.clone())
+    })
+    .await;
 }
 
 async fn serve_connection(sock: tokio::net::TcpStream, shared: Arc<Shared>) {
@@ -514,7 +543,7 @@ impl Pending {
     fn finish(
         self,
         outcome: Outcome,
-        reason: String,
+        reason: DecisionReason,
         status: StatusCode,
         resolved: Vec<IpAddr>,
         chosen: Option<SocketAddr>,
@@ -551,8 +580,10 @@ fn fail(
         e if e.is_timeout() => (StatusCode::GATEWAY_TIMEOUT, "timeout", Outcome::Failed),
         _ => (StatusCode::BAD_GATEWAY, "upstream-error", Outcome::Failed),
     };
+    // The 403/400 body is the refusal's one Display, the header its code.
     let msg = err.to_string();
-    shared.report(pending.finish(outcome, msg.clone(), status, resolved, None));
+    let reason = DecisionReason::of_error(&err);
+    shared.report(pending.finish(outcome, reason, status, resolved, None));
     text_response(status, code, msg, close)
 }
 
@@ -564,7 +595,13 @@ fn malformed(
     close: bool,
 ) -> Response<ProxyBody> {
     let msg = format!("malformed proxy request: {why}");
-    shared.report(pending.finish(Outcome::Malformed, msg.clone(), status, Vec::new(), None));
+    shared.report(pending.finish(
+        Outcome::Malformed,
+        DecisionReason::Failed(msg.clone()),
+        status,
+        Vec::new(),
+        None,
+    ));
     text_response(status, "malformed", msg, close)
 }
 
@@ -677,7 +714,7 @@ async fn handle_connect(
         );
         shared.report(pending.finish(
             Outcome::Failed,
-            msg.clone(),
+            DecisionReason::Failed(msg.clone()),
             StatusCode::TOO_MANY_REQUESTS,
             Vec::new(),
             None,
@@ -714,7 +751,7 @@ async fn handle_connect(
         drop(permit);
         let mut d = pending.finish(
             Outcome::Allowed,
-            format!("{rule}; tunnel {end}"),
+            DecisionReason::Allowed(format!("{rule}; tunnel {end}")),
             StatusCode::OK,
             resolved,
             Some(chosen),
@@ -1078,7 +1115,7 @@ async fn handle_http(
     let finish = Box::new(move |down: u64, clean: bool| {
         let mut d = pending.finish(
             Outcome::Allowed,
-            allowed.rule.clone(),
+            DecisionReason::Allowed(allowed.rule.clone()),
             status,
             resolved,
             Some(chosen),

@@ -436,7 +436,9 @@ async fn every_hop_is_reported_to_the_observer() {
     assert_eq!(d[0].chosen, Some(a));
     assert_eq!(d[0].bytes_down, ok.body.len() as u64);
     assert!(
-        d[2].reason.starts_with("blocked by egress policy:"),
+        d[2].reason
+            .to_string()
+            .starts_with("blocked by egress policy:"),
         "{}",
         d[2].reason
     );

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use common::*;
 use forge_egress::client::{ClientOptions, EgressClient};
-use forge_egress::policy::{EgressPolicy, Refusal};
+use forge_egress::policy::EgressPolicy;
 use forge_egress::proxy::{EgressProxy, Outcome, ProxyOptions, REASON_HEADER};
+use forge_egress::EgressRefusal as Refusal;
 
 #[tokio::test]
 async fn a_narrowed_listener_and_client_refuse_what_the_scope_leaves_out() {

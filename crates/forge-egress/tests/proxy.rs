@@ -83,7 +83,7 @@ async fn allowed_host_over_plain_http_is_forwarded_with_host_rewritten() {
     assert_eq!(d[0].chosen, Some(up));
     assert_eq!(d[0].resolved, vec![up.ip()]);
     assert!(d[0].bytes_down > 0);
-    assert!(d[0].reason.contains(&entry), "{}", d[0].reason);
+    assert!(d[0].reason.to_string().contains(&entry), "{}", d[0].reason);
     handle.shutdown().await;
 }
 
@@ -119,7 +119,7 @@ async fn allowed_host_over_connect_tunnels_bytes() {
     assert!(d[0].bytes_up > 0 && d[0].bytes_down > 0, "{:?}", d[0]);
     if cfg!(target_os = "linux") {
         assert!(
-            d[0].reason.contains("zero-copy splice relay"),
+            d[0].reason.to_string().contains("zero-copy splice relay"),
             "{}",
             d[0].reason
         );

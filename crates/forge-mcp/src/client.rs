@@ -342,11 +342,11 @@ impl Tool for McpTool {
             (&self.conn.spec.transport, &ctx.egress)
         {
             if let Err(r) = client.policy().check_scope_strict(url) {
-                let e = client.refuse(url, r);
-                return Err(ToolError::Blocked(format!(
-                    "MCP server {}: {e}",
-                    self.conn.spec.name
-                )));
+                // The observers hear of it; the error the model sees names the server.
+                let _ = client.refuse(url, r.clone());
+                return Err(ToolError::Blocked(
+                    r.within(format!("MCP server {}", self.conn.spec.name)),
+                ));
             }
         }
         let limit = match ctx.timeout {

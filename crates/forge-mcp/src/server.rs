@@ -29,7 +29,6 @@ use http::{header, Request, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
@@ -46,6 +45,7 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use forge_egress::accept::{accept_loop, serve_http1, AcceptOptions, OverCap};
 use forge_tools::{ToolError, ToolOutput};
 
 use crate::error::McpError;
@@ -500,55 +500,40 @@ pub fn serve_http(
     );
     let http = Arc::new(http);
     let stop = shutdown.clone();
-    let join = tokio::spawn(async move {
-        let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-        loop {
-            let accepted = tokio::select! {
-                _ = stop.cancelled() => break,
-                a = listener.accept() => a,
-            };
-            let (stream, _) = match accepted {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!("mcp: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let Ok(permit) = conns.clone().try_acquire_owned() else {
-                drop(stream);
-                continue;
-            };
+    let options = AcceptOptions {
+        log_prefix: "mcp:",
+        conns: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+        over_cap: OverCap::Close,
+        nodelay: false,
+        tracker: None,
+    };
+    let join = tokio::spawn(accept_loop(
+        listener,
+        options,
+        stop.clone(),
+        move |stream| {
             let service = service.clone();
             let http = http.clone();
             let stop = stop.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: Request<Incoming>| {
-                    let service = service.clone();
-                    let http = http.clone();
-                    async move {
-                        if let Some(refused) = refusal(&http, &req) {
-                            return Ok::<_, Infallible>(refused);
-                        }
-                        Ok(service.handle(req).await)
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let service = service.clone();
+                let http = http.clone();
+                async move {
+                    if let Some(refused) = refusal(&http, &req) {
+                        return Ok::<_, Infallible>(refused);
                     }
-                });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(10))
-                    .serve_connection(TokioIo::new(stream), svc);
-                tokio::pin!(conn);
-                tokio::select! {
-                    _ = conn.as_mut() => {}
-                    _ = stop.cancelled() => {
-                        conn.as_mut().graceful_shutdown();
-                        let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
-                    }
+                    Ok(service.handle(req).await)
                 }
-                drop(permit);
             });
-        }
-    });
+            serve_http1(
+                stream,
+                svc,
+                Duration::from_secs(10),
+                stop,
+                Duration::from_secs(2),
+            )
+        },
+    ));
     Ok(HttpServerHandle {
         addr,
         shutdown,

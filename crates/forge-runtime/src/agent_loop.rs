@@ -390,18 +390,6 @@ fn artifact_record(p: &std::path::Path) -> ArtifactRecord {
     }
 }
 
-/// The `error_kind` of a tool error in audit events.
-pub(crate) fn error_kind(e: &ToolError) -> &'static str {
-    match e {
-        ToolError::InvalidInput(_) => "invalid_input",
-        ToolError::Blocked(_) => "egress_blocked",
-        ToolError::Guardrail(_) => "guardrail",
-        ToolError::Timeout(_) => "timeout",
-        ToolError::Cancelled => "cancelled",
-        ToolError::Failed(_) => "failed",
-    }
-}
-
 fn short(s: &str, n: usize) -> String {
     let first = s.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let mut out: String = first.chars().take(n).collect();
@@ -998,7 +986,7 @@ impl AgentLoop {
             }
             Err(e) => {
                 fields["ok"] = json!(false);
-                fields["error_kind"] = json!(error_kind(e));
+                fields["error_kind"] = json!(e.kind());
                 fields["error"] = json!(short(&e.to_string(), 300));
             }
         }

@@ -66,13 +66,15 @@ impl ToolOutput {
 
 /// Why a tool call failed. The message is shown to the model, so it says what happened and what to do.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolError {
     /// The input did not match the tool's schema or made no sense.
     #[error("invalid input: {0}")]
     InvalidInput(String),
-    /// The egress policy refused a request.
-    #[error("blocked by egress policy: {0}")]
-    Blocked(String),
+    /// The egress policy refused a request; Display is the refusal's own
+    /// (`blocked by egress policy: ...`).
+    #[error("{0}")]
+    Blocked(forge_egress::EgressRefusal),
     /// A guardrail refused the input or the output.
     #[error("blocked by guardrail: {0}")]
     Guardrail(String),
@@ -85,6 +87,21 @@ pub enum ToolError {
     /// Anything else, with a message that says what to do.
     #[error("{0}")]
     Failed(String),
+}
+
+impl ToolError {
+    /// A short machine-readable name of the error's kind: the `error_kind` of `tool_exec` audit
+    /// events and the `kind` of `forge tool call` result lines.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolError::InvalidInput(_) => "invalid_input",
+            ToolError::Blocked(_) => "egress_blocked",
+            ToolError::Guardrail(_) => "guardrail",
+            ToolError::Timeout(_) => "timeout",
+            ToolError::Cancelled => "cancelled",
+            ToolError::Failed(_) => "failed",
+        }
+    }
 }
 
 /// A tool a model can call.

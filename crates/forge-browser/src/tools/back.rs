@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{schema, BrowserAction, Cx, DEFAULT_BUDGET};
 use crate::error::{failed, ActionError, R};
-use crate::navwatch::{strip_prefix, NavWatch};
+use crate::navwatch::NavWatch;
 use crate::observe;
 
 pub(crate) struct Back;
@@ -55,7 +55,7 @@ impl BrowserAction for Back {
             .settle(cx.manager, Duration::from_millis(1000), limit * 3 / 5)
             .await;
         if let Some(b) = out.blocked {
-            return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(&b))));
+            return Err(ActionError::Tool(ToolError::Blocked(b)));
         }
         observe::wait_ready(&page, limit / 5).await?;
         cx.observed("went back one page".into(), DEFAULT_BUDGET)

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 pub use crate::error::ActionError;
 use crate::error::{failed, invalid, R};
 use crate::manager::{BrowserManager, Session, SessionState};
-use crate::navwatch::{strip_prefix, NavOutcome};
+use crate::navwatch::NavOutcome;
 use crate::observe;
 use crate::pointer;
 
@@ -221,7 +221,10 @@ fn with_crash_notice(
         }
         Err(ToolError::Failed(m)) => Err(ToolError::Failed(says(m))),
         Err(ToolError::InvalidInput(m)) => Err(ToolError::InvalidInput(says(m))),
-        Err(ToolError::Blocked(m)) => Err(ToolError::Blocked(says(m))),
+        Err(ToolError::Blocked(r)) => {
+            let reason = says(r.reason());
+            Err(ToolError::Blocked(r.rewritten(reason)))
+        }
         other => return (other, false),
     };
     (r, true)
@@ -449,7 +452,7 @@ impl Cx<'_> {
     pub(crate) async fn outcome(&mut self, out: &NavOutcome, page: &Page) -> R<String> {
         let limit = self.limit;
         if let Some(b) = &out.blocked {
-            return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(b))));
+            return Err(ActionError::Tool(ToolError::Blocked(b.clone())));
         }
         let mut parts = Vec::new();
         if out.navigated {

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::{schema, str_arg, BrowserAction, Cx, DEFAULT_BUDGET};
 use crate::error::{failed, invalid, ActionError, R};
-use crate::navwatch::{blocked_from_error, strip_prefix, NavWatch};
+use crate::navwatch::{blocked_from_error, NavWatch};
 use crate::observe;
 
 pub(crate) struct Navigate;
@@ -85,7 +85,7 @@ impl BrowserAction for Navigate {
             .settle(cx.manager, Duration::from_secs(2), limit * 3 / 5)
             .await;
         if let Some(b) = out.blocked {
-            return Err(ActionError::Tool(ToolError::Blocked(strip_prefix(&b))));
+            return Err(ActionError::Tool(ToolError::Blocked(b)));
         }
         observe::wait_ready(&page, limit / 5).await?;
         let mut note = String::new();

@@ -91,7 +91,10 @@ impl Tool for Fail {
     }
     async fn execute(&self, _: &ToolContext, _: Value) -> Result<ToolOutput, ToolError> {
         Err(ToolError::Blocked(
-            "host evil.example is not in the allowlist".into(),
+            forge_egress::EgressRefusal::MetadataHost {
+                host: "evil.example".into(),
+            }
+            .rewritten("host evil.example is not in the allowlist"),
         ))
     }
 }

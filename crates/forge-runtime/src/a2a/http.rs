@@ -17,12 +17,13 @@ use http::{header, Method, Request, Response, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc::unbounded_channel, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+use forge_egress::accept::{accept_loop, serve_http1, AcceptOptions, OverCap};
 
 use super::forward;
 use super::tasks::{ArtifactError, RpcError, TaskStore};
@@ -81,44 +82,30 @@ pub fn serve(
     let shutdown = CancellationToken::new();
     let shared = Arc::new(Shared { store, card, token });
     let stop = shutdown.clone();
+    let options = AcceptOptions {
+        log_prefix: "a2a:",
+        conns: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+        over_cap: OverCap::Close,
+        nodelay: false,
+        tracker: None,
+    };
     let join = tokio::spawn(async move {
-        let conns = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-        loop {
-            let accepted = tokio::select! {
-                _ = stop.cancelled() => break,
-                a = listener.accept() => a,
-            };
-            let (stream, _) = match accepted {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::warn!("a2a: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let Ok(permit) = conns.clone().try_acquire_owned() else {
-                drop(stream);
-                continue;
-            };
-            let shared = shared.clone();
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req| {
-                    let shared = shared.clone();
-                    async move { Ok::<_, Infallible>(handle(shared, req).await) }
-                });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(10))
-                    .serve_connection(TokioIo::new(stream), svc);
-                tokio::pin!(conn);
-                tokio::select! {
-                    _ = conn.as_mut() => {}
-                    _ = stop.cancelled() => { conn.as_mut().graceful_shutdown(); let _ = tokio::time::timeout(Duration::from_secs(2), conn).await; }
-                }
-                drop(permit);
+        let serving = shared.clone();
+        accept_loop(listener, options, stop.clone(), move |stream| {
+            let shared = serving.clone();
+            let svc = service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(handle(shared, req).await) }
             });
-        }
+            serve_http1(
+                stream,
+                svc,
+                Duration::from_secs(10),
+                stop.clone(),
+                Duration::from_secs(2),
+            )
+        })
+        .await;
         shared.store.cancel_all();
     });
     Ok(ServerHandle {

@@ -152,7 +152,7 @@ impl EgressObserver for AuditEgressObserver {
                 "port": d.port,
                 "ip": d.chosen.map(|a| a.ip().to_string()),
                 "status": d.status,
-                "reason": d.reason,
+                "reason": d.reason.to_string(),
                 "bytes_up": d.bytes_up,
                 "bytes_down": d.bytes_down,
                 "duration_ms": d.duration.as_millis() as u64,

@@ -205,7 +205,7 @@ impl ToolRunner {
                 input_bytes,
                 result: match &result {
                     Ok(o) => Ok(o.text.chars().count()),
-                    Err(e) => Err((crate::agent_loop::error_kind(e), e.to_string())),
+                    Err(e) => Err((e.kind(), e.to_string())),
                 },
             });
         }
@@ -280,14 +280,14 @@ impl ToolRunner {
     /// A tool error can quote outside content (a browser error carries a fresh observation of
     /// the page): its message gets the same output guardrails as a result (block, then redact).
     fn filter_error(&self, name: &str, ctx: &ToolContext, e: ToolError) -> ToolError {
-        let rebuild: fn(String) -> ToolError = match &e {
-            ToolError::InvalidInput(_) => ToolError::InvalidInput,
-            ToolError::Blocked(_) => ToolError::Blocked,
-            ToolError::Failed(_) => ToolError::Failed,
-            _ => return e,
-        };
+        let blocked_reason;
         let msg = match &e {
-            ToolError::InvalidInput(m) | ToolError::Blocked(m) | ToolError::Failed(m) => m,
+            ToolError::InvalidInput(m) | ToolError::Failed(m) => m,
+            // A refusal is checked by its reason (the text after `blocked by egress policy: `).
+            ToolError::Blocked(r) => {
+                blocked_reason = r.reason();
+                &blocked_reason
+            }
             _ => return e,
         };
         match self.guardrails.check_output(name, msg) {
@@ -312,7 +312,11 @@ impl ToolRunner {
                     hit: None,
                     redactions: r.redactions,
                 });
-                rebuild(r.value)
+                match e {
+                    ToolError::InvalidInput(_) => ToolError::InvalidInput(r.value),
+                    ToolError::Blocked(refusal) => ToolError::Blocked(refusal.rewritten(r.value)),
+                    _ => ToolError::Failed(r.value),
+                }
             }
             Ok(_) => e,
         }

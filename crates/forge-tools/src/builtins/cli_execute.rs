@@ -145,6 +145,7 @@ impl Default for CliConfig {
 
 /// Why cli_execute could not be built.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CliSetupError {
     #[error(
         "cli_execute: `{name}` is {what} and can never be allowlisted (it would run any command); \

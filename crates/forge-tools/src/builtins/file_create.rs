@@ -109,6 +109,7 @@ pub fn mime_for(name: &str) -> &'static str {
 
 /// Why an artifact could not be written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArtifactError {
     #[error("the files dir {path} is not a directory (or is a symlink); remove it so forge can create it")]
     NotADir { path: PathBuf },

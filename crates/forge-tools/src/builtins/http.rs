@@ -118,10 +118,7 @@ pub async fn send(ctx: &ToolContext, call: HttpCall) -> Result<HttpReply, ToolEr
 /// Map an egress error to what the model sees; a policy refusal keeps its exact wording.
 fn egress_error(e: forge_egress::EgressError) -> ToolError {
     match &e {
-        forge_egress::EgressError::Blocked(r) => {
-            let msg = r.to_string();
-            ToolError::Blocked(msg.strip_prefix("blocked by egress policy: ").unwrap_or(&msg).to_string())
-        }
+        forge_egress::EgressError::Blocked(r) => ToolError::Blocked(r.clone()),
         forge_egress::EgressError::Timeout { after, .. } => ToolError::Timeout(*after),
         forge_egress::EgressError::BodyTooLarge { limit } => ToolError::Failed(format!(
             "the response body is larger than {limit} bytes, more than forge reads; request a smaller resource"

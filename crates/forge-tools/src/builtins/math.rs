@@ -69,6 +69,7 @@ fn number_json(x: f64) -> Value {
 
 /// Why an expression could not be evaluated.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MathError {
     #[error("expression is empty")]
     Empty,
