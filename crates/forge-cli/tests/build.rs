@@ -11,8 +11,7 @@ use std::process::{Command, Output};
 
 use assert_cmd::cargo::CommandCargoExt;
 
-#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
-mod fixture_agents;
+use forge_testkit::agents as fixture_agents;
 use fixture_agents::{copy_dir, fixture};
 
 /// Copies a fixture agent into a fresh temp dir (tests never write into the repository).

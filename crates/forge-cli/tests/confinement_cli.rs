@@ -10,8 +10,7 @@
 use assert_cmd::Command;
 use serde_json::Value;
 
-#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
-mod fixture_agents;
+use forge_testkit::agents as fixture_agents;
 use fixture_agents::fixture_copy as agent_copy;
 
 fn forge() -> Command {

@@ -7,8 +7,7 @@
 // Test: prints skip notes and diagnostics (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../../forge-runtime/tests/providers_support/fake_llm.rs"]
-mod fake_llm;
+use forge_testkit::llm as fake_llm;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -20,8 +19,7 @@ use fake_llm::{Reply, Responder};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
-mod fixture_agents;
+use forge_testkit::agents as fixture_agents;
 use fixture_agents::copy_dir;
 
 fn browser_available() -> bool {
@@ -901,8 +899,7 @@ async fn tasks_survive_kill_9_and_a_task_cut_off_is_failed_interrupted_by_restar
     drop(server);
 }
 
-#[path = "../../forge-runtime/tests/support/pg.rs"]
-mod pg;
+use forge_testkit::pg;
 
 /// Read a `tasks/resubscribe` SSE stream from `url` until an event with `"final":true` (or 30 s);
 /// returns the `result` objects in order.

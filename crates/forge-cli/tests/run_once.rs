@@ -3,8 +3,7 @@
 //! client, the model host allowlisted automatically), a 401, and `forge audit verify` on the real
 //! log it wrote (accepted; rejected after a line is altered or removed).
 
-#[path = "../../forge-runtime/tests/providers_support/fake_llm.rs"]
-mod fake_llm;
+use forge_testkit::llm as fake_llm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -16,8 +16,7 @@
 // Test: prints skip notes and diagnostics (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../../forge-runtime/tests/providers_support/fake_llm.rs"]
-mod fake_llm;
+use forge_testkit::llm as fake_llm;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

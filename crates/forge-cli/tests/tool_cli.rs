@@ -15,8 +15,7 @@ use std::time::Duration;
 use assert_cmd::Command;
 use serde_json::Value;
 
-#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
-mod fixture_agents;
+use forge_testkit::agents as fixture_agents;
 use fixture_agents::fixture_copy as agent_copy;
 
 fn forge() -> Command {

@@ -12,8 +12,7 @@ use forge_runtime::assemble::{
 use forge_skills::Agent;
 use serde_json::json;
 
-#[path = "support/fixture_agents.rs"]
-mod fixture_agents;
+use forge_testkit::agents as fixture_agents;
 use fixture_agents::fixture_copy;
 
 /// A private copy of a fixture agent (so `.forge/files` lands in a temp dir).

@@ -14,8 +14,7 @@ use forge_skills::Agent;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[path = "support/fixture_agents.rs"]
-mod fixture_agents;
+use forge_testkit::agents as fixture_agents;
 use fixture_agents::fixture_copy;
 
 fn load(name: &str) -> (tempfile::TempDir, Agent) {

@@ -24,12 +24,10 @@ use forge_tools::ToolError;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-#[path = "support/fixture_agents.rs"]
-mod fixture_agents;
+use forge_testkit::agents as fixture_agents;
 use fixture_agents::fixture_copy;
 
-#[path = "providers_support/fake_llm.rs"]
-mod fake_llm;
+use forge_testkit::llm as fake_llm;
 
 /// A private copy of a fixture agent.
 fn agent_copy(name: &str) -> (tempfile::TempDir, Agent) {
