@@ -34,6 +34,6 @@ pub mod llm;
 #[cfg(feature = "pg")]
 pub mod pg;
 
-pub use gates::{require, required, skip};
 #[cfg(feature = "browser")]
 pub use gates::require_browser;
+pub use gates::{require, required, skip};

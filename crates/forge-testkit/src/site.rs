@@ -116,7 +116,10 @@ impl Site {
     pub fn serve_on(bind: &str, handler: Handler) -> Site {
         let listener = TcpListener::bind(bind).expect("bind the loopback test site");
         let addr = listener.local_addr().expect("the test site's address");
-        assert!(addr.ip().is_loopback(), "test sites listen on loopback only");
+        assert!(
+            addr.ip().is_loopback(),
+            "test sites listen on loopback only"
+        );
         let hits = Arc::new(AtomicUsize::new(0));
         let paths = Arc::new(Mutex::new(Vec::new()));
         let (h2, p2) = (hits.clone(), paths.clone());
@@ -254,6 +257,10 @@ impl Canary {
     /// Panics when anything reached the canary; `what` says what was supposed to stop it.
     pub fn assert_untouched(&self, what: &str) {
         let n = self.hits();
-        assert_eq!(n, 0, "{what}: the canary at {} was reached {n} time(s)", self.0.addr);
+        assert_eq!(
+            n, 0,
+            "{what}: the canary at {} was reached {n} time(s)",
+            self.0.addr
+        );
     }
 }
