@@ -15,19 +15,7 @@ use serde_json::json;
 const SECRET_KEY: &str = "sk-forge-test-secret-0123456789";
 
 fn forge() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_forge"));
-    for v in [
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "FORGE_MODEL_PROVIDER",
-        "MODEL_NAME",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_BASE_URL",
-        "OLLAMA_BASE_URL",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    forge_testkit::forge!()
 }
 
 fn write_agent(dir: &Path, model_yaml: &str) -> PathBuf {
