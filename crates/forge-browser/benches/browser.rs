@@ -9,9 +9,6 @@
 // Printing is allowed here (a figures run: its results are its output).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,8 +21,9 @@ use chromiumoxide::cdp::browser_protocol::page::CreateIsolatedWorldParams;
 use chromiumoxide::cdp::browser_protocol::target::GetTargetsParams;
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::{Browser, Page};
-use common::*;
 use forge_browser::{browser_tools, observe, BrowserManager, BrowserToolOptions};
+use forge_testkit::browser::*;
+use forge_testkit::site::{Handler, Request, Response, Site};
 use forge_tools::{Tool, ToolContext};
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -585,7 +583,7 @@ fn main() {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("FORGE_CORPUS").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/work/shared/corpus"));
-    let Some(binary) = browser_or_skip("browser bench") else {
+    let Some(binary) = forge_testkit::require_browser("browser bench") else {
         return;
     };
     if !corpus.join("readability").is_dir() {
@@ -604,7 +602,7 @@ fn main() {
 }
 
 async fn run(corpus: &Path, binary: &Path) {
-    let server = TestServer::start(static_server_handler(corpus.to_path_buf())).await;
+    let server = Site::serve(static_server_handler(corpus.to_path_buf()));
     let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
     let tmp = tempfile::tempdir().expect("tmp");
     let files = tmp.path().join("files");

@@ -25,16 +25,14 @@
 // Printing is allowed here (a figures run: its results are its output).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
 use forge_browser::{browser_tools, BrowserManager, BrowserToolOptions};
+use forge_testkit::browser::*;
+use forge_testkit::site::{Handler, Request, Response, Site};
 use forge_tools::{Tool, ToolContext};
 use regex::Regex;
 use serde_json::{json, Value};
@@ -854,7 +852,7 @@ fn main() {
         .collect();
     let selfcheck = std::env::args().any(|a| a == "--selfcheck");
     let dump = std::env::args().any(|a| a == "--dump");
-    if browser_or_skip("widgets bench").is_none() {
+    if forge_testkit::require_browser("widgets bench").is_none() {
         return;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -869,9 +867,9 @@ async fn run(only: Vec<String>, selfcheck: bool, dump: bool) {
     let root = widgets_dir();
     // The payment frame's origin: another loopback address, so another site (an out-of-process
     // frame under site isolation).
-    let xserver = TestServer::start_on("127.0.0.2:0", handler(root.clone(), String::new())).await;
+    let xserver = Site::serve_on("127.0.0.2:0", handler(root.clone(), String::new()));
     let xbase = format!("http://{}", xserver.addr);
-    let server = TestServer::start(handler(root.clone(), xbase)).await;
+    let server = Site::serve(handler(root.clone(), xbase));
     let (addr, _proxy, log) = proxy(&[
         format!("127.0.0.1:{}", server.addr.port()),
         format!("127.0.0.2:{}", xserver.addr.port()),

@@ -4,25 +4,20 @@
 // Printing is allowed here (test output: skip notices and diagnostics).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-mod common;
-
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use common::*;
-use forge_browser::{browser_tools, BrowserManager, BrowserToolOptions};
+use forge_browser::{browser_tools, BrowserToolOptions};
+use forge_testkit::browser::*;
+use forge_testkit::site::{Request, Response, Site};
 use forge_tools::{Tool, ToolContext, ToolError};
 use serde_json::{json, Value};
 
 struct Fixture {
-    rt: tokio::runtime::Runtime,
-    server: TestServer,
-    _other: TestServer,
+    b: Shared,
+    server: Site,
+    _other: Site,
     blocked_port: u16,
-    manager: Arc<BrowserManager>,
-    _proxy: forge_egress::proxy::ProxyHandle,
-    files: tempfile::TempDir,
-    _tmp: tempfile::TempDir,
 }
 
 fn page(path: &str, other: &str) -> Response {
@@ -173,68 +168,28 @@ fn cookie_page(req: &Request) -> Option<Response> {
     }
 }
 
-static CLEANUP: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-extern "C" fn cleanup_dirs() {
-    if let Ok(mut dirs) = CLEANUP.lock() {
-        for d in dirs.drain(..) {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
-fn remove_at_exit(p: &std::path::Path) {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    // SAFETY: registers a plain extern "C" function without captured state.
-    HOOK.call_once(|| unsafe {
-        libc::atexit(cleanup_dirs);
-    });
-    CLEANUP.lock().expect("cleanup list").push(p.to_path_buf());
-}
-
 fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
-        browser_or_skip("forge-browser tests")?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let (server, other, blocked_port, manager, proxy, tmp) = rt.block_on(async {
-            let other = TestServer::start(Arc::new(|r: &Request| page(&r.path, ""))).await;
-            let other_url = format!("http://{}", other.addr);
-            let server = TestServer::start(Arc::new(move |r: &Request| {
-                cookie_page(r).unwrap_or_else(|| page(&r.path, &other_url))
-            }))
-            .await;
-            // A port nothing is allowed to reach.
-            let blocked = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-            let blocked_port = blocked.local_addr().expect("addr").port();
-            drop(blocked);
-            let (addr, proxy, log) = proxy(&[
-                format!("127.0.0.1:{}", server.addr.port()),
-                format!("127.0.0.1:{}", other.addr.port()),
-            ])
-            .await;
-            let tmp = tempfile::tempdir().expect("tmp");
-            let manager = Arc::new(manager(addr, log, tmp.path()));
-            (server, other, blocked_port, manager, proxy, tmp)
+        let other = Site::start(|r: &Request| page(&r.path, ""));
+        let other_url = format!("http://{}", other.addr);
+        let server = Site::start(move |r: &Request| {
+            cookie_page(r).unwrap_or_else(|| page(&r.path, &other_url))
         });
-        // The fixture is a static and never dropped: remove its temp dirs at process exit (the
-        // manager kills its Chromium and removes its profile at exit on its own).
-        remove_at_exit(tmp.path());
-        let files = tempfile::tempdir().expect("files");
-        remove_at_exit(files.path());
+        // A port nothing is allowed to reach.
+        let blocked = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let blocked_port = blocked.local_addr().expect("addr").port();
+        drop(blocked);
+        let b = Shared::start(
+            "forge-browser tests",
+            &[server.entry(), other.entry()],
+            Confine::No,
+        )?;
         Some(Fixture {
-            rt,
+            b,
             server,
             _other: other,
             blocked_port,
-            manager,
-            _proxy: proxy,
-            files,
-            _tmp: tmp,
         })
     })
     .as_ref()
@@ -242,16 +197,17 @@ fn fixture() -> Option<&'static Fixture> {
 
 impl Fixture {
     fn tool(&self, name: &str) -> Arc<dyn Tool> {
-        browser_tools(self.manager.clone(), BrowserToolOptions::default())
+        browser_tools(self.b.manager.clone(), BrowserToolOptions::default())
             .into_iter()
             .find(|t| t.name() == name)
             .expect("tool exists")
     }
 
     fn call(&self, session: &str, name: &str, input: Value) -> Result<String, ToolError> {
-        let ctx = ToolContext::new(session, self.files.path());
+        let ctx = ToolContext::new(session, self.b.files.path());
         let tool = self.tool(name);
-        self.rt
+        self.b
+            .rt
             .block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
     }
 
@@ -748,7 +704,7 @@ fn sensitive_fields_are_refused_unless_opted_in() {
     );
     // With the opt-in, the same field is filled.
     let tools = browser_tools(
-        f.manager.clone(),
+        f.b.manager.clone(),
         BrowserToolOptions {
             allow_sensitive_fill: true,
         },
@@ -757,13 +713,14 @@ fn sensitive_fields_are_refused_unless_opted_in() {
         .iter()
         .find(|t| t.name() == "browser_fill")
         .expect("fill");
-    let ctx = ToolContext::new("sens", f.files.path());
+    let ctx = ToolContext::new("sens", f.b.files.path());
     let out =
-        f.rt.block_on(fill.execute(
-            &ctx,
-            json!({"ref": ref_of(&obs, "\"Password\""), "value": "hunter2"}),
-        ))
-        .expect("opt-in fill");
+        f.b.rt
+            .block_on(fill.execute(
+                &ctx,
+                json!({"ref": ref_of(&obs, "\"Password\""), "value": "hunter2"}),
+            ))
+            .expect("opt-in fill");
     assert!(out.text.contains("(7 chars hidden)"), "{}", out.text);
     assert!(!out.text.contains("hunter2"), "password never echoed");
 }
@@ -857,12 +814,12 @@ fn press_and_hover_drive_the_page() {
 #[test]
 fn sessions_are_capped_and_close_cleanly() {
     let Some(f) = fixture() else { return };
-    f.rt.block_on(async {
-        let s = f.manager.session("cap-probe").await.expect("session");
+    f.b.rt.block_on(async {
+        let s = f.b.manager.session("cap-probe").await.expect("session");
         assert_eq!(s.key(), "cap-probe");
-        let before = f.manager.session_count().await;
-        f.manager.close_session("cap-probe").await;
-        assert_eq!(f.manager.session_count().await, before - 1);
+        let before = f.b.manager.session_count().await;
+        f.b.manager.close_session("cap-probe").await;
+        assert_eq!(f.b.manager.session_count().await, before - 1);
     });
 }
 

@@ -3,12 +3,11 @@
 //! the proxy, and spare proxy listeners inside its namespace can be handed out.
 //! (The page canary under confinement is in lifecycle.rs.)
 
-mod common;
-
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 
-use common::*;
+use forge_testkit::browser::*;
+use forge_testkit::site::{Request, Response, Site};
 
 /// Ports in LISTEN state on 127.0.0.1 in the network namespace of `pid` (`self` for ours).
 fn loopback_listeners(pid: &str) -> HashSet<u16> {
@@ -26,16 +25,15 @@ fn loopback_listeners(pid: &str) -> HashSet<u16> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_runs_in_its_own_network_namespace_with_devtools_inside() {
-    if browser_or_skip("chromium confined").is_none() {
+    if forge_testkit::require_browser("chromium confined").is_none() {
         return;
     }
-    let Some(kind) = confinement_or_skip("chromium confined") else {
+    let Some(kind) = forge_testkit::gates::require_namespace("chromium confined") else {
         return;
     };
-    let server = TestServer::start(std::sync::Arc::new(|_r: &Request| {
+    let server = Site::serve(std::sync::Arc::new(|_r: &Request| {
         Response::html("<title>inside</title><p>hello</p>")
-    }))
-    .await;
+    }));
     let (addr, proxy_handle, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
     let tmp = tempfile::tempdir().expect("tmp");
     let m = confined_manager(addr, &proxy_handle, kind, log, tmp.path());

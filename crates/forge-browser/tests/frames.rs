@@ -4,25 +4,20 @@
 //! egress proxy; one Chromium shared by the tests in this file, confined in its own network
 //! namespace where the machine allows it.
 
-mod common;
-
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use chromiumoxide::cdp::browser_protocol::target::GetTargetsParams;
-use common::*;
-use forge_browser::{browser_tools, BrowserManager, BrowserToolOptions};
+use forge_browser::{browser_tools, BrowserToolOptions};
+use forge_testkit::browser::*;
+use forge_testkit::site::{Request, Response, Site};
 use forge_tools::{ToolContext, ToolError};
 use serde_json::{json, Value};
 
 struct Fixture {
-    rt: tokio::runtime::Runtime,
-    top: TestServer,
-    site: TestServer,
-    _same: TestServer,
-    manager: Arc<BrowserManager>,
-    _proxy: forge_egress::proxy::ProxyHandle,
-    files: tempfile::TempDir,
-    _tmp: tempfile::TempDir,
+    b: Shared,
+    top: Site,
+    site: Site,
+    _same: Site,
 }
 
 /// The pages the embedded servers serve (the same for both frame servers).
@@ -85,50 +80,25 @@ fn top_page(path: &str, site: &str, same: &str) -> Response {
 fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
-        browser_or_skip("forge-browser frame tests")?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let (top, site, same, manager, proxy, tmp) = rt.block_on(async {
-            let site =
-                TestServer::start_on("127.0.0.2:0", Arc::new(|r: &Request| frame_page(&r.path)))
-                    .await;
-            let same = TestServer::start(Arc::new(|r: &Request| frame_page(&r.path))).await;
-            let (s, m) = (
-                format!("http://{}", site.addr),
-                format!("http://{}", same.addr),
-            );
-            let top =
-                TestServer::start(Arc::new(move |r: &Request| top_page(&r.path, &s, &m))).await;
-            let (addr, proxy, log) = proxy(&[
-                format!("127.0.0.1:{}", top.addr.port()),
-                format!("127.0.0.2:{}", site.addr.port()),
-                format!("127.0.0.1:{}", same.addr.port()),
-            ])
-            .await;
-            let tmp = tempfile::tempdir().expect("tmp");
-            // Confined where the machine allows it (forge's default), so the frames' second CDP
-            // connection goes through the DevTools relay into Chromium's namespace.
-            let manager = Arc::new(match forge_egress::confine::availability() {
-                forge_egress::confine::Availability::Namespace(k) => {
-                    confined_manager(addr, &proxy, k, log, tmp.path())
-                }
-                forge_egress::confine::Availability::ProxyOnly(_) => manager(addr, log, tmp.path()),
-            });
-            (top, site, same, manager, proxy, tmp)
-        });
-        let files = tempfile::tempdir().expect("files");
+        let site = Site::start_on("127.0.0.2:0", |r: &Request| frame_page(&r.path));
+        let same = Site::start(|r: &Request| frame_page(&r.path));
+        let (s, m) = (
+            format!("http://{}", site.addr),
+            format!("http://{}", same.addr),
+        );
+        let top = Site::start(move |r: &Request| top_page(&r.path, &s, &m));
+        // Confined where the machine allows it (forge's default), so the frames' second CDP
+        // connection goes through the DevTools relay into Chromium's namespace.
+        let b = Shared::start(
+            "forge-browser frame tests",
+            &[top.entry(), site.entry(), same.entry()],
+            Confine::WhereAvailable,
+        )?;
         Some(Fixture {
-            rt,
+            b,
             top,
             site,
             _same: same,
-            manager,
-            _proxy: proxy,
-            files,
-            _tmp: tmp,
         })
     })
     .as_ref()
@@ -136,12 +106,13 @@ fn fixture() -> Option<&'static Fixture> {
 
 impl Fixture {
     fn call(&self, session: &str, name: &str, input: Value) -> Result<String, ToolError> {
-        let ctx = ToolContext::new(session, self.files.path());
-        let tool = browser_tools(self.manager.clone(), BrowserToolOptions::default())
+        let ctx = ToolContext::new(session, self.b.files.path());
+        let tool = browser_tools(self.b.manager.clone(), BrowserToolOptions::default())
             .into_iter()
             .find(|t| t.name() == name)
             .expect("tool exists");
-        self.rt
+        self.b
+            .rt
             .block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
     }
 
@@ -154,8 +125,9 @@ impl Fixture {
 
     /// The browser's targets of type `iframe` (seen from the session's tab).
     fn iframe_targets(&self, session: &str) -> Vec<String> {
-        self.rt.block_on(async {
+        self.b.rt.block_on(async {
             let page = self
+                .b
                 .manager
                 .active_page(session)
                 .await

@@ -1,16 +1,15 @@
 //! Manager lifecycle for real: refusing to run unproxied, crash and hang recovery, clean
 //! shutdown, session cap and idle timeout, and egress containment of everything a page can send.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
 use forge_browser::{
     browser_tools, BrowserConfig, BrowserError, BrowserManager, BrowserToolOptions,
 };
+use forge_testkit::browser::*;
+use forge_testkit::site::{Request, Response, Site};
 use forge_tools::{Tool, ToolContext};
 use serde_json::json;
 
@@ -21,12 +20,11 @@ fn tool(m: &Arc<BrowserManager>, name: &str) -> Arc<dyn Tool> {
         .expect("tool")
 }
 
-async fn simple_server() -> TestServer {
-    TestServer::start(Arc::new(|r: &Request| match r.path.as_str() {
+async fn simple_server() -> Site {
+    Site::serve(Arc::new(|r: &Request| match r.path.as_str() {
         "/ping" => Response::html("pong"),
         _ => Response::html("<!doctype html><title>Simple</title><button>Hello</button>"),
     }))
-    .await
 }
 
 #[tokio::test]
@@ -60,7 +58,7 @@ async fn refuses_to_start_without_a_proxy_and_launches_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_mid_session_gives_a_clear_error_and_the_next_call_relaunches() {
-    if browser_or_skip("crash recovery").is_none() {
+    if forge_testkit::require_browser("crash recovery").is_none() {
         return;
     }
     let server = simple_server().await;
@@ -138,7 +136,7 @@ async fn crash_mid_session_gives_a_clear_error_and_the_next_call_relaunches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_browser_is_detected_killed_and_replaced() {
-    if browser_or_skip("hang recovery").is_none() {
+    if forge_testkit::require_browser("hang recovery").is_none() {
         return;
     }
     let server = simple_server().await;
@@ -182,7 +180,7 @@ async fn a_hung_browser_is_detected_killed_and_replaced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_leaves_no_process_and_no_profile_dir_and_limits_hold() {
-    if browser_or_skip("shutdown").is_none() {
+    if forge_testkit::require_browser("shutdown").is_none() {
         return;
     }
     let server = simple_server().await;
@@ -262,12 +260,12 @@ async fn page_traffic_never_arrives_with_chromium_confined() {
 }
 
 async fn page_canary(confined: bool) {
-    if browser_or_skip("egress containment").is_none() {
+    if forge_testkit::require_browser("egress containment").is_none() {
         return;
     }
     let kind = match confined {
         false => None,
-        true => match confinement_or_skip("confined canary") {
+        true => match forge_testkit::gates::require_namespace("confined canary") {
             Some(k) => Some(k),
             None => return,
         },
@@ -312,11 +310,10 @@ fetch('/ping').then(() => {{ document.title = 'control reached'; }});
 </script><img src="{{C}}/static-img"></body>"#
     )
     .replace("{C}", &format!("http://127.0.0.1:{cport}"));
-    let server = TestServer::start(Arc::new(move |r: &Request| match r.path.as_str() {
+    let server = Site::serve(Arc::new(move |r: &Request| match r.path.as_str() {
         "/ping" => Response::html("pong"),
         _ => Response::html(page.clone()),
-    }))
-    .await;
+    }));
     let (addr, proxy_handle, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
     let tmp = tempfile::tempdir().expect("tmp");
     let m = Arc::new(match kind {
@@ -350,7 +347,7 @@ fetch('/ping').then(() => {{ document.title = 'control reached'; }});
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_browser_has_no_default_tab_and_outlives_its_last_session() {
-    if browser_or_skip("no default tab").is_none() {
+    if forge_testkit::require_browser("no default tab").is_none() {
         return;
     }
     let server = simple_server().await;
@@ -432,7 +429,7 @@ fn browser_tree(root: u32) -> Vec<u32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_and_its_renderers_see_none_of_forges_environment() {
-    if browser_or_skip("browser environment").is_none() {
+    if forge_testkit::require_browser("browser environment").is_none() {
         return;
     }
     // A variable this test process has (cargo sets it for every test run), standing in for an
@@ -489,7 +486,7 @@ async fn chromium_and_its_renderers_see_none_of_forges_environment() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sessions_are_closed_on_a_timer_without_another_call() {
-    if browser_or_skip("idle reaping").is_none() {
+    if forge_testkit::require_browser("idle reaping").is_none() {
         return;
     }
     let server = simple_server().await;
@@ -539,7 +536,7 @@ impl forge_egress::proxy::EgressObserver for SeenHosts {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_start_asks_google_for_nothing() {
-    if browser_or_skip("quiet start").is_none() {
+    if forge_testkit::require_browser("quiet start").is_none() {
         return;
     }
     let server = simple_server().await;
@@ -613,7 +610,7 @@ impl forge_browser::CrashObserver for Crashes {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_between_calls_is_said_once_and_audited() {
-    if browser_or_skip("crash notice").is_none() {
+    if forge_testkit::require_browser("crash notice").is_none() {
         return;
     }
     let server = simple_server().await;
@@ -706,7 +703,7 @@ async fn a_crash_between_calls_is_said_once_and_audited() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browser_close_ends_a_session_and_the_hook_hears_every_end_with_its_reason() {
     use forge_browser::{CloseReason, SessionOptions};
-    if browser_or_skip("session ends").is_none() {
+    if forge_testkit::require_browser("session ends").is_none() {
         return;
     }
     let server = simple_server().await;
@@ -796,17 +793,16 @@ async fn browser_close_ends_a_session_and_the_hook_hears_every_end_with_its_reas
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_time_counts_from_the_end_of_a_call_not_its_start() {
-    if browser_or_skip("idle after a long call").is_none() {
+    if forge_testkit::require_browser("idle after a long call").is_none() {
         return;
     }
     // The page shows "ready" 2.5 s after it loads: navigate waits for it, so the call lasts longer
     // than the idle timeout (1.5 s).
-    let server = TestServer::start(Arc::new(|_r: &Request| {
+    let server = Site::serve(Arc::new(|_r: &Request| {
         Response::html(
             "<!doctype html><title>Slow</title><body><script>setTimeout(() => document.body.append('ready'), 2500)</script></body>",
         )
-    }))
-    .await;
+    }));
     let (addr, _proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
     let tmp = tempfile::tempdir().expect("tmp");
     let mut cfg = BrowserConfig::with_proxy(addr);
@@ -836,7 +832,7 @@ async fn idle_time_counts_from_the_end_of_a_call_not_its_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_with_its_own_proxy_goes_through_it_and_is_never_reused_under_another() {
-    if browser_or_skip("per-session proxy").is_none() {
+    if forge_testkit::require_browser("per-session proxy").is_none() {
         return;
     }
     let server = simple_server().await;

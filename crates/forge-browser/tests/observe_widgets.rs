@@ -3,22 +3,17 @@
 //! Real Chromium through the real egress proxy against a loopback server; one Chromium is shared
 //! by the tests in this file (each test has its own session, so its own browser context).
 
-mod common;
+use std::sync::OnceLock;
 
-use std::sync::{Arc, OnceLock};
-
-use common::*;
-use forge_browser::{browser_tools, BrowserManager, BrowserToolOptions};
+use forge_browser::{browser_tools, BrowserToolOptions};
+use forge_testkit::browser::*;
+use forge_testkit::site::{Request, Response, Site};
 use forge_tools::ToolContext;
 use serde_json::{json, Value};
 
 struct Fixture {
-    rt: tokio::runtime::Runtime,
-    server: TestServer,
-    manager: Arc<BrowserManager>,
-    _proxy: forge_egress::proxy::ProxyHandle,
-    files: tempfile::TempDir,
-    _tmp: tempfile::TempDir,
+    b: Shared,
+    server: Site,
 }
 
 const ICONS: &str = r##"<!doctype html><title>Icons</title>
@@ -171,39 +166,26 @@ fn page(path: &str) -> Response {
 fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
-        browser_or_skip("forge-browser observe_widgets tests")?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let tmp = tempfile::tempdir().expect("tmp");
-        let (server, manager, proxy) = rt.block_on(async {
-            let server = TestServer::start(Arc::new(|r: &Request| page(&r.path))).await;
-            let (addr, proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
-            let manager = Arc::new(manager(addr, log, tmp.path()));
-            (server, manager, proxy)
-        });
-        Some(Fixture {
-            rt,
-            server,
-            manager,
-            _proxy: proxy,
-            files: tempfile::tempdir().expect("files"),
-            _tmp: tmp,
-        })
+        let server = Site::start(|r: &Request| page(&r.path));
+        let b = Shared::start(
+            "forge-browser observe_widgets tests",
+            &[server.entry()],
+            Confine::No,
+        )?;
+        Some(Fixture { b, server })
     })
     .as_ref()
 }
 
 impl Fixture {
     fn ok(&self, session: &str, name: &str, input: Value) -> String {
-        let ctx = ToolContext::new(session, self.files.path());
-        let tool = browser_tools(self.manager.clone(), BrowserToolOptions::default())
+        let ctx = ToolContext::new(session, self.b.files.path());
+        let tool = browser_tools(self.b.manager.clone(), BrowserToolOptions::default())
             .into_iter()
             .find(|t| t.name() == name)
             .expect("tool exists");
         match self
+            .b
             .rt
             .block_on(async { tool.execute(&ctx, input.clone()).await.map(|o| o.text) })
         {

@@ -2,22 +2,17 @@
 //! against loopback pages written for these tests. One Chromium is shared by the tests in this
 //! file (each test uses its own session key, so its own browser context).
 
-mod common;
-
 use std::sync::{Arc, OnceLock};
 
-use common::*;
-use forge_browser::{browser_tools, BrowserManager, BrowserToolOptions};
+use forge_browser::{browser_tools, BrowserToolOptions};
+use forge_testkit::browser::*;
+use forge_testkit::site::{Request, Response, Site};
 use forge_tools::{Tool, ToolContext, ToolError};
 use serde_json::{json, Value};
 
 struct Fixture {
-    rt: tokio::runtime::Runtime,
-    server: TestServer,
-    manager: Arc<BrowserManager>,
-    _proxy: forge_egress::proxy::ProxyHandle,
-    files: tempfile::TempDir,
-    _tmp: tempfile::TempDir,
+    b: Shared,
+    server: Site,
 }
 
 const PARA: &str = "The quick brown fox jumps over the lazy dog. A second fox sleeps.";
@@ -146,70 +141,33 @@ box.addEventListener('scroll', () => { document.getElementById('at').textContent
     Response::html(html)
 }
 
-static CLEANUP: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-extern "C" fn cleanup_dirs() {
-    if let Ok(mut dirs) = CLEANUP.lock() {
-        for d in dirs.drain(..) {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
-fn remove_at_exit(p: &std::path::Path) {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    // SAFETY: registers a plain extern "C" function without captured state.
-    HOOK.call_once(|| unsafe {
-        libc::atexit(cleanup_dirs);
-    });
-    CLEANUP.lock().expect("cleanup list").push(p.to_path_buf());
-}
-
 fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
-        browser_or_skip("forge-browser select/scroll tests")?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let (server, manager, proxy, tmp) = rt.block_on(async {
-            let server = TestServer::start(Arc::new(|r: &Request| page(&r.path))).await;
-            let (addr, proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
-            let tmp = tempfile::tempdir().expect("tmp");
-            let manager = Arc::new(manager(addr, log, tmp.path()));
-            (server, manager, proxy, tmp)
-        });
-        // The fixture is a static and never dropped: remove its temp dirs at process exit (the
-        // manager kills its Chromium and removes its profile at exit on its own).
-        remove_at_exit(tmp.path());
-        let files = tempfile::tempdir().expect("files");
-        remove_at_exit(files.path());
-        Some(Fixture {
-            rt,
-            server,
-            manager,
-            _proxy: proxy,
-            files,
-            _tmp: tmp,
-        })
+        let server = Site::start(|r: &Request| page(&r.path));
+        let b = Shared::start(
+            "forge-browser select/scroll tests",
+            &[server.entry()],
+            Confine::No,
+        )?;
+        Some(Fixture { b, server })
     })
     .as_ref()
 }
 
 impl Fixture {
     fn tool(&self, name: &str) -> Arc<dyn Tool> {
-        browser_tools(self.manager.clone(), BrowserToolOptions::default())
+        browser_tools(self.b.manager.clone(), BrowserToolOptions::default())
             .into_iter()
             .find(|t| t.name() == name)
             .expect("tool exists")
     }
 
     fn call(&self, session: &str, name: &str, input: Value) -> Result<String, ToolError> {
-        let ctx = ToolContext::new(session, self.files.path());
+        let ctx = ToolContext::new(session, self.b.files.path());
         let tool = self.tool(name);
-        self.rt
+        self.b
+            .rt
             .block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
     }
 

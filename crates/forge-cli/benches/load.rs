@@ -25,8 +25,7 @@ use forge_runtime::state::{SqlStore, StateStore, StoreLocation};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-#[path = "../../forge-runtime/tests/support/pg.rs"]
-mod pg;
+use forge_testkit::pg;
 
 /// How long a task holds its page open on the slow page, so that all concurrent contexts are
 /// alive at once when memory is sampled.

@@ -11,9 +11,8 @@ use std::process::{Command, Output};
 
 use assert_cmd::cargo::CommandCargoExt;
 
-#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
-mod fixture_agents;
 use fixture_agents::{copy_dir, fixture};
+use forge_testkit::agents as fixture_agents;
 
 /// Copies a fixture agent into a fresh temp dir (tests never write into the repository).
 fn agent(name: &str) -> (tempfile::TempDir, PathBuf) {
@@ -24,9 +23,7 @@ fn agent(name: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn forge() -> Command {
-    let mut c = Command::cargo_bin("forge").unwrap();
-    c.env_remove("SOURCE_DATE_EPOCH");
-    c
+    forge_testkit::forge!()
 }
 
 fn run(mut c: Command) -> Output {

@@ -10,14 +10,11 @@
 use assert_cmd::Command;
 use serde_json::Value;
 
-#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
-mod fixture_agents;
 use fixture_agents::fixture_copy as agent_copy;
+use forge_testkit::agents as fixture_agents;
 
 fn forge() -> Command {
-    let mut c = Command::cargo_bin("forge").unwrap();
-    c.env_remove("FORGE_CONFINEMENT_UNAVAILABLE");
-    c
+    forge_testkit::forge_assert!()
 }
 
 fn namespaces_available() -> bool {

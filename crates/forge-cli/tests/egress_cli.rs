@@ -30,7 +30,7 @@ impl std::ops::DerefMut for Forge {
 
 fn forge() -> Forge {
     let cwd = tempfile::tempdir().unwrap();
-    let mut cmd = assert_cmd::Command::cargo_bin("forge").unwrap();
+    let mut cmd = forge_testkit::forge_assert!();
     cmd.current_dir(cwd.path());
     Forge { _cwd: cwd, cmd }
 }

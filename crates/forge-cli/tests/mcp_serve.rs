@@ -60,17 +60,7 @@ fn client_script() -> PathBuf {
 }
 
 fn forge() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_forge"));
-    for v in [
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "FORGE_MODEL_PROVIDER",
-        "FORGE_RUNTIME_TOKEN",
-        "MODEL_NAME",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    forge_testkit::forge!()
 }
 
 /// A loopback site: `/` shows `token` and the Cookie header it got; `/set?v=X` sets cookie `v=X`;

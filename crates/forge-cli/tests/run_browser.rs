@@ -7,8 +7,7 @@
 // Test: prints skip notes and diagnostics (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../../forge-runtime/tests/providers_support/fake_llm.rs"]
-mod fake_llm;
+use forge_testkit::llm as fake_llm;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -20,37 +19,15 @@ use fake_llm::{Reply, Responder};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
-mod fixture_agents;
 use fixture_agents::copy_dir;
+use forge_testkit::agents as fixture_agents;
 
 fn browser_available() -> bool {
-    match forge_browser::find_browser_binary() {
-        Ok(_) => true,
-        Err(e) => {
-            let msg = format!("no Chromium found (searched {:?}); install it with scripts/install-deps.sh browser", e.searched);
-            if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-                panic!("{msg}; FORGE_REQUIRE_BROWSER=1 requires the browser tests to run");
-            }
-            eprintln!("SKIPPED: {msg}");
-            false
-        }
-    }
+    forge_testkit::require_browser("forge run with a browser agent").is_some()
 }
 
 fn forge() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_forge"));
-    for v in [
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "FORGE_MODEL_PROVIDER",
-        "MODEL_NAME",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_BASE_URL",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    forge_testkit::forge!()
 }
 
 fn text(b: &[u8]) -> String {
@@ -901,8 +878,7 @@ async fn tasks_survive_kill_9_and_a_task_cut_off_is_failed_interrupted_by_restar
     drop(server);
 }
 
-#[path = "../../forge-runtime/tests/support/pg.rs"]
-mod pg;
+use forge_testkit::pg;
 
 /// Read a `tasks/resubscribe` SSE stream from `url` until an event with `"final":true` (or 30 s);
 /// returns the `result` objects in order.

@@ -3,8 +3,7 @@
 //! client, the model host allowlisted automatically), a 401, and `forge audit verify` on the real
 //! log it wrote (accepted; rejected after a line is altered or removed).
 
-#[path = "../../forge-runtime/tests/providers_support/fake_llm.rs"]
-mod fake_llm;
+use forge_testkit::llm as fake_llm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -16,19 +15,7 @@ use serde_json::json;
 const SECRET_KEY: &str = "sk-forge-test-secret-0123456789";
 
 fn forge() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_forge"));
-    for v in [
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "FORGE_MODEL_PROVIDER",
-        "MODEL_NAME",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_BASE_URL",
-        "OLLAMA_BASE_URL",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    forge_testkit::forge!()
 }
 
 fn write_agent(dir: &Path, model_yaml: &str) -> PathBuf {

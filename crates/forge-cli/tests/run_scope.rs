@@ -16,8 +16,7 @@
 // Test: prints skip notes and diagnostics (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../../forge-runtime/tests/providers_support/fake_llm.rs"]
-mod fake_llm;
+use forge_testkit::llm as fake_llm;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -31,19 +30,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn forge() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_forge"));
-    for v in [
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "FORGE_MODEL_PROVIDER",
-        "MODEL_NAME",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_BASE_URL",
-        "OLLAMA_BASE_URL",
-    ] {
-        c.env_remove(v);
-    }
-    c
+    forge_testkit::forge!()
 }
 
 async fn run(mut cmd: Command) -> Output {
@@ -57,17 +44,7 @@ fn text(b: &[u8]) -> String {
 }
 
 fn browser_available() -> bool {
-    match forge_browser::find_browser_binary() {
-        Ok(_) => true,
-        Err(e) => {
-            let msg = format!("no Chromium found (searched {:?}); install it with scripts/install-deps.sh browser", e.searched);
-            if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-                panic!("{msg}; FORGE_REQUIRE_BROWSER=1 requires the browser tests to run");
-            }
-            eprintln!("SKIPPED: {msg}");
-            false
-        }
-    }
+    forge_testkit::require_browser("forge run with a browser agent").is_some()
 }
 
 /// A loopback site answering `/` with a page naming `name`; counts the requests for `/`.

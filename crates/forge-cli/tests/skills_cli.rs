@@ -10,7 +10,7 @@ fn repo() -> PathBuf {
 
 /// `forge` run from the repo root (so paths in diagnostics are relative and stable).
 fn forge() -> Command {
-    let mut c = Command::cargo_bin("forge").unwrap();
+    let mut c = forge_testkit::forge_assert!();
     c.current_dir(repo());
     c
 }

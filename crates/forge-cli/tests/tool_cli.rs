@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,43 +15,15 @@ use std::time::Duration;
 use assert_cmd::Command;
 use serde_json::Value;
 
-#[path = "../../forge-runtime/tests/support/fixture_agents.rs"]
-mod fixture_agents;
 use fixture_agents::fixture_copy as agent_copy;
+use forge_testkit::agents as fixture_agents;
 
 fn forge() -> Command {
-    Command::cargo_bin("forge").unwrap()
+    forge_testkit::forge_assert!()
 }
 
 fn has_browser(test: &str) -> bool {
-    match which_chromium() {
-        true => true,
-        false => {
-            if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-                panic!("{test}: FORGE_REQUIRE_BROWSER=1 but no Chromium is installed");
-            }
-            eprintln!("SKIPPED {test}: no Chromium installed (apt-get install chromium, or set FORGE_BROWSER_BIN)");
-            false
-        }
-    }
-}
-
-fn which_chromium() -> bool {
-    if let Some(b) = std::env::var_os("FORGE_BROWSER_BIN").filter(|v| !v.is_empty()) {
-        return Path::new(&b).is_file();
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| {
-        [
-            "chromium",
-            "chromium-browser",
-            "google-chrome",
-            "google-chrome-stable",
-            "headless-shell",
-        ]
-        .iter()
-        .any(|n| d.join(n).is_file())
-    })
+    forge_testkit::require_browser(test).is_some()
 }
 
 /// A loopback HTTP server on its own thread: `handler(path) -> (content type, body)`; counts hits.

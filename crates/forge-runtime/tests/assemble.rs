@@ -12,9 +12,8 @@ use forge_runtime::assemble::{
 use forge_skills::Agent;
 use serde_json::json;
 
-#[path = "support/fixture_agents.rs"]
-mod fixture_agents;
 use fixture_agents::fixture_copy;
+use forge_testkit::agents as fixture_agents;
 
 /// A private copy of a fixture agent (so `.forge/files` lands in a temp dir).
 fn agent_copy(name: &str) -> (tempfile::TempDir, Agent) {
@@ -381,11 +380,7 @@ async fn forge_yaml_denied_tools_remove_tools_and_say_so() {
 
 #[tokio::test]
 async fn denied_tools_remove_browser_tools_too() {
-    if forge_browser::find_browser_binary().is_err() {
-        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("FORGE_REQUIRE_BROWSER=1 but no Chromium is installed");
-        }
-        eprintln!("SKIPPED denied_tools_remove_browser_tools_too: no Chromium installed");
+    if forge_testkit::require_browser("denied_tools_remove_browser_tools_too").is_none() {
         return;
     }
     let (_d, agent) = agent_copy("tools-browser");

@@ -14,9 +14,8 @@ use forge_skills::Agent;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[path = "support/fixture_agents.rs"]
-mod fixture_agents;
 use fixture_agents::fixture_copy;
+use forge_testkit::agents as fixture_agents;
 
 fn load(name: &str) -> (tempfile::TempDir, Agent) {
     let dir = fixture_copy(name);
@@ -180,11 +179,7 @@ async fn no_browser_skill_means_no_listener_and_no_chromium() {
     );
 
     // Positive control for the process check: a browser agent, one call, Chromium is our child.
-    if forge_browser::find_browser_binary().is_err() {
-        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("FORGE_REQUIRE_BROWSER=1 but no Chromium is installed");
-        }
-        eprintln!("SKIPPED the Chromium positive control: no Chromium installed");
+    if forge_testkit::require_browser("the Chromium positive control").is_none() {
         return;
     }
     let site = page_server().await;

@@ -57,12 +57,7 @@ async fn tool_names(agent: &Agent) -> Vec<String> {
 async fn browser_task_is_for_browser_agents_and_deniable() {
     let (_d, plain) = agent("", false);
     assert!(!tool_names(&plain).await.iter().any(|n| n == "browser_task"));
-    if forge_browser::find_browser_binary().is_err() {
-        let msg = "no Chromium found; install it with scripts/install-deps.sh browser";
-        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("{msg}; FORGE_REQUIRE_BROWSER=1 requires the browser tests to run");
-        }
-        eprintln!("SKIPPED: {msg}");
+    if forge_testkit::require_browser("browser_task registration").is_none() {
         return;
     }
     let (_d, browsing) = agent("", true);

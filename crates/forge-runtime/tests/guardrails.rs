@@ -212,11 +212,11 @@ async fn prompts_and_responses() {
 /// same deny_output guardrails as a result: real Chromium through the real proxy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_output_also_applies_to_tool_errors_that_quote_page_content() {
-    if forge_browser::find_browser_binary().is_err() {
-        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("FORGE_REQUIRE_BROWSER=1 but no Chromium is installed");
-        }
-        eprintln!("SKIPPED deny_output_also_applies_to_tool_errors_that_quote_page_content: no Chromium installed");
+    if forge_testkit::require_browser(
+        "deny_output_also_applies_to_tool_errors_that_quote_page_content",
+    )
+    .is_none()
+    {
         return;
     }
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

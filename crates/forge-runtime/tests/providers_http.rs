@@ -2,8 +2,7 @@
 //! egress client: request shapes, two-step tool calling, 429-then-success retry, 401 and unknown
 //! model errors, retry bound, timeout, cancellation, and the egress policy refusing an unlisted host.
 
-#[path = "providers_support/fake_llm.rs"]
-mod fake_llm;
+use forge_testkit::llm as fake_llm;
 
 use std::sync::Arc;
 use std::time::Duration;

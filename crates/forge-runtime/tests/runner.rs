@@ -24,12 +24,10 @@ use forge_tools::ToolError;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-#[path = "support/fixture_agents.rs"]
-mod fixture_agents;
 use fixture_agents::fixture_copy;
+use forge_testkit::agents as fixture_agents;
 
-#[path = "providers_support/fake_llm.rs"]
-mod fake_llm;
+use forge_testkit::llm as fake_llm;
 
 /// A private copy of a fixture agent.
 fn agent_copy(name: &str) -> (tempfile::TempDir, Agent) {
@@ -463,11 +461,11 @@ async fn shutdown_stops_the_proxy_listener_and_later_calls_are_refused() {
 
 #[tokio::test]
 async fn the_browser_agent_browses_in_sessions_and_shutdown_stops_chromium_and_the_proxy() {
-    if forge_browser::find_browser_binary().is_err() {
-        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("FORGE_REQUIRE_BROWSER=1 but no Chromium is installed");
-        }
-        eprintln!("SKIPPED the_browser_agent_browses_in_sessions_and_shutdown_stops_chromium_and_the_proxy: no Chromium installed");
+    if forge_testkit::require_browser(
+        "the_browser_agent_browses_in_sessions_and_shutdown_stops_chromium_and_the_proxy",
+    )
+    .is_none()
+    {
         return;
     }
     let (site, _hits) =
@@ -558,11 +556,11 @@ async fn the_browser_agent_browses_in_sessions_and_shutdown_stops_chromium_and_t
 /// log (the runner's crash observer) has a `browser_crash` event in its verified chain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_crash_between_calls_is_in_the_audit_log_and_said_once() {
-    if forge_browser::find_browser_binary().is_err() {
-        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("FORGE_REQUIRE_BROWSER=1 but no Chromium is installed");
-        }
-        eprintln!("SKIPPED a_browser_crash_between_calls_is_in_the_audit_log_and_said_once: no Chromium installed");
+    if forge_testkit::require_browser(
+        "a_browser_crash_between_calls_is_in_the_audit_log_and_said_once",
+    )
+    .is_none()
+    {
         return;
     }
     let (site, _hits) = serve("<html><head><title>Crash site</title></head><body>x</body></html>");

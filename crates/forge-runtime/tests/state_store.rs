@@ -335,8 +335,7 @@ async fn a_store_from_a_newer_forge_is_refused() {
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL
 
-#[path = "support/pg.rs"]
-mod pg;
+use forge_testkit::pg;
 use pg::{free_port, PgServer, PG_PASSWORD};
 
 #[tokio::test]

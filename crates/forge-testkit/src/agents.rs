@@ -1,12 +1,12 @@
 //! Private copies of the agents under `fixtures/agents/` (and `examples/`), so tests never write
-//! into the repository. Shared by the forge-runtime and forge-cli tests (included with `#[path]`).
-#![allow(dead_code)]
+//! into the repository. Used by the forge-runtime and forge-cli tests; moved here from
+//! forge-runtime/tests/support.
 
 use std::path::{Path, PathBuf};
 
 /// The fixture agent called `name` (`fixtures/agents/<name>`), in the repository.
 pub fn fixture(name: &str) -> PathBuf {
-    // Every crate that includes this file lives at `crates/<crate>`.
+    // This crate lives at `crates/forge-testkit`, two levels below the repository root.
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/agents")
         .join(name)

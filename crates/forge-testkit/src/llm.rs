@@ -1,8 +1,7 @@
 //! A fake LLM vendor for tests: a real HTTP/1.1 server on 127.0.0.1 (plain tokio, no framework)
 //! that records every request and answers each from a responder closure, so tests can play the
-//! OpenAI or Anthropic API, including tool-call turns, 429s and 401s. Shared by the forge-runtime
-//! and forge-cli tests (included with `#[path]`).
-#![allow(dead_code)]
+//! OpenAI or Anthropic API, including tool-call turns, 429s and 401s. Used by the forge-runtime
+//! and forge-cli tests (`forge_testkit::llm`). Moved here from forge-runtime/tests/providers_support.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

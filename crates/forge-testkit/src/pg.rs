@@ -1,8 +1,8 @@
 //! A PostgreSQL server of a test's own: Debian's `postgresql` binaries (scripts/install-deps.sh
 //! installs them), `initdb` into a temp dir (as the `postgres` user when the test runs as root,
 //! since initdb refuses root), `pg_ctl start` on a free loopback port with its unix socket in the
-//! same temp dir; stopped (immediate mode) and removed when dropped.
-#![allow(dead_code)]
+//! same temp dir; stopped (immediate mode) and removed when dropped. Moved here from
+//! forge-runtime/tests/support (the state-store tests and forge-cli's load bench use it).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

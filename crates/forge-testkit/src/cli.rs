@@ -1,0 +1,56 @@
+//! `forge` command builders for the CLI tests: the real binary with a hermetic environment (the
+//! model and runtime variables a developer may have exported are removed, so a test sees only
+//! what it sets). The binary's path comes from the calling test crate (`CARGO_BIN_EXE_forge` is
+//! set only when compiling forge-cli's own tests), which the [`forge!`](crate::forge) and
+//! [`forge_assert!`](crate::forge_assert) macros read at the call site.
+
+use std::path::Path;
+
+/// Variables removed from every `forge` a test starts (a test sets what it needs afterwards).
+pub const HERMETIC_ENV: &[&str] = &[
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "FORGE_MODEL_PROVIDER",
+    "FORGE_RUNTIME_TOKEN",
+    "MODEL_NAME",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "OLLAMA_BASE_URL",
+    "FORGE_CONFINEMENT_UNAVAILABLE",
+    "SOURCE_DATE_EPOCH",
+];
+
+/// A `std::process::Command` running the binary at `bin` with [`HERMETIC_ENV`] removed.
+pub fn command(bin: impl AsRef<Path>) -> std::process::Command {
+    let mut c = std::process::Command::new(bin.as_ref());
+    for v in HERMETIC_ENV {
+        c.env_remove(v);
+    }
+    c
+}
+
+/// An `assert_cmd::Command` running the binary at `bin` with [`HERMETIC_ENV`] removed.
+pub fn assert_command(bin: impl AsRef<Path>) -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::new(bin.as_ref());
+    for v in HERMETIC_ENV {
+        c.env_remove(v);
+    }
+    c
+}
+
+/// `forge!()`: a `std::process::Command` for the `forge` binary of the calling test crate, with a
+/// hermetic environment ([`cli::command`](crate::cli::command)).
+#[macro_export]
+macro_rules! forge {
+    () => {
+        $crate::cli::command(env!("CARGO_BIN_EXE_forge"))
+    };
+}
+
+/// `forge_assert!()`: the same as an `assert_cmd::Command`.
+#[macro_export]
+macro_rules! forge_assert {
+    () => {
+        $crate::cli::assert_command(env!("CARGO_BIN_EXE_forge"))
+    };
+}

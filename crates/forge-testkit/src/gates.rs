@@ -1,0 +1,68 @@
+//! Require-or-skip gates: a test that needs something this machine may lack (Chromium, a Python
+//! SDK, npx, ...) skips with a note on stderr, and fails instead when `FORGE_REQUIRE_BROWSER=1`
+//! (CI installs everything and sets it, so nothing is silently skipped there).
+
+/// The variable that turns every skip into a failure.
+pub const REQUIRE_ENV: &str = "FORGE_REQUIRE_BROWSER";
+
+/// True when `FORGE_REQUIRE_BROWSER=1`: every optional-dependency test must run.
+pub fn required() -> bool {
+    std::env::var(REQUIRE_ENV).as_deref() == Ok("1")
+}
+
+/// Skip with `SKIPPED: {why}` on stderr; panics instead under `FORGE_REQUIRE_BROWSER=1`.
+pub fn skip(why: &str) {
+    if required() {
+        panic!("{why}; {REQUIRE_ENV}=1 requires this test to run");
+    }
+    eprintln!("SKIPPED: {why}");
+}
+
+/// `true` when `available`; otherwise [`skip`] with `why` (a panic under
+/// `FORGE_REQUIRE_BROWSER=1`) and `false`.
+pub fn require(available: bool, why: &str) -> bool {
+    if !available {
+        skip(why);
+    }
+    available
+}
+
+/// True when `python3 -c "<import>"` succeeds (e.g. `"import mcp"`), the probe for a Python SDK.
+pub fn python_has(import: &str) -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", import])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// The Chromium binary forge would launch (`forge_browser::find_browser_binary`: FORGE_BROWSER_BIN,
+/// then PATH), or `None` after a skip note naming `test`; panics under `FORGE_REQUIRE_BROWSER=1`.
+#[cfg(feature = "browser")]
+pub fn require_browser(test: &str) -> Option<std::path::PathBuf> {
+    match forge_browser::find_browser_binary() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            skip(&format!(
+                "{test}: no Chromium found ({e}); install it with scripts/install-deps.sh browser"
+            ));
+            None
+        }
+    }
+}
+
+/// The network-namespace kind this machine offers for confinement, or `None` after a skip note
+/// naming `test` (never a failure: CI machines may forbid namespaces; `FORGE_REQUIRE_CONFINEMENT`
+/// is the per-test switch where a test wants one).
+#[cfg(feature = "egress")]
+pub fn require_namespace(test: &str) -> Option<forge_egress::confine::NsKind> {
+    match forge_egress::confine::availability() {
+        forge_egress::confine::Availability::Namespace(k) => Some(k),
+        forge_egress::confine::Availability::ProxyOnly(why) => {
+            eprintln!("SKIP {test}: no network namespace on this machine: {why}");
+            None
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! forge-testkit: test support shared by every crate's tests and benches (a dev-dependency only,
+//! never used by product code, never by unit tests inside a crate's `src/`). Real parts only:
+//! real sockets on 127.0.0.1, real Chromium, a real PostgreSQL; fakes only for the LLM vendors.
+//!
+//! Map (one feature per area, so a crate's tests build only what they use):
+//! - gates (gates.rs): require-or-skip for optional dependencies (Chromium, Python SDKs, ...):
+//!   a note on stderr and a skip, or a panic under `FORGE_REQUIRE_BROWSER=1` (CI).
+//! - site (site.rs): the loopback HTTP site with hit counting ([`site::Site`]) and the canary
+//!   that must never be reached ([`site::Canary`]).
+//! - llm (llm.rs, feature `llm`): the fake OpenAI / Anthropic servers and their reply builders.
+//! - pg (pg.rs, feature `pg`): a PostgreSQL server of a test's own in a temp dir.
+//! - agents (agents.rs, feature `agents`): private copies of the fixture agents.
+//! - browser (browser.rs, feature `browser`): the real egress proxy and a `BrowserManager` on it,
+//!   the shared per-binary browser fixture (its Chromium and temp dirs gone at process exit),
+//!   confinement gates and a process-table probe.
+//! - cli (cli.rs, feature `cli`): `forge` command builders with a hermetic environment
+//!   ([`forge!`], [`forge_assert!`]).
+//!
+//! Test support panics when its setup fails (a test cannot go on without its server): the
+//! `expect`s here name what failed. Printing is allowed (skip notes go to stderr, as in tests).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod gates;
+pub mod site;
+
+#[cfg(feature = "agents")]
+pub mod agents;
+#[cfg(feature = "browser")]
+pub mod browser;
+#[cfg(feature = "cli")]
+pub mod cli;
+#[cfg(feature = "llm")]
+pub mod llm;
+#[cfg(feature = "pg")]
+pub mod pg;
+
+#[cfg(feature = "browser")]
+pub use gates::require_browser;
+pub use gates::{require, required, skip};
