@@ -17,6 +17,8 @@
 //!   the position is kept per tab) and CDP mouse events.
 //! - `observe.rs` + `observe.js`: the page library run in an isolated world, and the compact
 //!   observation text (refs like `e12`, `f1e3`).
+//! - `cdp_link.rs`: forge's second CDP connection to the browser, for commands on iframe
+//!   targets' sessions (used by `frames.rs`, kept per browser by the manager).
 //! - `frames.rs`: cross-origin iframes (in-process and out-of-process) walked and driven through
 //!   the frame's own context; routes a frame ref's library calls to the owning session.
 //! - `clipboard.rs`: a clipboard per session (copy/cut keep the text in the session; paste puts
@@ -26,6 +28,7 @@
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
+mod cdp_link;
 mod clipboard;
 pub mod config;
 pub mod crash;

@@ -178,7 +178,7 @@ pub struct Running {
     pub(crate) launched_in: Duration,
     /// forge's second CDP connection, for cross-origin iframes' sessions (`frames.rs`), opened
     /// on first use.
-    pub(crate) frame_link: tokio::sync::OnceCell<Arc<crate::frames::CdpLink>>,
+    pub(crate) frame_link: tokio::sync::OnceCell<Arc<crate::cdp_link::CdpLink>>,
     /// Held while a session uses Chromium's one clipboard (`clipboard.rs`), so that no other
     /// session's copy or paste runs between writing it and clearing it.
     pub(crate) clipboard: Mutex<()>,
