@@ -11,8 +11,7 @@
 //! to a host outside the cluster ([`is_cluster_host`]); more than one replica
 //! (`deploy.replicas.max > 1`) on the SQLite store, which each pod would keep for itself.
 
-use std::fmt;
-
+use crate::error::ProdProblem;
 use crate::spec::BuildSpec;
 
 /// Tools meant for local development only (same list as initializ/forge).
@@ -22,29 +21,6 @@ pub const DEV_ONLY_TOOLS: &[&str] = &[
     "debug_console",
     "test_runner",
 ];
-
-/// One reason a production build is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProdProblem {
-    /// The file to change (forge.yaml or a SKILL.md).
-    pub file: String,
-    /// The field in that file.
-    pub field: String,
-    /// What is wrong.
-    pub problem: String,
-    /// How to fix it.
-    pub fix: String,
-}
-
-impl fmt::Display for ProdProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "  - {}: field `{}`: {}\n    fix: {}",
-            self.file, self.field, self.problem, self.fix
-        )
-    }
-}
 
 const CURATED_HINT: &str = "general browsing needs a curated `egress_domains` list: a production browser agent may only visit the sites you name";
 
