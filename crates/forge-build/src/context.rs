@@ -519,7 +519,7 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
             one_of: spec.env.one_of.clone(),
         },
         egress: AgentEgress {
-            mode: &spec.egress.mode,
+            mode: spec.egress.mode.as_str(),
             domains: spec.all_domains(),
             allow_private_ips: spec.egress.allow_private_ips,
             allowed_private_cidrs: &spec.egress.allowed_private_cidrs,
@@ -534,7 +534,7 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
     audit_json.push('\n');
     w.write("compiled/security-audit.json", audit_json.as_bytes())?;
     let allow = EgressAllowlist {
-        mode: &spec.egress.mode,
+        mode: spec.egress.mode.as_str(),
         allowed_domains: &spec.egress.allowed_domains,
         skill_domains: &spec.egress.skill_domains,
         model_domains: spec.model_domains(),
@@ -569,7 +569,7 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
             )),
             forge_binary_sha256: forge_sha.clone(),
         },
-        egress_mode: &spec.egress.mode,
+        egress_mode: spec.egress.mode.as_str(),
         browser_included: browser,
         browser_packages: if browser {
             BROWSER_PACKAGES.to_vec()
