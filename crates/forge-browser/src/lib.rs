@@ -15,8 +15,9 @@
 //!   proxy's refusals to clear blocked messages.
 //! - `pointer.rs`: the realistic pointer (moves along intermediate points from where it last was;
 //!   the position is kept per tab) and CDP mouse events.
-//! - `observe.rs` + `observe.js`: the page library run in an isolated world, and the compact
-//!   observation text (refs like `e12`, `f1e3`).
+//! - `observe/` (`mod.rs`, `world.rs`, `listeners.rs`, `render.rs`) + `observe/observe.js`: the
+//!   page library run in an isolated world (the world cache), click-listener marking, and the
+//!   compact observation text (refs like `e12`, `f1e3`).
 //! - `cdp_link.rs`: forge's second CDP connection to the browser, for commands on iframe
 //!   targets' sessions (used by `frames.rs`, kept per browser by the manager).
 //! - `frames.rs`: cross-origin iframes (in-process and out-of-process) walked and driven through
