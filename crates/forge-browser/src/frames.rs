@@ -32,19 +32,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::dom::DescribeNodeParams;
-use chromiumoxide::cdp::browser_protocol::dom::ResolveNodeParams;
-use chromiumoxide::cdp::browser_protocol::dom_debugger::GetEventListenersParams;
 use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
 use chromiumoxide::cdp::browser_protocol::target::{GetTargetsParams, SessionId, TargetId};
 use chromiumoxide::cdp::js_protocol::runtime::{
-    CallFunctionOnParams, EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
+    EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
 };
 use chromiumoxide::{Command, Page};
 use serde_json::{json, Value};
 
 use crate::cdp_link::CdpLink;
 use crate::manager::Session;
-use crate::observe::{self, Element, Observation, PageError, Viewport};
+use crate::observe::{self, Cdp, Element, Observation, PageError, Viewport};
 
 /// Most cross-origin frames walked per observation.
 pub const MAX_FRAMES: usize = 8;
@@ -58,9 +56,6 @@ const FRAME_TEXT: usize = 2000;
 fn object_group(k: u64) -> String {
     format!("forge-frames-{k}")
 }
-/// Most elements with JS click listeners marked per frame and observation (as in the top
-/// document).
-const MAX_LISTENER_MARKS: usize = 60;
 
 /// How forge reaches a frame: the tab's own session, or a session on the frame's target.
 #[derive(Clone)]
@@ -73,8 +68,8 @@ enum Channel {
     },
 }
 
-impl Channel {
-    async fn exec<C: Command>(&self, cmd: C) -> Result<C::Response, PageError> {
+impl Cdp for Channel {
+    async fn exec<C: Command + Send + Sync>(&self, cmd: C) -> Result<C::Response, PageError> {
         match self {
             Channel::Page(p) => p
                 .execute(cmd)
@@ -110,111 +105,17 @@ impl FrameRoute {
         self.eval(ctx, cmd, args).await
     }
 
-    /// Install the library, mark the frame's elements with JS click listeners, then observe.
+    /// Install the library, mark the frame's elements with JS click listeners
+    /// (`observe/listeners.rs`, the same marking as the top document's), then observe.
     async fn observe(&self, args: &Value) -> Result<Value, PageError> {
         let ctx = self.context().await?;
         self.eval(ctx, "ready", &Value::Null).await?;
-        let _ = self.mark_click_listeners(ctx).await;
+        let _ = observe::mark_frame_click_listeners(&self.channel, ctx, &self.group).await;
         let _ = self
             .channel
             .exec(ReleaseObjectGroupParams::new(self.group.clone()))
             .await;
         self.eval(ctx, "observe", args).await
-    }
-
-    /// Tell the frame's library which elements have JS click/pointer listeners (as
-    /// `observe.rs` does for the top document; best effort). The frame's `document` in its
-    /// page world is found through its node (`DOM.resolveNode` without a context resolves in
-    /// the main world of the node's frame), since DOMDebugger reports one world's listeners.
-    async fn mark_click_listeners(&self, ctx: ExecutionContextId) -> Option<()> {
-        let doc = self
-            .channel
-            .exec(
-                EvaluateParams::builder()
-                    .expression("document")
-                    .context_id(ctx)
-                    .object_group(self.group.clone())
-                    .build()
-                    .ok()?,
-            )
-            .await
-            .ok()?;
-        let node = self
-            .channel
-            .exec(
-                DescribeNodeParams::builder()
-                    .object_id(doc.result.object_id?)
-                    .build(),
-            )
-            .await
-            .ok()?;
-        let main_doc = self
-            .channel
-            .exec(
-                ResolveNodeParams::builder()
-                    .backend_node_id(node.node.backend_node_id)
-                    .object_group(self.group.clone())
-                    .build(),
-            )
-            .await
-            .ok()?;
-        let listeners = self
-            .channel
-            .exec(
-                GetEventListenersParams::builder()
-                    .object_id(main_doc.object.object_id?)
-                    .depth(-1)
-                    .pierce(false)
-                    .build()
-                    .ok()?,
-            )
-            .await
-            .ok()?;
-        let mut seen = std::collections::HashSet::new();
-        for l in &listeners.listeners {
-            if !matches!(
-                l.r#type.as_str(),
-                "click" | "mousedown" | "mouseup" | "pointerdown" | "pointerup"
-            ) {
-                continue;
-            }
-            let Some(node) = l.backend_node_id else {
-                continue;
-            };
-            if !seen.insert(*node.inner()) || seen.len() > MAX_LISTENER_MARKS {
-                continue;
-            }
-            let Ok(obj) = self
-                .channel
-                .exec(
-                    ResolveNodeParams::builder()
-                        .backend_node_id(node)
-                        .execution_context_id(ctx)
-                        .object_group(self.group.clone())
-                        .build(),
-                )
-                .await
-            else {
-                continue;
-            };
-            let Some(oid) = obj.object.object_id else {
-                continue;
-            };
-            let _ = self
-                .channel
-                .exec(
-                    CallFunctionOnParams::builder()
-                        .function_declaration(
-                            "function () { if (globalThis.__forgeLib) globalThis.__forgeLib.markClickers(this); }",
-                        )
-                        .object_id(oid)
-                        .silent(true)
-                        .build()
-                        .ok()?,
-                )
-                .await;
-        }
-        Some(())
     }
 
     /// The execution context of forge's isolated world in this frame's current document.

@@ -1,6 +1,10 @@
 //! Click-listener marking: which elements have JS click/pointer listeners (invisible to page
 //! JS, read through `DOMDebugger.getEventListeners`), handed to the page library so they count as
 //! interactive. Best effort: a failure leaves the observation without the marks.
+//!
+//! One copy for the top document ([`mark_click_listeners`]) and for a cross-origin frame's
+//! document ([`mark_frame_click_listeners`], `frames.rs`): both find their page-world roots and
+//! hand each to [`mark_listeners_under`], which reads, filters, resolves and marks.
 
 use chromiumoxide::cdp::browser_protocol::dom::{DescribeNodeParams, ResolveNodeParams};
 use chromiumoxide::cdp::browser_protocol::dom_debugger::GetEventListenersParams;
@@ -10,7 +14,10 @@ use chromiumoxide::cdp::js_protocol::runtime::{
 };
 use chromiumoxide::Page;
 
-/// Most elements with JS click listeners marked per observation.
+use super::Cdp;
+
+/// Most elements with JS click listeners marked per observation (per document: the top one with
+/// its same-origin frames and shadow roots, or one cross-origin frame).
 const MAX_LISTENER_MARKS: usize = 60;
 
 const OBJECT_GROUP: &str = "forge-observe";
@@ -50,7 +57,7 @@ async fn mark_click_listeners_inner(
         .await
         .ok()?;
     let doc_id = doc.result.result.object_id.clone()?;
-    mark_listeners_under(page, ctx, doc_id, seen).await;
+    mark_listeners_under(page, ctx, doc_id, OBJECT_GROUP, seen).await;
     // Frame documents and open shadow roots, found in the isolated world (whose DOM view the
     // page cannot change), as isolated-world objects.
     let roots = page
@@ -109,22 +116,67 @@ async fn mark_click_listeners_inner(
             continue;
         };
         if let Some(main_id) = main.result.object.object_id.clone() {
-            mark_listeners_under(page, ctx, main_id, seen).await;
+            mark_listeners_under(page, ctx, main_id, OBJECT_GROUP, seen).await;
         }
     }
     Some(())
 }
 
+/// Tell a cross-origin frame's library (forge's world `ctx` in that frame, reached through
+/// `cdp`: the tab's session or the frame's own) which of its elements have JS click/pointer
+/// listeners, as [`mark_click_listeners`] does for the top document; best effort. The frame's
+/// `document` in its page world is found through its node (`DOM.resolveNode` without a context
+/// resolves in the main world of the node's frame), since DOMDebugger reports one world's
+/// listeners. Objects go to `group`; the caller releases it.
+pub(crate) async fn mark_frame_click_listeners(
+    cdp: &impl Cdp,
+    ctx: ExecutionContextId,
+    group: &str,
+) -> Option<()> {
+    let doc = cdp
+        .exec(
+            EvaluateParams::builder()
+                .expression("document")
+                .context_id(ctx)
+                .object_group(group)
+                .build()
+                .ok()?,
+        )
+        .await
+        .ok()?;
+    let node = cdp
+        .exec(
+            DescribeNodeParams::builder()
+                .object_id(doc.result.object_id?)
+                .build(),
+        )
+        .await
+        .ok()?;
+    let main_doc = cdp
+        .exec(
+            ResolveNodeParams::builder()
+                .backend_node_id(node.node.backend_node_id)
+                .object_group(group)
+                .build(),
+        )
+        .await
+        .ok()?;
+    let mut seen = std::collections::HashSet::new();
+    mark_listeners_under(cdp, ctx, main_doc.object.object_id?, group, &mut seen).await
+}
+
 /// Mark the elements under `root` (a page-world document or shadow root) that have click-ish
-/// listeners, at most `MAX_LISTENER_MARKS` in all.
+/// listeners, at most `MAX_LISTENER_MARKS` in all (counted in `seen`), resolving them into
+/// forge's world `ctx` in object group `group`.
 async fn mark_listeners_under(
-    page: &Page,
+    cdp: &impl Cdp,
     ctx: ExecutionContextId,
     root: RemoteObjectId,
+    group: &str,
     seen: &mut std::collections::HashSet<i64>,
 ) -> Option<()> {
-    let listeners = page
-        .execute(
+    let listeners = cdp
+        .exec(
             GetEventListenersParams::builder()
                 .object_id(root)
                 .depth(-1)
@@ -135,7 +187,7 @@ async fn mark_listeners_under(
         .await
         .ok()?;
     let mut nodes = Vec::new();
-    for l in &listeners.result.listeners {
+    for l in &listeners.listeners {
         if !matches!(
             l.r#type.as_str(),
             "click" | "mousedown" | "mouseup" | "pointerdown" | "pointerup"
@@ -152,24 +204,24 @@ async fn mark_listeners_under(
     // Resolve every node into forge's world at once (the commands are independent), then mark
     // them all with one call on the first.
     let resolved = futures::future::join_all(nodes.into_iter().map(|node| {
-        page.execute(
+        cdp.exec(
             ResolveNodeParams::builder()
                 .backend_node_id(node)
                 .execution_context_id(ctx)
-                .object_group(OBJECT_GROUP)
+                .object_group(group)
                 .build(),
         )
     }))
     .await;
     let mut objects = resolved
         .into_iter()
-        .filter_map(|r| r.ok().and_then(|r| r.result.object.object_id.clone()));
+        .filter_map(|r| r.ok().and_then(|r| r.object.object_id));
     let first = objects.next()?;
     let rest: Vec<CallArgument> = objects
         .map(|o| CallArgument::builder().object_id(o).build())
         .collect();
-    let _ = page
-        .execute(
+    let _ = cdp
+        .exec(
             CallFunctionOnParams::builder()
                 .function_declaration(
                     "function (...rest) { const lib = globalThis.__forgeLib; if (!lib) return; lib.markClickers(this); for (const el of rest) lib.markClickers(el); }",

@@ -54,7 +54,7 @@
 //!   click like any other; a nested block ends the outer one's line, and a block that is only a
 //!   link or button gets none (the control has a ref).
 
-use chromiumoxide::Page;
+use chromiumoxide::{Command, Page};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -62,7 +62,7 @@ mod listeners;
 mod render;
 mod world;
 
-pub(crate) use listeners::mark_click_listeners;
+pub(crate) use listeners::{mark_click_listeners, mark_frame_click_listeners};
 pub use render::{element_line, render};
 pub use world::{call, forget, let_page_run, main_frame, wait_ready};
 pub(crate) use world::{element_object, isolated_context};
@@ -72,6 +72,26 @@ pub(crate) const LIBRARY: &str = include_str!("observe.js");
 
 /// The isolated world's name (one per frame document; Chromium reuses it for the same name).
 pub(crate) const WORLD: &str = "forge";
+
+/// Where the CDP commands for one document go: a tab's own session ([`Page`]) or, for a
+/// cross-origin frame, the channel `frames.rs` reaches it through. Lets the listener marking
+/// (`listeners.rs`) serve both with one copy.
+pub(crate) trait Cdp: Sync {
+    /// Send `cmd` and wait for its answer.
+    fn exec<C: Command + Send + Sync>(
+        &self,
+        cmd: C,
+    ) -> impl std::future::Future<Output = Result<C::Response, PageError>> + Send;
+}
+
+impl Cdp for Page {
+    async fn exec<C: Command + Send + Sync>(&self, cmd: C) -> Result<C::Response, PageError> {
+        self.execute(cmd)
+            .await
+            .map(|r| r.result)
+            .map_err(|e| PageError::Cdp(e.to_string()))
+    }
+}
 
 /// Why a call into the page library failed.
 #[derive(Debug, thiserror::Error)]
