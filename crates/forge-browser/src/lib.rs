@@ -2,6 +2,8 @@
 //!
 //! - [`BrowserManager`] (`manager.rs`): one Chromium per agent, launched lazily, only through the
 //!   egress proxy; one browser context per session; crash/hang detection; clean shutdown.
+//! - `process.rs`: Chromium as an OS process: its flags and environment, spawning (confined or
+//!   not), the process-group registry and kill checks the manager uses.
 //! - [`CrashObserver`], [`BrowserCrash`] (`crash.rs`): after a crash, each session's next result
 //!   says once that its pages are gone; observers (the audit log) are told of every crash.
 //! - [`BrowserConfig`] (`config.rs`): proxy address, binary, headless, limits and timeouts.
@@ -41,6 +43,7 @@ pub mod manager;
 mod navwatch;
 pub mod observe;
 mod pointer;
+mod process;
 pub mod refusals;
 pub mod tools;
 
