@@ -28,7 +28,7 @@ mod tools;
 
 pub use agent::{audit_agent, spec_from_agent};
 pub use context::{
-    build_timestamp, rfc3339, write_build, BuildOptions, BuildOutput, DECLARED_TIMESTAMPS,
+    build_timestamp, write_build, BuildOptions, BuildOutput, DECLARED_TIMESTAMPS,
     DEFAULT_OUTPUT_DIR,
 };
 pub use dockerfile::{
@@ -36,6 +36,8 @@ pub use dockerfile::{
     AGENT_UID, BASE_IMAGE, BASE_PACKAGES, BROWSER_BIN, BROWSER_PACKAGES, DOCKERFILE_TEMPLATE,
 };
 pub use error::{BuildError, ProdProblem};
+/// RFC 3339 UTC text for seconds since the epoch (the build's declared timestamps).
+pub use forge_time::rfc3339;
 pub use k8s::{render_manifests, secret_name};
 pub use package::{
     build_args, build_command, build_image, detect_builder, find_on_path, stale_reason, Builder,
