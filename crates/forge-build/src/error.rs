@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 /// What can go wrong while building the context or the image.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A value from forge.yaml or a SKILL.md cannot be used in the build.
     #[error("{file}: field `{field}`: {problem}\n  fix: {fix}")]
