@@ -2,6 +2,8 @@
 //!
 //! - [`BrowserManager`] (`manager.rs`): one Chromium per agent, launched lazily, only through the
 //!   egress proxy; one browser context per session; crash/hang detection; clean shutdown.
+//! - `session.rs`: the sessions side: the running browser's session table, each session's
+//!   browser context, tabs (dialogs, navigations) and the idle reaper.
 //! - `process.rs`: Chromium as an OS process: its flags and environment, spawning (confined or
 //!   not), the process-group registry and kill checks the manager uses.
 //! - [`CrashObserver`], [`BrowserCrash`] (`crash.rs`): after a crash, each session's next result
@@ -45,6 +47,7 @@ pub mod observe;
 mod pointer;
 mod process;
 pub mod refusals;
+mod session;
 pub mod tools;
 
 pub use binary::{find_browser_binary, BrowserNotFound};
