@@ -95,6 +95,7 @@ impl Cdp for Page {
 
 /// Why a call into the page library failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PageError {
     /// The CDP command failed (page gone, target closed, browser gone).
     #[error("{0}")]
