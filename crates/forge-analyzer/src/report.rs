@@ -189,7 +189,7 @@ pub fn audit(skills: &[Skill], policy: &Policy) -> AuditReport {
     }
     let max = assessments.iter().map(|a| a.score.value).max().unwrap_or(0);
     AuditReport {
-        timestamp: crate::time::now_rfc3339(),
+        timestamp: forge_time::now_rfc3339(),
         skill_count: skills.len(),
         aggregate_score: RiskScore::new(max),
         assessments,

@@ -1,6 +1,6 @@
 //! Finding the Chromium binary: `FORGE_BROWSER_BIN`, else a PATH lookup of the usual names.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The names looked up on PATH, in order.
 pub const BROWSER_NAMES: [&str; 5] = [
@@ -37,7 +37,7 @@ pub fn find_browser_binary_in(
     path_var: Option<std::ffi::OsString>,
 ) -> Result<PathBuf, BrowserNotFound> {
     if let Some(bin) = explicit.filter(|p| !p.as_os_str().is_empty()) {
-        if is_executable(&bin) {
+        if forge_which::is_executable(&bin) {
             return Ok(bin);
         }
         return Err(BrowserNotFound {
@@ -50,12 +50,10 @@ pub fn find_browser_binary_in(
     let dirs: Vec<PathBuf> = path_var
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
+    // Name by name: an earlier name anywhere on PATH beats a later one.
     for name in BROWSER_NAMES {
-        for dir in &dirs {
-            let candidate = dir.join(name);
-            if is_executable(&candidate) {
-                return Ok(candidate);
-            }
+        if let Some(found) = forge_which::find_in(name, &dirs) {
+            return Ok(found);
         }
     }
     Err(BrowserNotFound {
@@ -64,13 +62,6 @@ pub fn find_browser_binary_in(
             .map(|n| format!("{n} on PATH"))
             .collect(),
     })
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
 }
 
 #[cfg(test)]

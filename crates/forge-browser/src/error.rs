@@ -11,6 +11,7 @@ use crate::observe::PageError;
 
 /// Why the browser could not do what was asked. Messages say what happened and what to do.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BrowserError {
     /// No proxy address: the browser never runs unproxied.
     #[error("the browser refuses to start without an egress proxy address (BrowserConfig.proxy is not set); the runtime must start the egress proxy first")]
@@ -46,6 +47,7 @@ impl From<chromiumoxide::error::CdpError> for BrowserError {
 
 /// An error inside a browser action, turned into a [`ToolError`] at the end.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ActionError {
     Browser(BrowserError),
     Timeout(Duration),

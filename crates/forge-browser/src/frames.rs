@@ -28,204 +28,33 @@
 //!
 //! Not walked: frames nested inside a cross-origin frame, and more than [`MAX_FRAMES`] frames.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::dom::DescribeNodeParams;
-use chromiumoxide::cdp::browser_protocol::dom::ResolveNodeParams;
-use chromiumoxide::cdp::browser_protocol::dom_debugger::GetEventListenersParams;
 use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
-use chromiumoxide::cdp::browser_protocol::target::{
-    AttachToTargetParams, GetTargetsParams, SessionId, TargetId,
-};
+use chromiumoxide::cdp::browser_protocol::target::{GetTargetsParams, SessionId, TargetId};
 use chromiumoxide::cdp::js_protocol::runtime::{
-    CallFunctionOnParams, EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
+    EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
 };
-use chromiumoxide::error::CdpError;
-use chromiumoxide::types::{CallId, CdpJsonEventMessage, Message, MethodId};
-use chromiumoxide::{Command, Connection, Page};
-use futures::StreamExt;
+use chromiumoxide::{Command, Page};
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot};
 
+use crate::cdp_link::CdpLink;
 use crate::manager::Session;
-use crate::observe::{self, Element, Observation, PageError, Viewport};
+use crate::observe::{self, Cdp, Element, Observation, PageError, Viewport};
 
 /// Most cross-origin frames walked per observation.
 pub const MAX_FRAMES: usize = 8;
 /// Time limit for walking one frame during an observation (a frame that does not answer in time
 /// stays a one-line entry).
 const FRAME_LIMIT: Duration = Duration::from_secs(3);
-/// Time limit for one command on the frame link.
-const LINK_LIMIT: Duration = Duration::from_secs(10);
 /// Characters of a frame's text added to the observation's text.
 const FRAME_TEXT: usize = 2000;
 /// The object group of forge's CDP objects for frame number `k` (one per frame: frames are walked
 /// at the same time, and releasing one frame's group must not free another's objects).
 fn object_group(k: u64) -> String {
     format!("forge-frames-{k}")
-}
-/// Most elements with JS click listeners marked per frame and observation (as in the top
-/// document).
-const MAX_LISTENER_MARKS: usize = 60;
-
-struct LinkCmd {
-    method: MethodId,
-    session: Option<SessionId>,
-    params: Value,
-    reply: oneshot::Sender<Result<Value, String>>,
-}
-
-/// forge's second CDP connection to the browser, for commands on iframe targets' sessions.
-pub(crate) struct CdpLink {
-    tx: mpsc::UnboundedSender<LinkCmd>,
-    /// Target id -> the session forge attached to it on this link.
-    sessions: StdMutex<HashMap<String, SessionId>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for CdpLink {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl CdpLink {
-    /// Connect to the browser's DevTools socket `ws` (a loopback address Chromium printed).
-    pub(crate) async fn connect(ws: &str) -> Result<CdpLink, PageError> {
-        let conn = Connection::<CdpJsonEventMessage>::connect(ws)
-            .await
-            .map_err(|e| {
-                PageError::Cdp(format!(
-                    "cannot open forge's frame connection to Chromium at {ws}: {e}"
-                ))
-            })?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(drive(conn, rx));
-        Ok(CdpLink {
-            tx,
-            sessions: StdMutex::new(HashMap::new()),
-            task,
-        })
-    }
-
-    /// Run `cmd` on `session` (None: the browser).
-    async fn exec<C: Command>(
-        &self,
-        session: Option<&SessionId>,
-        cmd: C,
-    ) -> Result<C::Response, PageError> {
-        let method = cmd.identifier();
-        let params = serde_json::to_value(&cmd)
-            .map_err(|e| PageError::Cdp(format!("cannot encode {method}: {e}")))?;
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(LinkCmd {
-                method: method.clone(),
-                session: session.cloned(),
-                params,
-                reply,
-            })
-            .map_err(|_| PageError::Cdp("forge's frame connection to Chromium is closed".into()))?;
-        let v = match tokio::time::timeout(LINK_LIMIT, rx).await {
-            Ok(Ok(Ok(v))) => v,
-            Ok(Ok(Err(e))) => return Err(PageError::Cdp(format!("{method}: {e}"))),
-            Ok(Err(_)) => {
-                return Err(PageError::Cdp(
-                    "forge's frame connection to Chromium closed".into(),
-                ))
-            }
-            Err(_) => {
-                return Err(PageError::Cdp(format!(
-                    "{method}: no answer within {LINK_LIMIT:?}"
-                )))
-            }
-        };
-        serde_json::from_value(v)
-            .map_err(|e| PageError::Cdp(format!("unexpected answer to {method}: {e}")))
-    }
-
-    /// The session on iframe target `target`, attaching (flattened) when there is none.
-    async fn session_for(&self, target: &TargetId) -> Result<SessionId, PageError> {
-        if let Some(s) = self.cached(target) {
-            return Ok(s);
-        }
-        let attached = self
-            .exec(
-                None,
-                AttachToTargetParams::builder()
-                    .target_id(target.clone())
-                    .flatten(true)
-                    .build()
-                    .map_err(PageError::Cdp)?,
-            )
-            .await?;
-        let mut map = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        // Bounded: frames come and go; a session of a frame that is gone is just dropped here
-        // (Chromium detaches it when the target goes).
-        if map.len() >= 64 {
-            map.clear();
-        }
-        map.insert(target.inner().clone(), attached.session_id.clone());
-        Ok(attached.session_id)
-    }
-
-    fn cached(&self, target: &TargetId) -> Option<SessionId> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(target.inner())
-            .cloned()
-    }
-
-    fn forget(&self, target: &TargetId) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(target.inner());
-    }
-}
-
-/// Pump the link: send queued commands, hand answers to their callers; events are ignored.
-async fn drive(
-    mut conn: Connection<CdpJsonEventMessage>,
-    mut rx: mpsc::UnboundedReceiver<LinkCmd>,
-) {
-    let mut pending: HashMap<CallId, oneshot::Sender<Result<Value, String>>> = HashMap::new();
-    loop {
-        tokio::select! {
-            cmd = rx.recv() => {
-                let Some(c) = cmd else { break };
-                match conn.submit_command(c.method, c.session, c.params) {
-                    Ok(id) => {
-                        // Callers that gave up (time limit) leave closed senders behind.
-                        pending.retain(|_, tx| !tx.is_closed());
-                        pending.insert(id, c.reply);
-                    }
-                    Err(e) => {
-                        let _ = c.reply.send(Err(e.to_string()));
-                    }
-                }
-            }
-            msg = conn.next() => match msg {
-                Some(Ok(Message::Response(r))) => {
-                    if let Some(tx) = pending.remove(&r.id) {
-                        let answer = match (r.result, r.error) {
-                            (Some(v), _) => Ok(v),
-                            (None, Some(e)) => Err(e.message),
-                            (None, None) => Err("empty answer".to_string()),
-                        };
-                        let _ = tx.send(answer);
-                    }
-                }
-                Some(Ok(Message::Event(_))) => {}
-                Some(Err(CdpError::Ws(_))) | None => break,
-                // A message that does not parse: skip it.
-                Some(Err(_)) => {}
-            }
-        }
-    }
 }
 
 /// How forge reaches a frame: the tab's own session, or a session on the frame's target.
@@ -239,8 +68,8 @@ enum Channel {
     },
 }
 
-impl Channel {
-    async fn exec<C: Command>(&self, cmd: C) -> Result<C::Response, PageError> {
+impl Cdp for Channel {
+    async fn exec<C: Command + Send + Sync>(&self, cmd: C) -> Result<C::Response, PageError> {
         match self {
             Channel::Page(p) => p
                 .execute(cmd)
@@ -276,111 +105,17 @@ impl FrameRoute {
         self.eval(ctx, cmd, args).await
     }
 
-    /// Install the library, mark the frame's elements with JS click listeners, then observe.
+    /// Install the library, mark the frame's elements with JS click listeners
+    /// (`observe/listeners.rs`, the same marking as the top document's), then observe.
     async fn observe(&self, args: &Value) -> Result<Value, PageError> {
         let ctx = self.context().await?;
         self.eval(ctx, "ready", &Value::Null).await?;
-        let _ = self.mark_click_listeners(ctx).await;
+        let _ = observe::mark_frame_click_listeners(&self.channel, ctx, &self.group).await;
         let _ = self
             .channel
             .exec(ReleaseObjectGroupParams::new(self.group.clone()))
             .await;
         self.eval(ctx, "observe", args).await
-    }
-
-    /// Tell the frame's library which elements have JS click/pointer listeners (as
-    /// `observe.rs` does for the top document; best effort). The frame's `document` in its
-    /// page world is found through its node (`DOM.resolveNode` without a context resolves in
-    /// the main world of the node's frame), since DOMDebugger reports one world's listeners.
-    async fn mark_click_listeners(&self, ctx: ExecutionContextId) -> Option<()> {
-        let doc = self
-            .channel
-            .exec(
-                EvaluateParams::builder()
-                    .expression("document")
-                    .context_id(ctx)
-                    .object_group(self.group.clone())
-                    .build()
-                    .ok()?,
-            )
-            .await
-            .ok()?;
-        let node = self
-            .channel
-            .exec(
-                DescribeNodeParams::builder()
-                    .object_id(doc.result.object_id?)
-                    .build(),
-            )
-            .await
-            .ok()?;
-        let main_doc = self
-            .channel
-            .exec(
-                ResolveNodeParams::builder()
-                    .backend_node_id(node.node.backend_node_id)
-                    .object_group(self.group.clone())
-                    .build(),
-            )
-            .await
-            .ok()?;
-        let listeners = self
-            .channel
-            .exec(
-                GetEventListenersParams::builder()
-                    .object_id(main_doc.object.object_id?)
-                    .depth(-1)
-                    .pierce(false)
-                    .build()
-                    .ok()?,
-            )
-            .await
-            .ok()?;
-        let mut seen = std::collections::HashSet::new();
-        for l in &listeners.listeners {
-            if !matches!(
-                l.r#type.as_str(),
-                "click" | "mousedown" | "mouseup" | "pointerdown" | "pointerup"
-            ) {
-                continue;
-            }
-            let Some(node) = l.backend_node_id else {
-                continue;
-            };
-            if !seen.insert(*node.inner()) || seen.len() > MAX_LISTENER_MARKS {
-                continue;
-            }
-            let Ok(obj) = self
-                .channel
-                .exec(
-                    ResolveNodeParams::builder()
-                        .backend_node_id(node)
-                        .execution_context_id(ctx)
-                        .object_group(self.group.clone())
-                        .build(),
-                )
-                .await
-            else {
-                continue;
-            };
-            let Some(oid) = obj.object.object_id else {
-                continue;
-            };
-            let _ = self
-                .channel
-                .exec(
-                    CallFunctionOnParams::builder()
-                        .function_declaration(
-                            "function () { if (globalThis.__forgeLib) globalThis.__forgeLib.markClickers(this); }",
-                        )
-                        .object_id(oid)
-                        .silent(true)
-                        .build()
-                        .ok()?,
-                )
-                .await;
-        }
-        Some(())
     }
 
     /// The execution context of forge's isolated world in this frame's current document.

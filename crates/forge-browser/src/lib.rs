@@ -2,6 +2,10 @@
 //!
 //! - [`BrowserManager`] (`manager.rs`): one Chromium per agent, launched lazily, only through the
 //!   egress proxy; one browser context per session; crash/hang detection; clean shutdown.
+//! - `session.rs`: the sessions side: the running browser's session table, each session's
+//!   browser context, tabs (dialogs, navigations) and the idle reaper.
+//! - `process.rs`: Chromium as an OS process: its flags and environment, spawning (confined or
+//!   not), the process-group registry and kill checks the manager uses.
 //! - [`CrashObserver`], [`BrowserCrash`] (`crash.rs`): after a crash, each session's next result
 //!   says once that its pages are gone; observers (the audit log) are told of every crash.
 //! - [`BrowserConfig`] (`config.rs`): proxy address, binary, headless, limits and timeouts.
@@ -15,8 +19,11 @@
 //!   proxy's refusals to clear blocked messages.
 //! - `pointer.rs`: the realistic pointer (moves along intermediate points from where it last was;
 //!   the position is kept per tab) and CDP mouse events.
-//! - `observe.rs` + `observe.js`: the page library run in an isolated world, and the compact
-//!   observation text (refs like `e12`, `f1e3`).
+//! - `observe/` (`mod.rs`, `world.rs`, `listeners.rs`, `render.rs`) + `observe/observe.js`: the
+//!   page library run in an isolated world (the world cache), click-listener marking, and the
+//!   compact observation text (refs like `e12`, `f1e3`).
+//! - `cdp_link.rs`: forge's second CDP connection to the browser, for commands on iframe
+//!   targets' sessions (used by `frames.rs`, kept per browser by the manager).
 //! - `frames.rs`: cross-origin iframes (in-process and out-of-process) walked and driven through
 //!   the frame's own context; routes a frame ref's library calls to the owning session.
 //! - `clipboard.rs`: a clipboard per session (copy/cut keep the text in the session; paste puts
@@ -26,6 +33,7 @@
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
+mod cdp_link;
 mod clipboard;
 pub mod config;
 pub mod crash;
@@ -37,7 +45,9 @@ pub mod manager;
 mod navwatch;
 pub mod observe;
 mod pointer;
+mod process;
 pub mod refusals;
+mod session;
 pub mod tools;
 
 pub use binary::{find_browser_binary, BrowserNotFound};

@@ -148,7 +148,7 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
             one_of: agg.env.one_of.iter().map(|g| g.vars.clone()).collect(),
         },
         egress: EgressSpec {
-            mode: cfg.egress.mode.as_str().to_string(),
+            mode: cfg.egress.mode,
             allowed_domains: cfg.egress.allowed_domains.clone(),
             skill_domains: agg.egress_domains.clone(),
             allow_private_ips: cfg.egress.allow_private_ips,

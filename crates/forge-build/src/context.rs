@@ -15,6 +15,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use forge_time::rfc3339;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -69,28 +70,6 @@ pub fn build_timestamp() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
-}
-
-/// RFC 3339 UTC text for `secs` since the epoch.
-pub fn rfc3339(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
 }
 
 fn json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
@@ -519,7 +498,7 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
             one_of: spec.env.one_of.clone(),
         },
         egress: AgentEgress {
-            mode: &spec.egress.mode,
+            mode: spec.egress.mode.as_str(),
             domains: spec.all_domains(),
             allow_private_ips: spec.egress.allow_private_ips,
             allowed_private_cidrs: &spec.egress.allowed_private_cidrs,
@@ -534,7 +513,7 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
     audit_json.push('\n');
     w.write("compiled/security-audit.json", audit_json.as_bytes())?;
     let allow = EgressAllowlist {
-        mode: &spec.egress.mode,
+        mode: spec.egress.mode.as_str(),
         allowed_domains: &spec.egress.allowed_domains,
         skill_domains: &spec.egress.skill_domains,
         model_domains: spec.model_domains(),
@@ -569,7 +548,7 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
             )),
             forge_binary_sha256: forge_sha.clone(),
         },
-        egress_mode: &spec.egress.mode,
+        egress_mode: spec.egress.mode.as_str(),
         browser_included: browser,
         browser_packages: if browser {
             BROWSER_PACKAGES.to_vec()

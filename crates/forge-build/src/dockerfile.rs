@@ -129,7 +129,7 @@ pub fn render_dockerfile(spec: &BuildSpec) -> Result<String, BuildError> {
         agent_id => spec.agent_id,
         version => spec.version,
         base_image => BASE_IMAGE,
-        egress_mode => spec.egress.mode,
+        egress_mode => spec.egress.mode.as_str(),
         browser => browser,
         package_purpose => purpose,
         packages => apt_packages(spec),
@@ -189,7 +189,7 @@ mod tests {
                 bin: "jq".into(),
             }],
             egress: crate::spec::EgressSpec {
-                mode: "allowlist".into(),
+                mode: forge_skills::EgressMode::Allowlist,
                 ..Default::default()
             },
             ..Default::default()

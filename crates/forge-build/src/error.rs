@@ -1,12 +1,12 @@
 //! Errors of `forge build` and `forge package`. Each names the file, the field or the thing, and
 //! the fix, so the CLI can print it as is.
 
+use std::fmt;
 use std::path::PathBuf;
-
-use crate::prod::ProdProblem;
 
 /// What can go wrong while building the context or the image.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A value from forge.yaml or a SKILL.md cannot be used in the build.
     #[error("{file}: field `{field}`: {problem}\n  fix: {fix}")]
@@ -99,5 +99,28 @@ impl BuildError {
             action,
             source,
         }
+    }
+}
+
+/// One reason a production build is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProdProblem {
+    /// The file to change (forge.yaml or a SKILL.md).
+    pub file: String,
+    /// The field in that file.
+    pub field: String,
+    /// What is wrong.
+    pub problem: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl fmt::Display for ProdProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "  - {}: field `{}`: {}\n    fix: {}",
+            self.file, self.field, self.problem, self.fix
+        )
     }
 }

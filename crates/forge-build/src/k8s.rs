@@ -12,6 +12,7 @@
 //! `/readyz` (false while draining or at the browser session cap); a pod being replaced gets the
 //! task time cap plus 30 s to finish its tasks (`terminationGracePeriodSeconds`).
 
+use forge_skills::EgressMode;
 use serde_norway::{Mapping, Value};
 
 use crate::dockerfile::{AGENT_PORT, AGENT_UID};
@@ -304,7 +305,7 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
     container.insert(s("volumeMounts"), seq(mounts));
 
     let annotations = map([
-        ("forge.dev/egress-mode", s(&spec.egress.mode)),
+        ("forge.dev/egress-mode", s(spec.egress.mode.as_str())),
         (
             "forge.dev/browser",
             s(if browser { "true" } else { "false" }),
@@ -423,10 +424,10 @@ fn explicit_ports(spec: &BuildSpec) -> Vec<u16> {
 
 fn network_policy(spec: &BuildSpec) -> Value {
     let domains = spec.all_domains();
-    let mode = spec.egress.mode.as_str();
+    let mode = spec.egress.mode;
     // deny-all with no model host: the pod talks to nothing. Otherwise DNS plus the web ports;
     // which hosts may be reached on them is decided by forge's in-pod egress proxy.
-    let open = mode != "deny-all" || !domains.is_empty();
+    let open = mode != EgressMode::DenyAll || !domains.is_empty();
     let mut egress = Vec::new();
     // DNS to the cluster's DNS pods only: for the web hosts, and for the state store's host.
     if open || spec.deploy.postgres_port().is_some() {
@@ -531,7 +532,7 @@ fn network_policy(spec: &BuildSpec) -> Value {
         ]));
     }
     let annotations = map([
-        ("forge.dev/egress-mode", s(mode)),
+        ("forge.dev/egress-mode", s(mode.as_str())),
         ("forge.dev/allowed-domains", s(domains.join(","))),
         (
             "forge.dev/enforcement",
@@ -571,12 +572,12 @@ mod tests {
     use super::*;
     use crate::spec::EgressSpec;
 
-    fn spec(mode: &str, domains: &[&str]) -> BuildSpec {
+    fn spec(mode: EgressMode, domains: &[&str]) -> BuildSpec {
         BuildSpec {
             agent_id: "demo".into(),
             version: "1.0.0".into(),
             egress: EgressSpec {
-                mode: mode.into(),
+                mode,
                 allowed_domains: domains.iter().map(|d| d.to_string()).collect(),
                 ..Default::default()
             },
@@ -590,7 +591,7 @@ mod tests {
 
     #[test]
     fn runtime_token_comes_from_the_secret_as_an_optional_key() {
-        let files = render_manifests(&spec("deny-all", &[]), "demo:1.0.0").unwrap();
+        let files = render_manifests(&spec(EgressMode::DenyAll, &[]), "demo:1.0.0").unwrap();
         let secret: Value = serde_norway::from_str(get(&files, "secrets.yaml")).unwrap();
         assert_eq!(secret["stringData"][RUNTIME_TOKEN_ENV], s(""));
         let dep: Value = serde_norway::from_str(get(&files, "deployment.yaml")).unwrap();
@@ -603,13 +604,16 @@ mod tests {
             .unwrap();
         let key_ref = &token["valueFrom"]["secretKeyRef"];
         assert_eq!(key_ref["key"], s(RUNTIME_TOKEN_ENV));
-        assert_eq!(key_ref["name"], s(secret_name(&spec("deny-all", &[]))));
+        assert_eq!(
+            key_ref["name"],
+            s(secret_name(&spec(EgressMode::DenyAll, &[])))
+        );
         assert_eq!(key_ref["optional"], Value::Bool(true));
     }
 
     #[test]
     fn deny_all_network_policy_allows_no_egress() {
-        let files = render_manifests(&spec("deny-all", &[]), "demo:1.0.0").unwrap();
+        let files = render_manifests(&spec(EgressMode::DenyAll, &[]), "demo:1.0.0").unwrap();
         let np: Value = serde_norway::from_str(get(&files, "network-policy.yaml")).unwrap();
         assert_eq!(np["spec"]["egress"], seq(vec![]));
         assert_eq!(np["spec"]["ingress"][0]["ports"][0]["port"], n(8080));
@@ -618,7 +622,10 @@ mod tests {
     #[test]
     fn allowlist_network_policy_allows_dns_and_web_ports_and_names_domains() {
         let files = render_manifests(
-            &spec("allowlist", &["example.com", "api.example.org:8443"]),
+            &spec(
+                EgressMode::Allowlist,
+                &["example.com", "api.example.org:8443"],
+            ),
             "x",
         )
         .unwrap();
@@ -644,8 +651,11 @@ mod tests {
 
     #[test]
     fn deployment_uses_the_built_image_and_a_locked_down_pod() {
-        let files =
-            render_manifests(&spec("allowlist", &["example.com"]), "reg/demo:1.0.0").unwrap();
+        let files = render_manifests(
+            &spec(EgressMode::Allowlist, &["example.com"]),
+            "reg/demo:1.0.0",
+        )
+        .unwrap();
         let d: Value = serde_norway::from_str(get(&files, "deployment.yaml")).unwrap();
         let c = &d["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], s("reg/demo:1.0.0"));
@@ -660,7 +670,7 @@ mod tests {
 
     #[test]
     fn deployment_says_the_confinement_mode_and_what_it_needs() {
-        let mut sp = spec("allowlist", &["example.com"]);
+        let mut sp = spec(EgressMode::Allowlist, &["example.com"]);
         for (mode, want) in [
             (forge_skills::Confinement::Auto, "auto"),
             (forge_skills::Confinement::Required, "required"),
@@ -684,7 +694,7 @@ mod tests {
 
     #[test]
     fn one_replica_writes_no_autoscaler_and_probes_are_split() {
-        let files = render_manifests(&spec("allowlist", &["example.com"]), "x").unwrap();
+        let files = render_manifests(&spec(EgressMode::Allowlist, &["example.com"]), "x").unwrap();
         assert_eq!(files.len(), 4);
         let d: Value = serde_norway::from_str(get(&files, "deployment.yaml")).unwrap();
         assert_eq!(d["spec"]["replicas"], n(1));
@@ -702,7 +712,7 @@ mod tests {
 
     #[test]
     fn a_fleet_gets_an_autoscaler_a_budget_and_reaches_its_store_and_peers() {
-        let mut sp = spec("allowlist", &["example.com"]);
+        let mut sp = spec(EgressMode::Allowlist, &["example.com"]);
         sp.deploy.replicas_min = 2;
         sp.deploy.replicas_max = 5;
         sp.deploy.postgres_url = Some("postgres://forge@db.data.svc:6432/forge".into());
@@ -759,7 +769,7 @@ mod tests {
 
     #[test]
     fn deny_all_with_a_postgres_store_allows_dns_and_the_store_only() {
-        let mut sp = spec("deny-all", &[]);
+        let mut sp = spec(EgressMode::DenyAll, &[]);
         sp.deploy.postgres_url = Some("postgres://forge@db/forge".into());
         let files = render_manifests(&sp, "x").unwrap();
         let np: Value = serde_norway::from_str(get(&files, "network-policy.yaml")).unwrap();

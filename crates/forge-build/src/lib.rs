@@ -13,7 +13,8 @@
 //!   build-manifest.json and checksums.json.
 //! - [`prod_problems`] (`prod.rs`): the `--prod` checks.
 //! - [`detect_builder`], [`build_image`], [`stale_reason`] (`package.rs`): the image build.
-//! - [`BuildError`] (`error.rs`): every failure, naming file, field and fix.
+//! - [`BuildError`], [`ProdProblem`] (`error.rs`): every failure, naming file, field and fix
+//!   (a `--prod` refusal carries one [`ProdProblem`] per reason).
 
 mod agent;
 mod context;
@@ -27,20 +28,22 @@ mod tools;
 
 pub use agent::{audit_agent, spec_from_agent};
 pub use context::{
-    build_timestamp, rfc3339, write_build, BuildOptions, BuildOutput, DECLARED_TIMESTAMPS,
+    build_timestamp, write_build, BuildOptions, BuildOutput, DECLARED_TIMESTAMPS,
     DEFAULT_OUTPUT_DIR,
 };
 pub use dockerfile::{
     apt_packages, render_dockerfile, render_dockerignore, script_interpreters, AGENT_PORT,
     AGENT_UID, BASE_IMAGE, BASE_PACKAGES, BROWSER_BIN, BROWSER_PACKAGES, DOCKERFILE_TEMPLATE,
 };
-pub use error::BuildError;
+pub use error::{BuildError, ProdProblem};
+/// RFC 3339 UTC text for seconds since the epoch (the build's declared timestamps).
+pub use forge_time::rfc3339;
 pub use k8s::{render_manifests, secret_name};
 pub use package::{
     build_args, build_command, build_image, detect_builder, find_on_path, stale_reason, Builder,
     ImageManifest, ImageRequest, BUILDERS,
 };
-pub use prod::{is_cluster_host, is_open_wildcard, prod_problems, ProdProblem, DEV_ONLY_TOOLS};
+pub use prod::{is_cluster_host, is_open_wildcard, prod_problems, DEV_ONLY_TOOLS};
 pub use spec::{
     AptPackage, AuditOutcome, BrowserSpec, BuildSpec, EgressSpec, EnvSpec, McpServerSpec,
     ModelSpec, SkillSpec, SkillTool,

@@ -25,24 +25,13 @@ pub struct Builder {
     pub path: PathBuf,
 }
 
-/// Looks `name` up on PATH (executable regular files only).
+/// Looks `name` up on PATH (executable regular files only; empty PATH entries are skipped).
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(|d| d.join(name))
-        .find(|p| is_executable_file(p))
-}
-
-#[cfg(unix)]
-fn is_executable_file(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-#[cfg(not(unix))]
-fn is_executable_file(p: &Path) -> bool {
-    p.is_file()
+    forge_which::find_in(
+        name,
+        std::env::split_paths(&path).filter(|d| !d.as_os_str().is_empty()),
+    )
 }
 
 /// The named builder, or the first of [`BUILDERS`] on PATH.

@@ -11,8 +11,9 @@
 //! to a host outside the cluster ([`is_cluster_host`]); more than one replica
 //! (`deploy.replicas.max > 1`) on the SQLite store, which each pod would keep for itself.
 
-use std::fmt;
+use forge_skills::EgressMode;
 
+use crate::error::ProdProblem;
 use crate::spec::BuildSpec;
 
 /// Tools meant for local development only (same list as initializ/forge).
@@ -22,29 +23,6 @@ pub const DEV_ONLY_TOOLS: &[&str] = &[
     "debug_console",
     "test_runner",
 ];
-
-/// One reason a production build is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProdProblem {
-    /// The file to change (forge.yaml or a SKILL.md).
-    pub file: String,
-    /// The field in that file.
-    pub field: String,
-    /// What is wrong.
-    pub problem: String,
-    /// How to fix it.
-    pub fix: String,
-}
-
-impl fmt::Display for ProdProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "  - {}: field `{}`: {}\n    fix: {}",
-            self.file, self.field, self.problem, self.fix
-        )
-    }
-}
 
 const CURATED_HINT: &str = "general browsing needs a curated `egress_domains` list: a production browser agent may only visit the sites you name";
 
@@ -96,7 +74,7 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
         .collect();
     let mut out = Vec::new();
 
-    if spec.egress.mode == "dev-open" {
+    if spec.egress.mode == EgressMode::DevOpen {
         let mut problem = "egress mode `dev-open` lets the agent reach any public host".to_string();
         let mut fix = "set `egress.mode: allowlist` and list the hosts the agent needs in `egress.allowed_domains`".to_string();
         if browser {
@@ -148,7 +126,7 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
     }
 
     // A browser agent must name what it may browse.
-    if browser && spec.egress.mode == "deny-all" {
+    if browser && spec.egress.mode == EgressMode::DenyAll {
         out.push(ProdProblem {
             file: config.clone(),
             field: "egress.mode".into(),
@@ -160,7 +138,7 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
                 "set `egress.mode: allowlist` and list the sites in `egress.allowed_domains`; {CURATED_HINT}"
             ),
         });
-    } else if browser && spec.egress.mode != "dev-open" {
+    } else if browser && spec.egress.mode != EgressMode::DevOpen {
         let reviewable: Vec<&String> = spec
             .egress
             .allowed_domains
@@ -279,7 +257,7 @@ mod tests {
     use super::*;
     use crate::spec::{BrowserSpec, EgressSpec, SkillSpec};
 
-    fn browser_spec(mode: &str, allowed: &[&str], skill_domains: &[&str]) -> BuildSpec {
+    fn browser_spec(mode: EgressMode, allowed: &[&str], skill_domains: &[&str]) -> BuildSpec {
         BuildSpec {
             agent_id: "a".into(),
             version: "1".into(),
@@ -297,7 +275,7 @@ mod tests {
                 ..Default::default()
             }],
             egress: EgressSpec {
-                mode: mode.into(),
+                mode,
                 allowed_domains: allowed.iter().map(|d| d.to_string()).collect(),
                 skill_domains: skill_domains.iter().map(|d| d.to_string()).collect(),
                 ..Default::default()
@@ -309,23 +287,35 @@ mod tests {
     #[test]
     fn curated_browser_agent_passes() {
         assert_eq!(
-            prod_problems(&browser_spec("allowlist", &["docs.example.com"], &[])),
+            prod_problems(&browser_spec(
+                EgressMode::Allowlist,
+                &["docs.example.com"],
+                &[]
+            )),
             vec![]
         );
     }
 
     #[test]
     fn browser_allowlist_must_be_reviewable_and_not_open() {
-        let p = prod_problems(&browser_spec("allowlist", &[], &[]));
+        let p = prod_problems(&browser_spec(EgressMode::Allowlist, &[], &[]));
         assert_eq!(p.len(), 1, "{p:?}");
         assert_eq!(p[0].field, "egress.allowed_domains");
         assert!(p[0].fix.contains("curated `egress_domains` list"), "{p:?}");
 
-        let p = prod_problems(&browser_spec("allowlist", &[], &["$BROWSE_HOSTS"]));
+        let p = prod_problems(&browser_spec(
+            EgressMode::Allowlist,
+            &[],
+            &["$BROWSE_HOSTS"],
+        ));
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(p[0].problem.contains("`$BROWSE_HOSTS`"), "{p:?}");
 
-        let p = prod_problems(&browser_spec("allowlist", &["docs.example.com"], &["*"]));
+        let p = prod_problems(&browser_spec(
+            EgressMode::Allowlist,
+            &["docs.example.com"],
+            &["*"],
+        ));
         assert_eq!(p.len(), 1, "{p:?}");
         assert_eq!(p[0].file, "skills/web/SKILL.md");
         assert_eq!(p[0].field, "metadata.forge.egress_domains");
@@ -333,7 +323,11 @@ mod tests {
 
     #[test]
     fn deny_all_browser_agent_is_rejected_with_the_mode_to_set() {
-        let p = prod_problems(&browser_spec("deny-all", &["docs.example.com"], &[]));
+        let p = prod_problems(&browser_spec(
+            EgressMode::DenyAll,
+            &["docs.example.com"],
+            &[],
+        ));
         assert_eq!(p.len(), 1, "{p:?}");
         assert_eq!(p[0].field, "egress.mode");
         assert!(p[0].fix.contains("egress.mode: allowlist"), "{p:?}");
@@ -341,7 +335,7 @@ mod tests {
 
     #[test]
     fn dev_tools_private_ips_and_audit_errors_are_each_reported() {
-        let mut s = browser_spec("allowlist", &["docs.example.com"], &[]);
+        let mut s = browser_spec(EgressMode::Allowlist, &["docs.example.com"], &[]);
         s.configured_tools = vec!["local_shell".into(), "http_request".into()];
         s.egress.allow_private_ips = true;
         s.audit.errors = vec!["web: max_risk_score: 95 > 90".into()];
@@ -361,7 +355,7 @@ mod tests {
 
     #[test]
     fn plain_http_mcp_urls_are_rejected_outside_the_cluster() {
-        let mut s = browser_spec("allowlist", &["example.com"], &[]);
+        let mut s = browser_spec(EgressMode::Allowlist, &["example.com"], &[]);
         s.browser = None;
         s.mcp_servers = vec![
             crate::spec::McpServerSpec {
@@ -407,7 +401,7 @@ mod tests {
 
     #[test]
     fn a_fleet_needs_postgres() {
-        let mut s = browser_spec("allowlist", &["docs.example.com"], &[]);
+        let mut s = browser_spec(EgressMode::Allowlist, &["docs.example.com"], &[]);
         s.deploy.replicas_max = 3;
         let p = prod_problems(&s);
         assert_eq!(p.len(), 1, "{p:?}");

@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use forge_skills::EgressMode;
 use serde::Serialize;
 
 use crate::error::BuildError;
@@ -216,8 +217,8 @@ pub struct EnvSpec {
 /// Egress settings.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct EgressSpec {
-    /// `deny-all`, `allowlist` or `dev-open`.
-    pub mode: String,
+    /// `deny-all`, `allowlist` or `dev-open` (serialised as those words).
+    pub mode: EgressMode,
     /// forge.yaml `egress.allowed_domains`.
     pub allowed_domains: Vec<String>,
     /// Union of the active skills' `egress_domains`.
@@ -284,7 +285,7 @@ impl BuildSpec {
     /// (as in forge-egress) and only forge's own hosts (model providers, MCP servers) remain.
     pub fn all_domains(&self) -> Vec<String> {
         let mut all = Vec::new();
-        let listed: Vec<String> = if self.egress.mode == "deny-all" {
+        let listed: Vec<String> = if self.egress.mode == EgressMode::DenyAll {
             Vec::new()
         } else {
             self.egress
@@ -369,17 +370,8 @@ impl BuildSpec {
                 "use letters, digits, '.', '_' and '-', not starting with '.' or '-', at most 128 characters (e.g. `1.2.0`)",
             ));
         }
-        if !matches!(
-            self.egress.mode.as_str(),
-            "deny-all" | "allowlist" | "dev-open"
-        ) {
-            return Err(BuildError::invalid(
-                &config,
-                "egress.mode",
-                format!("unknown egress mode `{}`", self.egress.mode),
-                "use one of deny-all, allowlist, dev-open",
-            ));
-        }
+        // `egress.mode` needs no check here: an `EgressMode` is one of the three modes (forge.yaml
+        // parsing refuses any other word, naming the known ones).
         for p in &self.apt_packages {
             if !is_apt_package(&p.name) {
                 let file = self
@@ -498,10 +490,10 @@ mod tests {
         assert_eq!(spec.model_domains(), vec!["api.openai.com"]);
         spec.model.base_url = Some("http://Ollama.internal:11434/v1".into());
         assert_eq!(spec.model_domains(), vec!["ollama.internal:11434"]);
-        spec.egress.mode = "deny-all".into();
+        spec.egress.mode = EgressMode::DenyAll;
         spec.egress.allowed_domains = vec!["example.com".into()];
         assert_eq!(spec.all_domains(), vec!["ollama.internal:11434"]);
-        spec.egress.mode = "allowlist".into();
+        spec.egress.mode = EgressMode::Allowlist;
         assert_eq!(
             spec.all_domains(),
             vec!["example.com", "ollama.internal:11434"]

@@ -60,7 +60,7 @@ fn spec(dir: &Path, browser: bool) -> BuildSpec {
             ..Default::default()
         },
         egress: EgressSpec {
-            mode: "allowlist".into(),
+            mode: forge_skills::EgressMode::Allowlist,
             allowed_domains: vec!["example.com".into()],
             ..Default::default()
         },

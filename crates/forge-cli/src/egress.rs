@@ -310,7 +310,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     );
     println!("proxy listening on http://{addr}");
     let _ = std::io::stdout().flush();
-    wait_for_stop().await;
+    crate::signals::wait_for_shutdown().await;
     eprintln!("stopping the egress proxy");
     if tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
         .await
@@ -321,26 +321,4 @@ async fn serve(args: ServeArgs) -> ExitCode {
     }
     eprintln!("egress proxy stopped");
     ExitCode::SUCCESS
-}
-
-async fn wait_for_stop() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

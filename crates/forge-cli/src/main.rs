@@ -3,7 +3,8 @@
 //! This crate only parses arguments, renders output and maps errors to exit codes; the logic lives
 //! in the library crates. Each command family has its own module:
 //! `skills` (forge skills ...), `egress` (forge egress ...), `tool` (forge tool ...),
-//! `mcp` (forge mcp serve), `run` (forge run, forge audit ...), `build` (forge build, forge package).
+//! `mcp` (forge mcp serve), `run` (forge run, forge audit ...), `build` (forge build, forge package);
+//! `signals` holds the one Ctrl-C/SIGTERM waiter the long-running commands share.
 
 // The one crate that renders output (the workspace denies printing everywhere else).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -16,6 +17,7 @@ mod build;
 mod egress;
 mod mcp;
 mod run;
+mod signals;
 mod skills;
 mod tool;
 

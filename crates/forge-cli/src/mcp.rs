@@ -192,7 +192,7 @@ async fn serve_http(
         _ => {}
     }
     let _ = out.flush();
-    crate::run::wait_for_shutdown().await;
+    crate::signals::wait_for_shutdown().await;
     eprintln!("forge: shutting down");
     server.shutdown().await;
     ExitCode::SUCCESS

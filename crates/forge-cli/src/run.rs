@@ -359,13 +359,15 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
         ),
         _ => {}
     }
-    wait_for_shutdown().await;
+    crate::signals::wait_for_shutdown().await;
     let grace = runner.drain_grace();
     eprintln!(
         "forge: draining: no new tasks; running tasks get up to {} s to finish (Ctrl-C again to stop them now)",
         grace.as_secs()
     );
-    let outcome = server.drain(grace, wait_for_shutdown()).await;
+    let outcome = server
+        .drain(grace, crate::signals::wait_for_shutdown())
+        .await;
     if outcome.interrupted > 0 {
         eprintln!(
             "forge: {} of {} running task(s) did not finish and were marked failed ({})",
@@ -377,26 +379,4 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
     eprintln!("forge: shutting down");
     server.shutdown().await;
     ExitCode::SUCCESS
-}
-
-pub(crate) async fn wait_for_shutdown() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

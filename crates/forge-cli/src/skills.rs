@@ -2,7 +2,7 @@
 //! skills. Parsing, aggregation and scoring live in forge-skills and forge-analyzer.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -446,27 +446,12 @@ fn validate(a: ValidateArgs) -> ExitCode {
 
 /// The first executable named `name` on PATH (or `name` itself if it is a path).
 fn find_on_path(name: &str) -> Option<PathBuf> {
-    let is_exec = |p: &Path| -> bool {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(p)
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        }
-        #[cfg(not(unix))]
-        {
-            p.is_file()
-        }
-    };
     if name.contains('/') {
         let p = PathBuf::from(name);
-        return is_exec(&p).then_some(p);
+        return forge_which::is_executable(&p).then_some(p);
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| is_exec(p))
+    forge_which::find_in(name, std::env::split_paths(&path))
 }
 
 // ---- audit ---------------------------------------------------------------------------------

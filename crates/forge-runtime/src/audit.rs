@@ -23,7 +23,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -479,49 +478,15 @@ impl Scrubber {
     }
 }
 
-/// The current UTC time as RFC 3339 with milliseconds (`2026-11-22T17:45:07.123Z`).
+/// The current UTC time as RFC 3339 with milliseconds (`2026-11-22T17:45:07.123Z`; forge-time
+/// holds the one formatter).
 pub fn rfc3339_now() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    format_rfc3339(d.as_secs(), d.subsec_millis())
-}
-
-fn format_rfc3339(secs: u64, millis: u32) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    forge_time::now_rfc3339_millis()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_known_instants() {
-        assert_eq!(format_rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
-        // 2000-02-29T12:34:56Z (a leap day)
-        assert_eq!(format_rfc3339(951_827_696, 7), "2000-02-29T12:34:56.007Z");
-        assert_eq!(
-            format_rfc3339(1_795_283_107, 123),
-            "2026-11-21T17:45:07.123Z"
-        );
-    }
 
     #[test]
     fn every_credential_pattern_compiles() {

@@ -99,7 +99,7 @@ pub fn describe(secs: i64, millis: u32, offset: i64) -> Value {
     let local = secs + offset;
     let days = local.div_euclid(86_400);
     let sod = local.rem_euclid(86_400);
-    let (y, mo, d) = civil_from_days(days);
+    let (y, mo, d) = forge_time::civil_from_days(days);
     let (hh, mm, ss) = (sod / 3600, (sod % 3600) / 60, sod % 60);
     let off = if offset == 0 {
         "Z".to_string()
@@ -130,20 +130,6 @@ pub fn describe(secs: i64, millis: u32, offset: i64) -> Value {
         "utc_offset": off,
         "unix": secs,
     })
-}
-
-/// Howard Hinnant's days-from-civil inverse: day number since 1970-01-01 to (year, month, day).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]

@@ -303,26 +303,17 @@ async fn read_capped<R: AsyncRead + Unpin>(
 }
 
 /// Find `name` on `path_var` (a `PATH`-style list): the first existing executable regular file.
+/// Only a bare name is looked up, and only in absolute directories (a relative entry would
+/// depend on the tool's working directory).
 pub fn which_in(name: &str, path_var: &str) -> Option<PathBuf> {
     if name.is_empty() || name.contains('/') {
         return None;
     }
-    std::env::split_paths(path_var)
-        .filter(|d| d.is_absolute())
-        .map(|d| d.join(name))
-        .find(|p| is_executable(p))
+    forge_which::find_in(
+        name,
+        std::env::split_paths(path_var).filter(|d| d.is_absolute()),
+    )
 }
 
-/// Whether `p` is a regular file with an execute bit.
-pub fn is_executable(p: &std::path::Path) -> bool {
-    match std::fs::metadata(p) {
-        #[cfg(unix)]
-        Ok(m) => {
-            use std::os::unix::fs::PermissionsExt;
-            m.is_file() && m.permissions().mode() & 0o111 != 0
-        }
-        #[cfg(not(unix))]
-        Ok(m) => m.is_file(),
-        Err(_) => false,
-    }
-}
+/// Whether `p` is a regular file with an execute bit (forge-which's one copy).
+pub use forge_which::is_executable;
