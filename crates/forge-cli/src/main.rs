@@ -3,7 +3,8 @@
 //! This crate only parses arguments, renders output and maps errors to exit codes; the logic lives
 //! in the library crates. Each command family has its own module:
 //! `skills` (forge skills ...), `egress` (forge egress ...), `tool` (forge tool ...),
-//! `mcp` (forge mcp serve), `run` (forge run, forge audit ...), `build` (forge build, forge package).
+//! `mcp` (forge mcp serve), `run` (forge run, forge audit ...), `build` (forge build, forge package);
+//! `demo_site` is the static file server of `forge run --demo-site`.
 
 // The one crate that renders output (the workspace denies printing everywhere else).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -13,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod build;
+mod demo_site;
 mod egress;
 mod mcp;
 mod run;

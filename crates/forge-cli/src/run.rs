@@ -10,10 +10,10 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::demo_site::DemoSite;
 use clap::{Args, Subcommand};
 use forge_runtime::agent_loop::LoopEvent;
 use forge_runtime::audit;
-use forge_runtime::demo_site::DemoSite;
 use forge_runtime::runner::{
     AuditTarget, ModelChoice, Runner, RunnerOptions, ServeError, ServeOptions, StartError,
     TokenOrigin,

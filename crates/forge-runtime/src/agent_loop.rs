@@ -53,13 +53,11 @@ use forge_egress::EgressPolicy;
 use forge_tools::{Registry, ToolContext, ToolError, ToolOutput};
 
 use crate::audit::{events, AuditLog};
-use crate::providers::{
-    ChatRequest, Message, Provider, ProviderError, ToolCall, ToolResult, ToolSpec,
-};
 use crate::task::{
     hosts_line, ArtifactRecord, BlockedLog, BlockedRecorder, NavigationRecord, ResolvedSpec,
     ResultStatus, TaskResult, ToolName,
 };
+use forge_llm::{ChatRequest, Message, Provider, ProviderError, ToolCall, ToolResult, ToolSpec};
 
 /// The tools the loop can run. Implemented for [`forge_tools::Registry`] (plain execution) and by
 /// the runner's assembled tool set (guardrails, fencing, egress).
@@ -382,7 +380,7 @@ fn artifact_record(p: &std::path::Path) -> ArtifactRecord {
         .unwrap_or_default();
     ArtifactRecord {
         name,
-        mime_type: crate::a2a::tasks::mime_for(p).to_string(),
+        mime_type: crate::task::mime_for(p).to_string(),
         size_bytes: std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
         uri: url::Url::from_file_path(p)
             .map(|u| u.to_string())

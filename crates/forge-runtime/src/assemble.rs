@@ -79,14 +79,7 @@ pub struct AssembleOptions {
     pub deps: deps::DepOptions,
 }
 
-/// Whether `name` has the form of an MCP tool, `<server>__<tool>` with a valid server slug. The
-/// form is reserved: a skill script tool named like that is not registered, so the audit log can
-/// tell MCP calls (`mcp_tool_call`) from the rest by name.
-pub fn is_mcp_tool_name(name: &str) -> bool {
-    name.split_once("__").is_some_and(|(server, tool)| {
-        !tool.is_empty() && forge_skills::is_valid_server_name(server)
-    })
-}
+use forge_skills::is_mcp_tool_name;
 
 /// Whether a tool is registered and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

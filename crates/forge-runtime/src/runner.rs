@@ -38,9 +38,9 @@ use crate::assemble::{
     assemble, AssembleError, AssembleOptions, AssembledTools, DepOptions, ToolReason, ToolRunner,
 };
 use crate::audit::{AuditError, AuditLog};
-use crate::providers::fallback::Fallback;
-use crate::providers::transport::EgressTransport;
-use crate::providers::{
+use forge_llm::fallback::Fallback;
+use forge_llm::transport::EgressTransport;
+use forge_llm::{
     build_provider, resolve_fallback, resolve_model, ModelHttp, ModelSettings, Provider,
     ProviderError, ResolvedModel, RetryPolicy,
 };
@@ -200,7 +200,7 @@ pub enum ServeError {
     },
     /// The state store could not be opened (unreachable, corrupt, too new).
     #[error(transparent)]
-    State(#[from] crate::state::StateError),
+    State(#[from] forge_state::StateError),
     /// The server could not start.
     #[error("{0}")]
     Server(std::io::Error),
@@ -218,7 +218,7 @@ pub struct A2aServer {
     pub token_origin: Option<TokenOrigin>,
     handle: ServerHandle,
     store: Arc<TaskStore>,
-    state: Option<Arc<dyn crate::state::StateStore>>,
+    state: Option<Arc<dyn forge_state::StateStore>>,
 }
 
 /// How a drain ended.
@@ -235,11 +235,7 @@ pub struct DrainOutcome {
 /// `tasks.max_seconds_cap`.
 pub const DEFAULT_TASK_SECONDS_CAP: u64 = forge_skills::DEFAULT_MAX_SECONDS_CAP;
 
-/// The status message of tasks a restart found unfinished.
-pub const INTERRUPTED_BY_RESTART: &str = "interrupted by restart";
-
-/// The status message of tasks a drain had to stop.
-pub const INTERRUPTED_BY_SHUTDOWN: &str = "interrupted by shutdown";
+pub use crate::a2a::tasks::{INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN};
 
 impl A2aServer {
     /// Stop accepting, cancel running tasks, wait for the server to end and for the state
@@ -250,7 +246,7 @@ impl A2aServer {
     }
 
     /// The state store, when tasks are kept in one (always, for `forge run`).
-    pub fn state_store(&self) -> Option<&Arc<dyn crate::state::StateStore>> {
+    pub fn state_store(&self) -> Option<&Arc<dyn forge_state::StateStore>> {
         self.state.as_ref()
     }
 
@@ -521,7 +517,7 @@ impl Runner {
         events: Option<UnboundedSender<LoopEvent>>,
     ) -> Result<TaskOutcome, RunError> {
         let m = self.model.as_ref().ok_or(RunError::NoModel)?;
-        let task_id = a2a::tasks::new_id();
+        let task_id = forge_state::new_id();
         Ok(m.agent_loop
             .run_task(&task_id, prompt, vec![], cancel, events)
             .await?)
@@ -542,7 +538,7 @@ impl Runner {
         let resolved = m
             .agent_loop
             .resolve_spec(spec, crate::task::SpecFields::CLI)?;
-        let task_id = a2a::tasks::new_id();
+        let task_id = forge_state::new_id();
         Ok(m.agent_loop
             .run_task_with(
                 &task_id,
@@ -585,7 +581,7 @@ impl Runner {
         let store = TaskStore::with_state(
             m.agent_loop.clone(),
             state.clone(),
-            a2a::tasks::new_id(),
+            forge_state::new_id(),
             self.agent.state.max_artifact_bytes,
         );
         // Artifact URIs: FORGE_PUBLIC_URL (what clients outside reach, e.g. an ingress) wins,
@@ -635,8 +631,8 @@ impl Runner {
     /// `.forge/state.db`), mark the tasks an earlier run left unfinished `failed` ("interrupted
     /// by restart"; SQLite only: with PostgreSQL other replicas may be running them) and apply
     /// the retention.
-    async fn open_state(&self) -> Result<Arc<dyn crate::state::StateStore>, ServeError> {
-        use crate::state::{Retention, SqlStore, StateStore, StoreLocation};
+    async fn open_state(&self) -> Result<Arc<dyn forge_state::StateStore>, ServeError> {
+        use forge_state::{Retention, SqlStore, StateStore, StoreLocation};
         let url = (self.env)("FORGE_STATE_URL")
             .filter(|u| !u.trim().is_empty())
             .or_else(|| self.agent.state.url.clone());
@@ -645,7 +641,11 @@ impl Runner {
             .await?
             .with_max_artifact_bytes(self.agent.state.max_artifact_bytes);
         if store.kind() == "sqlite" {
-            store.fail_unfinished(None, INTERRUPTED_BY_RESTART).await?;
+            store
+                .fail_unfinished(None, &|t: &forge_state::TaskRecord| {
+                    a2a::tasks::failed_task(t, INTERRUPTED_BY_RESTART)
+                })
+                .await?;
         }
         store
             .prune(Retention {

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use forge_llm::scripted::Scripted;
 use forge_runtime::a2a::tasks::ArtifactOptions;
 use forge_runtime::a2a::{self, CardInfo, TaskStore};
 use forge_runtime::agent_loop::{AgentLoop, LoopConfig};
 use forge_runtime::audit::AuditLog;
-use forge_runtime::providers::scripted::Scripted;
 use forge_tools::Registry;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

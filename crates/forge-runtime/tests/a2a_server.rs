@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use forge_llm::scripted::Scripted;
 use forge_runtime::a2a::{self, CardInfo, TaskStore};
 use forge_runtime::agent_loop::{AgentLoop, LoopConfig, SessionCloser};
 use forge_runtime::audit::AuditLog;
-use forge_runtime::providers::scripted::Scripted;
 use forge_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};

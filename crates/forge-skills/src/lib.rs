@@ -61,6 +61,7 @@ pub use tasks::{
     DEFAULT_MAX_STEPS_CAP,
 };
 pub use tool_plan::{
-    denied_by, is_plain_tool_name, script_for, CliSource, PlannedTool, ScriptBinding, ToolPlan,
-    ToolSource, BROWSER_ABSENT_REASON, BUILTIN_TOOLS, CLI_TOOL, SCRIPT_EXTENSIONS,
+    denied_by, is_mcp_tool_name, is_plain_tool_name, script_for, CliSource, PlannedTool,
+    ScriptBinding, ToolPlan, ToolSource, BROWSER_ABSENT_REASON, BUILTIN_TOOLS, CLI_TOOL,
+    SCRIPT_EXTENSIONS,
 };

@@ -24,8 +24,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent_loop::{AgentLoop, BrowserUse, LoopError, LoopEvent};
 use crate::audit::rfc3339_now;
-use crate::providers::Message;
-use crate::state::{now_ms, ContextRecord, StateStore, StoredArtifact, TaskRecord};
+use crate::task::mime_for;
+use forge_llm::Message;
+use forge_state::{new_id, now_ms, ContextRecord, StateStore, StoredArtifact, TaskRecord};
+
+/// The status message of tasks a restart found unfinished (or a gone replica left).
+pub const INTERRUPTED_BY_RESTART: &str = "interrupted by restart";
+/// The status message of tasks a drain had to stop.
+pub const INTERRUPTED_BY_SHUTDOWN: &str = "interrupted by shutdown";
 
 /// Tasks remembered for `tasks/get`.
 pub const MAX_TASKS: usize = 1000;
@@ -240,20 +246,6 @@ async fn write_all(
 /// JSON-RPC error code of a message refused because the server is draining (retry elsewhere).
 pub const DRAINING: i64 = -32050;
 
-/// A fresh random id in UUID form.
-pub fn new_id() -> String {
-    let b: [u8; 16] = rand::random();
-    let h = hex::encode(b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
-}
-
 /// The text of an A2A message's text parts (0.3 `{kind: text, text}`; a part with a bare `text`
 /// is accepted too), joined by newlines.
 pub fn message_text(msg: &Value) -> String {
@@ -278,23 +270,17 @@ fn agent_message(task_id: &str, context_id: &str, parts: Vec<Value>) -> Value {
     json!({"kind": "message", "role": "agent", "messageId": new_id(), "taskId": task_id, "contextId": context_id, "parts": parts})
 }
 
-/// The media type of an artifact, by its extension.
-pub(crate) fn mime_for(path: &Path) -> &'static str {
-    match path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("png") => "image/png",
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("pdf") => "application/pdf",
-        Some("json") => "application/json",
-        Some("txt" | "md") => "text/plain",
-        Some("html") => "text/html",
-        Some("csv") => "text/csv",
-        _ => "application/octet-stream",
-    }
+/// The stored task `t` marked failed with `reason` as its status message (what the state store
+/// writes for tasks interrupted by a restart or left by a replica that is gone).
+pub(crate) fn failed_task(t: &TaskRecord, reason: &str) -> Value {
+    let mut task = t.task.clone();
+    let message = agent_message(
+        &t.id,
+        &t.context_id,
+        vec![json!({"kind": "text", "text": reason})],
+    );
+    task["status"] = json!({"state": "failed", "message": message, "timestamp": rfc3339_now()});
+    task
 }
 
 /// The artifact for file `path` (named `name`) of task `task_id`: a FilePart with the absolute
@@ -1133,7 +1119,7 @@ impl TaskStore {
         let Some(d) = &self.durable else {
             return Err(RpcError::task_not_found(id));
         };
-        let internal = |e: crate::state::StateError| RpcError {
+        let internal = |e: forge_state::StateError| RpcError {
             code: -32603,
             message: format!("Internal error: {e}"),
         };
@@ -1292,9 +1278,11 @@ impl TaskStore {
                     tracing::warn!("state store heartbeat: {e}");
                 }
                 if fleet {
-                    let stale = crate::state::now_ms() - REPLICA_GONE.as_millis() as i64;
+                    let stale = forge_state::now_ms() - REPLICA_GONE.as_millis() as i64;
                     if let Err(e) = store
-                        .fail_orphaned(stale, crate::runner::INTERRUPTED_BY_RESTART)
+                        .fail_orphaned(stale, &|t: &TaskRecord| {
+                            failed_task(t, INTERRUPTED_BY_RESTART)
+                        })
                         .await
                     {
                         tracing::warn!("state store: {e}");

@@ -1,3 +1,12 @@
+//! forge-state: the durable state store. It knows records (tasks, contexts, events, artifacts,
+//! replicas), not A2A: callers hand in the JSON they want kept. Depends on no other forge crate.
+//!
+//! - [`StateStore`] (lib.rs): the trait every store implements; the records ([`TaskRecord`],
+//!   [`ContextRecord`], [`StoredArtifact`], [`ReplicaRecord`]), [`StoreLocation`], [`StateError`],
+//!   [`Retention`], and the helpers [`new_id`], [`now_ms`], [`redact_url`].
+//! - [`SqlStore`] (sql.rs): the trait on SQLite or PostgreSQL through sqlx, with the embedded
+//!   [`MIGRATIONS`] (schema_v1.sql: the version-1 tables).
+//!
 //! The state store: tasks (status, the A2A task JSON with its history, the result object),
 //! conversations (contexts), task events (for `tasks/resubscribe`), artifact bytes and the
 //! replicas of a fleet, behind one trait, [`StateStore`].
@@ -249,6 +258,11 @@ impl Default for Retention {
     }
 }
 
+/// How a task marked `failed` by [`StateStore::fail_unfinished`] / [`StateStore::fail_orphaned`]
+/// is rewritten: given the stored record, its new task JSON. The caller (forge-runtime) knows the
+/// task's wire shape (status, message); the store only writes the value back with state `failed`.
+pub type FailedTask<'a> = &'a (dyn Fn(&TaskRecord) -> Value + Send + Sync);
+
 /// Tasks, contexts, events, artifacts and replicas. Every method is one short transaction;
 /// implementations are shared by all tasks of a process (and, for PostgreSQL, by all replicas).
 #[async_trait]
@@ -290,19 +304,19 @@ pub trait StateStore: Send + Sync {
     async fn request_cancel(&self, task_id: &str) -> Result<bool, StateError>;
     /// Whether a cancel was requested for `task_id`.
     async fn cancel_requested(&self, task_id: &str) -> Result<bool, StateError>;
-    /// Mark every unfinished task of `replica` (every unfinished task when `None`) `failed` with
-    /// `reason` as its status message; returns their ids.
+    /// Mark every unfinished task of `replica` (every unfinished task when `None`) `failed`, its
+    /// task JSON replaced by what `failed` makes of the stored record; returns their ids.
     async fn fail_unfinished(
         &self,
         replica: Option<&str>,
-        reason: &str,
+        failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError>;
-    /// Mark `failed` with `reason` every unfinished task whose replica has not reported since
-    /// `alive_since_ms` (or has no replica); returns their ids.
+    /// Mark `failed` (task JSON rewritten by `failed`) every unfinished task whose replica has not
+    /// reported since `alive_since_ms` (or has no replica); returns their ids.
     async fn fail_orphaned(
         &self,
         alive_since_ms: i64,
-        reason: &str,
+        failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError>;
     /// Remove finished tasks (with their events and artifacts) beyond the retention; returns how
     /// many were removed.
@@ -311,6 +325,20 @@ pub trait StateStore: Send + Sync {
     async fn heartbeat(&self, replica: &str, address: &str) -> Result<(), StateError>;
     /// A replica by id.
     async fn replica(&self, id: &str) -> Result<Option<ReplicaRecord>, StateError>;
+}
+
+/// A fresh random id in UUID form (tasks, messages, artifacts, MCP sessions).
+pub fn new_id() -> String {
+    let b: [u8; 16] = rand::random();
+    let h = hex::encode(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 /// Milliseconds since the Unix epoch.
