@@ -437,7 +437,7 @@ async fn run_store(args: &Args, store: &str, site: std::net::SocketAddr) -> Resu
     times.sort_by(f64::total_cmp);
     // Contexts alive at once: a replica runs at most MAX_RUNNING tasks at a time (the rest wait
     // in `submitted`), and no more than the session cap.
-    let running_limit = forge_runtime::a2a::tasks::MAX_RUNNING.max(1);
+    let running_limit = forge_runtime::MAX_RUNNING.max(1);
     // clamp(1, n) cannot panic: n >= 1 just above.
     let live = args
         .concurrency

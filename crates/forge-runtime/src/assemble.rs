@@ -46,13 +46,10 @@ use serde_json::Value;
 use crate::guardrails::{GuardrailError, Guardrails};
 
 pub use deps::{
-    browser_config, decide_confinement, egress_policy, egress_settings, mcp_egress_entry,
-    BrowserParts, ConfinementStatus, DepOptions, EgressParts, EgressPolicyError,
+    decide_confinement, egress_policy, mcp_egress_entry, BrowserParts, ConfinementStatus,
+    DepOptions, EgressParts, EgressPolicyError,
 };
-pub use runner::{
-    CallEvent, CallProgress, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner,
-    ToolSession, PROGRESS_INTERVAL,
-};
+pub use runner::{CallEvent, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner};
 
 /// Where a tool comes from (the tool plan's sources).
 pub use forge_skills::ToolSource;

@@ -231,10 +231,6 @@ pub struct DrainOutcome {
     pub interrupted: usize,
 }
 
-/// The longest a task may run when forge.yaml sets no cap (seconds): the default of
-/// `tasks.max_seconds_cap`.
-pub const DEFAULT_TASK_SECONDS_CAP: u64 = forge_skills::DEFAULT_MAX_SECONDS_CAP;
-
 pub use crate::a2a::tasks::{INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN};
 
 impl A2aServer {
@@ -438,7 +434,7 @@ impl Runner {
     }
 
     /// How long a drain waits for running tasks: `FORGE_DRAIN_SECONDS`, else the task time cap
-    /// (forge.yaml `tasks.max_seconds_cap`, default [`DEFAULT_TASK_SECONDS_CAP`]), so a
+    /// (forge.yaml `tasks.max_seconds_cap`, default [`forge_skills::DEFAULT_MAX_SECONDS_CAP`]), so a
     /// Kubernetes rollout (whose grace period forge build sets to the cap plus 30 s) loses
     /// nothing.
     pub fn drain_grace(&self) -> Duration {
