@@ -29,6 +29,7 @@
 //! tool (which fences outside content), output guardrails (block, then redact).
 
 mod deps;
+mod options;
 mod runner;
 
 use std::net::SocketAddr;
@@ -43,38 +44,19 @@ use forge_tools::{Registry, ToolContext};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::guardrails::{GuardrailError, Guardrails};
+use crate::guardrails::Guardrails;
 
 pub use deps::{
     decide_confinement, egress_policy, mcp_egress_entry, BrowserParts, ConfinementStatus,
-    DepOptions, EgressParts, EgressPolicyError,
+    EgressParts,
 };
+pub use options::{AssembleError, AssembleOptions, DepOptions, EgressPolicyError, EnvLookup};
 pub use runner::{CallEvent, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner};
 
 /// Where a tool comes from (the tool plan's sources).
 pub use forge_skills::ToolSource;
 /// Why browser tools are absent when no skill asks for them.
 pub use forge_skills::BROWSER_ABSENT_REASON;
-
-/// Reads an environment variable (MCP tokens and stdio servers' `env` names; tests pass their own).
-pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
-
-/// Options for [`assemble`].
-#[derive(Clone, Default)]
-pub struct AssembleOptions {
-    /// The environment MCP servers' tokens and `env` names are read from (default: the process's).
-    pub env: Option<EnvLookup>,
-    /// Where tools write artifacts; default `<agent dir>/.forge/files`.
-    pub files_dir: Option<PathBuf>,
-    /// Extra allowlist entries forge itself needs (the model provider host), as (why, entry).
-    pub forge_egress_entries: Vec<(String, String)>,
-    /// Extra entries given on the command line (`--allow`).
-    pub cli_egress_entries: Vec<String>,
-    /// Receives guardrail events (the runtime writes audit events from them).
-    pub events: Option<Arc<dyn ToolEvents>>,
-    /// Egress and browser knobs (resolver for tests, proxy observer, browser flags).
-    pub deps: deps::DepOptions,
-}
 
 use forge_skills::is_mcp_tool_name;
 
@@ -86,51 +68,6 @@ pub struct ToolReason {
     pub source: ToolSource,
     /// One sentence: the condition that put it there or kept it out.
     pub reason: String,
-}
-
-/// Why an agent's tools could not be assembled. Each message names the thing, the rule and the fix.
-#[derive(Debug, thiserror::Error)]
-pub enum AssembleError {
-    #[error(transparent)]
-    Guardrail(#[from] GuardrailError),
-    /// forge.yaml `tools[cli_execute].config` is wrong, or cli_execute refused a binary.
-    #[error("{file}: tools[cli_execute]: {message}")]
-    CliConfig { file: PathBuf, message: String },
-    /// The egress policy could not be built.
-    #[error("egress policy: {0}")]
-    Egress(#[from] EgressPolicyError),
-    /// The egress proxy could not start.
-    #[error("could not start the egress proxy on 127.0.0.1: {0}")]
-    Proxy(String),
-    /// A skill declares the browser but no Chromium was found.
-    #[error(
-        "the browser is required by skill(s) {skills} (requires.capabilities: [browser]) but no Chromium binary was found.\n  \
-         searched: {searched}\n  \
-         fix: install it (`apt-get install chromium`), or set FORGE_BROWSER_BIN=/path/to/chromium, \
-         or remove the browser capability from those skills"
-    )]
-    BrowserMissing { skills: String, searched: String },
-    /// The browser manager could not be built.
-    #[error("the browser required by skill(s) {skills} could not be set up: {message}")]
-    Browser { skills: String, message: String },
-    /// forge.yaml `security.confinement: required`, and this platform cannot confine children.
-    #[error(
-        "{file}: security.confinement is `required` but child programs cannot be confined here: {reason}\n  \
-         fix: {fix}",
-        file = file.display(),
-        fix = forge_egress::confine::FIX
-    )]
-    ConfinementRequired { file: PathBuf, reason: String },
-    /// A required MCP server's token variable is not set (forge.yaml `mcp.servers[].auth`).
-    #[error("{0}")]
-    McpEnv(String),
-    /// A `required: true` MCP server could not be reached, refused the token, or listed no tools.
-    #[error("{file}: mcp.servers[{server}] is required and could not be used: {message}; fix the server or its token, or set `required: false` to start without its tools")]
-    McpRequired {
-        file: PathBuf,
-        server: String,
-        message: String,
-    },
 }
 
 /// An agent's assembled tools and everything they need kept alive.
