@@ -28,9 +28,9 @@
 //! Every call then goes through [`ToolRunner::execute`]: input guardrails, the time limit, the
 //! tool (which fences outside content), output guardrails (block, then redact).
 
+mod call;
 mod deps;
 mod options;
-mod runner;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -46,12 +46,12 @@ use serde_json::Value;
 
 use crate::guardrails::Guardrails;
 
+pub use call::{CallEvent, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner};
 pub use deps::{
     decide_confinement, egress_policy, mcp_egress_entry, BrowserParts, ConfinementStatus,
     EgressParts,
 };
 pub use options::{AssembleError, AssembleOptions, DepOptions, EgressPolicyError, EnvLookup};
-pub use runner::{CallEvent, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner};
 
 /// Where a tool comes from (the tool plan's sources).
 pub use forge_skills::ToolSource;
@@ -144,7 +144,7 @@ impl AssembledTools {
             self.guardrails.clone(),
             self.events.clone(),
         )
-        .with_env(runner::CallEnv {
+        .with_env(call::CallEnv {
             files_dir: self.files_dir.clone(),
             egress: self.egress.client(),
             timeout: self.timeout,

@@ -7,11 +7,11 @@
 //!   options and errors.
 //! - assemble (assemble.rs): which tools an agent gets (builtins, cli_execute, skill scripts, the
 //!   opt-in browser) and why, with `denied_tools` applied last; egress policy and confinement
-//!   (assemble/deps.rs); the per-call path with guardrails and progress (assemble/runner.rs,
+//!   (assemble/deps.rs); its options and errors (assemble/options.rs); the per-call path with guardrails and progress (assemble/call.rs,
 //!   [`ToolRunner`]).
 //! - guardrails (guardrails.rs): skill guardrails on tool input/output, prompts and responses.
 //! - agent_loop (agent_loop.rs): the tool-calling loop and system prompt; its bridge to the
-//!   assembled tools and the audit observers (agent_loop/assembled.rs); the browser task tools
+//!   assembled tools and the audit observers (agent_loop/tool_bridge.rs); the browser task tools
 //!   (agent_loop/browser_task.rs).
 //! - audit (audit.rs): the hash-chained NDJSON audit log and its verifier.
 //! - mcp_host (mcp_host.rs): the agent's tools as an MCP server (forge-mcp's `ToolHost` over the
@@ -19,7 +19,7 @@
 //! - a2a (a2a.rs: card, token): the A2A 0.3 JSON-RPC server of `forge run`; a2a/http.rs: routes,
 //!   SSE; a2a/tasks.rs: the task store; a2a/forward.rs: forwarding to the replica that holds a
 //!   task; a2a/v1.rs: the A2A 1.0 method names and shapes.
-//! - task (task.rs): one task's scope (narrowed egress), budgets (max_steps, max_seconds) and
+//! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps, max_seconds) and
 //!   result object.
 //!
 //! Model providers live in forge-llm, the durable store in forge-state.
@@ -31,7 +31,7 @@ mod audit;
 mod guardrails;
 mod mcp_host;
 mod runner;
-mod task;
+mod task_scope;
 
 pub use a2a::tasks::{
     ArtifactOptions, INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN, MAX_RUNNING,
@@ -54,4 +54,4 @@ pub use runner::{
     AuditTarget, EnvFn, McpHttpOptions, McpServeOptions, ModelChoice, RunError, Runner,
     RunnerOptions, ServeError, ServeOptions, StartError, TokenOrigin,
 };
-pub use task::{ResultStatus, SpecFields, TaskSpec};
+pub use task_scope::{ResultStatus, SpecFields, TaskSpec};

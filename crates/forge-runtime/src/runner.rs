@@ -27,7 +27,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::a2a::{self, CardInfo, ServerHandle, TaskStore};
-use crate::agent_loop::assembled::{
+use crate::agent_loop::tool_bridge::{
     AssembledLoopTools, AssembledSessions, AuditEgressObserver, AuditToolEvents,
 };
 use crate::agent_loop::{
@@ -148,7 +148,7 @@ pub enum RunError {
     /// The task's scope or budgets were refused (an entry outside the agent's policy, a budget
     /// over the cap).
     #[error(transparent)]
-    Spec(#[from] crate::task::SpecError),
+    Spec(#[from] crate::task_scope::SpecError),
 }
 
 /// Where and how to serve A2A.
@@ -526,14 +526,14 @@ impl Runner {
     pub async fn run_once_with(
         &self,
         prompt: &str,
-        spec: &crate::task::TaskSpec,
+        spec: &crate::task_scope::TaskSpec,
         cancel: CancellationToken,
         events: Option<UnboundedSender<LoopEvent>>,
     ) -> Result<crate::agent_loop::TaskRun, RunError> {
         let m = self.model.as_ref().ok_or(RunError::NoModel)?;
         let resolved = m
             .agent_loop
-            .resolve_spec(spec, crate::task::SpecFields::CLI)?;
+            .resolve_spec(spec, crate::task_scope::SpecFields::CLI)?;
         let task_id = forge_state::new_id();
         Ok(m.agent_loop
             .run_task_with(
@@ -599,7 +599,7 @@ impl Runner {
                 }
             });
             b.manager()
-                .set_on_session_closed(crate::agent_loop::assembled::audit_session_close(
+                .set_on_session_closed(crate::agent_loop::tool_bridge::audit_session_close(
                     m.agent_loop.audit.clone(),
                     Some(clear),
                 ));

@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::forward;
-use super::tasks::{ArtifactError, RpcError, TaskStore};
+use super::tasks::{ArtifactReadError, RpcError, TaskStore};
 use super::v1;
 
 /// Largest request body accepted.
@@ -290,13 +290,13 @@ async fn artifact(shared: &Shared, rest: &str) -> Response<Body> {
             );
             r
         }
-        Err(ArtifactError::BadName(n)) => full(
+        Err(ArtifactReadError::BadName(n)) => full(
             StatusCode::BAD_REQUEST,
             "text/plain",
             format!("refused: {n:?} is not a plain file name (no `/`, `\\`, `..` or NUL)\n"),
         ),
-        Err(ArtifactError::NotFound) => not_found(),
-        Err(ArtifactError::Unavailable(why)) => full(
+        Err(ArtifactReadError::NotFound) => not_found(),
+        Err(ArtifactReadError::Unavailable(why)) => full(
             StatusCode::GONE,
             "text/plain",
             format!("the artifact cannot be served: {why}\n"),

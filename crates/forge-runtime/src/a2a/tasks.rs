@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent_loop::{AgentLoop, BrowserUse, LoopError, LoopEvent};
 use crate::audit::rfc3339_now;
-use crate::task::mime_for;
+use crate::task_scope::mime_for;
 use forge_llm::Message;
 use forge_state::{new_id, now_ms, ContextRecord, StateStore, StoredArtifact, TaskRecord};
 
@@ -176,7 +176,7 @@ pub const MAX_SERVED_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Why `GET /artifacts/{task_id}/{name}` has nothing to give.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ArtifactError {
+pub enum ArtifactReadError {
     /// The name (or task id) is not a plain file name: `/`, `\`, `..`, NUL, empty, too long.
     BadName(String),
     /// No such task, or the task has no such artifact.
@@ -325,10 +325,10 @@ fn file_artifact(
 
 /// Read a regular file that is not a symlink (opened with `O_NOFOLLOW`), at most
 /// [`MAX_SERVED_FILE_BYTES`].
-fn read_plain_file(path: &Path) -> Result<Vec<u8>, ArtifactError> {
+fn read_plain_file(path: &Path) -> Result<Vec<u8>, ArtifactReadError> {
     use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let gone = |e: std::io::Error| ArtifactError::Unavailable(format!("cannot read it: {e}"));
+    let gone = |e: std::io::Error| ArtifactReadError::Unavailable(format!("cannot read it: {e}"));
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -336,10 +336,10 @@ fn read_plain_file(path: &Path) -> Result<Vec<u8>, ArtifactError> {
         .map_err(gone)?;
     let meta = f.metadata().map_err(gone)?;
     if !meta.is_file() {
-        return Err(ArtifactError::Unavailable("not a regular file".into()));
+        return Err(ArtifactReadError::Unavailable("not a regular file".into()));
     }
     if meta.len() > MAX_SERVED_FILE_BYTES {
-        return Err(ArtifactError::Unavailable(format!(
+        return Err(ArtifactReadError::Unavailable(format!(
             "{} bytes, over the {MAX_SERVED_FILE_BYTES}-byte limit for serving",
             meta.len()
         )));
@@ -422,16 +422,18 @@ impl TaskStore {
         &self,
         task_id: &str,
         name: &str,
-    ) -> Result<(String, Vec<u8>), ArtifactError> {
+    ) -> Result<(String, Vec<u8>), ArtifactReadError> {
         if !is_servable_name(name) {
-            return Err(ArtifactError::BadName(name.chars().take(100).collect()));
+            return Err(ArtifactReadError::BadName(name.chars().take(100).collect()));
         }
         if !is_servable_name(task_id)
             || !task_id
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-')
         {
-            return Err(ArtifactError::BadName(task_id.chars().take(100).collect()));
+            return Err(ArtifactReadError::BadName(
+                task_id.chars().take(100).collect(),
+            ));
         }
         if let Some(d) = &self.durable {
             if let Ok(Some(a)) = d.store.artifact(task_id, name).await {
@@ -440,17 +442,20 @@ impl TaskStore {
         }
         let path = {
             let inner = lock(&self.inner);
-            let e = inner.tasks.get(task_id).ok_or(ArtifactError::NotFound)?;
+            let e = inner
+                .tasks
+                .get(task_id)
+                .ok_or(ArtifactReadError::NotFound)?;
             e.files
                 .iter()
                 .find(|(n, _)| n == name)
                 .map(|(_, p)| p.clone())
-                .ok_or(ArtifactError::NotFound)?
+                .ok_or(ArtifactReadError::NotFound)?
         };
         let mime = mime_for(&path).to_string();
         let bytes = tokio::task::spawn_blocking(move || read_plain_file(&path))
             .await
-            .map_err(|e| ArtifactError::Unavailable(e.to_string()))??;
+            .map_err(|e| ArtifactReadError::Unavailable(e.to_string()))??;
         Ok((mime, bytes))
     }
 
@@ -645,8 +650,11 @@ impl TaskStore {
             ));
         }
         // The caller's scope and budgets (metadata.forge), checked before the task exists.
-        let spec = crate::task::TaskSpec::from_a2a_message(message)
-            .and_then(|s| self.agent.resolve_spec(&s, crate::task::SpecFields::A2A))
+        let spec = crate::task_scope::TaskSpec::from_a2a_message(message)
+            .and_then(|s| {
+                self.agent
+                    .resolve_spec(&s, crate::task_scope::SpecFields::A2A)
+            })
             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
         let close_browser = match message
             .get("metadata")
@@ -762,7 +770,7 @@ impl TaskStore {
         context_id: String,
         text: String,
         history: Vec<Message>,
-        spec: crate::task::ResolvedSpec,
+        spec: crate::task_scope::ResolvedSpec,
         cancel: CancellationToken,
         done: watch::Sender<bool>,
     ) {
@@ -773,8 +781,8 @@ impl TaskStore {
         let run = if permit.is_none() {
             crate::agent_loop::TaskRun {
                 outcome: Err(LoopError::Cancelled),
-                result: crate::task::TaskResult {
-                    status: crate::task::ResultStatus::Canceled,
+                result: crate::task_scope::TaskResult {
+                    status: crate::task_scope::ResultStatus::Canceled,
                     answer: "The task was cancelled.".into(),
                     steps: 0,
                     seconds: 0.0,

@@ -10,7 +10,7 @@ use forge_egress::client::ClientOptions;
 use forge_egress::policy::PolicyError;
 use forge_egress::proxy::ProxyOptions;
 
-use super::runner::ToolEvents;
+use super::call::ToolEvents;
 use crate::guardrails::GuardrailError;
 
 /// Reads an environment variable (MCP tokens and stdio servers' `env` names; tests pass their own).
