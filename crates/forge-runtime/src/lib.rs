@@ -17,7 +17,7 @@
 //! - mcp_host (mcp_host.rs): the agent's tools as an MCP server (forge-mcp's `ToolHost` over the
 //!   `ToolRunner`).
 //! - a2a (a2a.rs: card, token): the A2A 0.3 JSON-RPC server of `forge run`; a2a/http.rs: routes,
-//!   SSE; a2a/tasks.rs: the task store; a2a/forward.rs: forwarding to the replica that holds a
+//!   SSE; a2a/store.rs: the task store (cache, durable writes); a2a/scheduler.rs: starting and running tasks; a2a/cancel.rs: cancelling them, across replicas too; a2a/wire.rs: the JSON shapes; a2a/forward.rs: forwarding to the replica that holds a
 //!   task; a2a/v1.rs: the A2A 1.0 method names and shapes.
 //! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps, max_seconds) and
 //!   result object.
@@ -33,7 +33,7 @@ mod mcp_host;
 mod runner;
 mod task_scope;
 
-pub use a2a::tasks::{
+pub use a2a::store::{
     ArtifactOptions, INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN, MAX_RUNNING,
 };
 pub use a2a::{

@@ -231,7 +231,7 @@ pub struct DrainOutcome {
     pub interrupted: usize,
 }
 
-pub use crate::a2a::tasks::{INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN};
+pub use crate::a2a::store::{INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN};
 
 impl A2aServer {
     /// Stop accepting, cancel running tasks, wait for the server to end and for the state
@@ -582,7 +582,7 @@ impl Runner {
         );
         // Artifact URIs: FORGE_PUBLIC_URL (what clients outside reach, e.g. an ingress) wins,
         // else the Host the client used, else the bound address.
-        store.set_artifact_options(a2a::tasks::ArtifactOptions {
+        store.set_artifact_options(a2a::store::ArtifactOptions {
             public_url: (self.env)("FORGE_PUBLIC_URL")
                 .map(|u| u.trim().to_string())
                 .filter(|u| u.starts_with("http://") || u.starts_with("https://")),
@@ -639,7 +639,7 @@ impl Runner {
         if store.kind() == "sqlite" {
             store
                 .fail_unfinished(None, &|t: &forge_state::TaskRecord| {
-                    a2a::tasks::failed_task(t, INTERRUPTED_BY_RESTART)
+                    a2a::wire::failed_task(t, INTERRUPTED_BY_RESTART)
                 })
                 .await?;
         }

@@ -24,9 +24,11 @@ use tokio::sync::{mpsc::unbounded_channel, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::files::ArtifactReadError;
 use super::forward;
-use super::tasks::{ArtifactReadError, RpcError, TaskStore};
+use super::store::TaskStore;
 use super::v1;
+use super::wire::RpcError;
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
@@ -568,7 +570,7 @@ async fn rpc(
 /// A JSON-RPC error; a draining server answers it with HTTP 503 and `Retry-After: 1`, so load
 /// balancers and HTTP clients retry the message on another replica.
 fn rpc_error_response(id: &Value, e: &RpcError) -> Response<Body> {
-    if e.code != super::tasks::DRAINING {
+    if e.code != super::wire::DRAINING {
         return json_response(StatusCode::OK, &rpc_error(id, e));
     }
     let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, &rpc_error(id, e));
@@ -669,7 +671,7 @@ fn sse(id: Value, rx: tokio::sync::mpsc::UnboundedReceiver<Value>, v1: bool) -> 
 #[cfg(test)]
 mod tests {
     use super::percent_decode;
-    use crate::a2a::tasks::is_servable_name;
+    use crate::a2a::files::is_servable_name;
 
     #[test]
     fn artifact_names_that_could_leave_the_task_are_not_servable() {
