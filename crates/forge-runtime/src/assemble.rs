@@ -663,86 +663,22 @@ fn plan_cli(agent: &Agent) -> Result<cli_execute::CliConfig, AssembleError> {
     Ok(cfg)
 }
 
-/// Parse forge.yaml `tools[{name: cli_execute, config}]`.
+/// Parse forge.yaml `tools[{name: cli_execute, config}]` (forge-skills reads it; unset keys keep
+/// cli_execute's defaults).
 pub fn parse_cli_config(v: &Value) -> Result<cli_execute::CliConfig, String> {
-    let mut cfg = cli_execute::CliConfig::default();
-    let obj = match v {
-        Value::Null => return Ok(cfg),
-        Value::Object(m) => m,
-        _ => return Err("config must be a mapping with allowed_binaries, env_passthrough, timeout, max_output_bytes".into()),
+    let parsed = forge_skills::parse_cli_tool_config(v)?;
+    let mut cfg = cli_execute::CliConfig {
+        allowed_binaries: parsed.allowed_binaries,
+        env_passthrough: parsed.env_passthrough,
+        ..Default::default()
     };
-    let strings = |key: &str, v: &Value| -> Result<Vec<String>, String> {
-        match v {
-            Value::Null => Ok(Vec::new()),
-            Value::Array(items) => items
-                .iter()
-                .map(|i| {
-                    i.as_str()
-                        .map(str::to_string)
-                        .ok_or_else(|| format!("config.{key} must be a list of strings"))
-                })
-                .collect(),
-            Value::String(s) => Ok(s
-                .split(',')
-                .map(|p| p.trim().to_string())
-                .filter(|p| !p.is_empty())
-                .collect()),
-            _ => Err(format!("config.{key} must be a list of strings")),
-        }
-    };
-    for (k, val) in obj {
-        match k.as_str() {
-            "allowed_binaries" => cfg.allowed_binaries = strings(k, val)?,
-            "env_passthrough" => cfg.env_passthrough = strings(k, val)?,
-            "timeout" => cfg.timeout = parse_duration(val).map_err(|e| format!("config.timeout: {e}"))?,
-            "max_output_bytes" => {
-                cfg.max_output_bytes = val
-                    .as_u64()
-                    .filter(|n| *n > 0)
-                    .map(|n| n as usize)
-                    .ok_or_else(|| "config.max_output_bytes must be a positive integer".to_string())?
-            }
-            other => {
-                return Err(format!(
-                    "unknown key config.{other} (known: allowed_binaries, env_passthrough, timeout, max_output_bytes)"
-                ))
-            }
-        }
+    if let Some(t) = parsed.timeout {
+        cfg.timeout = t;
+    }
+    if let Some(n) = parsed.max_output_bytes {
+        cfg.max_output_bytes = n;
     }
     Ok(cfg)
-}
-
-/// `30` (seconds), `"30"`, `"30s"`, `"2m"`, `"500ms"`.
-fn parse_duration(v: &Value) -> Result<Duration, String> {
-    let bad = || "use seconds (30) or a duration like \"30s\", \"2m\", \"500ms\"".to_string();
-    let d = match v {
-        Value::Number(n) => n
-            .as_f64()
-            .filter(|f| *f > 0.0 && f.is_finite())
-            .map(Duration::from_secs_f64)
-            .ok_or_else(bad)?,
-        Value::String(s) => {
-            let s = s.trim();
-            let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-                (n, 0.001)
-            } else if let Some(n) = s.strip_suffix('s') {
-                (n, 1.0)
-            } else if let Some(n) = s.strip_suffix('m') {
-                (n, 60.0)
-            } else if let Some(n) = s.strip_suffix('h') {
-                (n, 3600.0)
-            } else {
-                (s, 1.0)
-            };
-            let f: f64 = num.trim().parse().map_err(|_| bad())?;
-            if !(f > 0.0 && f.is_finite()) {
-                return Err(bad());
-            }
-            Duration::from_secs_f64(f * mult)
-        }
-        _ => return Err(bad()),
-    };
-    Ok(d)
 }
 
 struct ScriptPlan {

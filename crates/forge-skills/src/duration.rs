@@ -1,5 +1,7 @@
 //! Durations in forge.yaml and SKILL.md: the one grammar ([`parse_duration`], Go-style `60s`,
-//! `2m`, `1m30s`, `1.5s`, `500ms`, `1h`) and its shortest spelling ([`format_duration`]).
+//! `2m`, `1m30s`, `1.5s`, `500ms`, `1h`; also `+5s`, `5 s`, `1e3ms`, which tools[].config
+//! accepted before the grammars were one) and its shortest spelling ([`format_duration`]).
+//! A tool's config also takes a bare number of seconds: [`crate::parse_duration_value`].
 
 use std::time::Duration;
 
@@ -13,24 +15,26 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(format!("\"{s}\" has no unit"));
     }
     let mut total = 0f64;
-    let mut rest = s;
+    // A leading `+` is allowed (`+5s`), as Rust's and Go's number syntax allow it.
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    if rest.is_empty() {
+        return Err(format!("\"{s}\" is not a duration"));
+    }
     let mut parts = 0;
     while !rest.is_empty() {
         parts += 1;
         if parts > 8 {
             return Err(format!("\"{s}\" has too many parts"));
         }
-        let num_len = rest
-            .bytes()
-            .take_while(|c| c.is_ascii_digit() || *c == b'.')
-            .count();
+        let num_len = number_len(rest);
         if num_len == 0 {
             return Err(format!("\"{s}\" is not a duration"));
         }
         let n: f64 = rest[..num_len]
             .parse()
             .map_err(|_| format!("\"{}\" is not a number", &rest[..num_len]))?;
-        rest = &rest[num_len..];
+        // Spaces may separate a number from its unit (`5 s`).
+        rest = rest[num_len..].trim_start();
         let unit_len = rest.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
@@ -48,6 +52,31 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         }
     }
     Ok(Duration::from_secs_f64(total))
+}
+
+/// The length of the number at the start of `text`: digits and `.`, then an optional exponent
+/// (`e`/`E`, an optional sign, digits: `1e3s`, `5e-1s`). No unit begins with `e`, so an exponent
+/// is never mistaken for one.
+fn number_len(text: &str) -> usize {
+    let b = text.as_bytes();
+    let mut n = b
+        .iter()
+        .take_while(|c| c.is_ascii_digit() || **c == b'.')
+        .count();
+    if n > 0 && matches!(b.get(n), Some(b'e' | b'E')) {
+        let mut m = n + 1;
+        if matches!(b.get(m), Some(b'+' | b'-')) {
+            m += 1;
+        }
+        let digits = b[m.min(b.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if digits > 0 {
+            n = m + digits;
+        }
+    }
+    n
 }
 
 /// `60s`, `1500ms`: the shortest exact spelling.
@@ -92,6 +121,14 @@ mod tests {
         assert!(parse_duration("60x").is_err());
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("").is_err());
+        // Spellings the cli_execute config grammar accepted before the grammars were one.
+        assert_eq!(parse_duration("+5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("5 s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1e3ms"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("5e-1s"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("1e").is_err());
+        assert!(parse_duration("+").is_err());
+        assert!(parse_duration("1m 30s").is_err());
         assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
         assert_eq!(format_duration(Duration::from_secs(60)), "60s");
     }

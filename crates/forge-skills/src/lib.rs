@@ -12,6 +12,8 @@
 //! - [`Aggregate`], [`BrowserView`], [`CliView`]: `aggregate.rs`
 //! - [`ToolPlan`] ([`Agent::tool_plan`]): which tools the agent gets and why, read by the runtime
 //!   and the build: `tool_plan.rs`
+//! - [`parse_cli_tool_config`] (forge.yaml `tools[].config` of cli_execute), [`parse_duration_value`]:
+//!   `tool_config.rs`
 //! - [`TasksConfig`] (forge.yaml `tasks`: per-task budgets, defaults and caps): `tasks.rs`
 //! - [`Agent::load`] (forge.yaml + active skills + aggregate): `agent.rs`
 //! - [`Error`], [`SourceDiagnostic`] (miette diagnostics with source spans): `error.rs`
@@ -30,6 +32,7 @@ mod fleet;
 mod mcp;
 mod skill;
 mod tasks;
+mod tool_config;
 mod tool_plan;
 mod yaml;
 
@@ -63,6 +66,7 @@ pub use tasks::{
     TasksConfig, DEFAULT_MAX_SECONDS, DEFAULT_MAX_SECONDS_CAP, DEFAULT_MAX_STEPS,
     DEFAULT_MAX_STEPS_CAP,
 };
+pub use tool_config::{parse_cli_tool_config, parse_duration_value, CliToolConfig};
 pub use tool_plan::{
     denied_by, is_mcp_tool_name, is_plain_tool_name, script_for, CliSource, PlannedTool,
     ScriptBinding, ToolPlan, ToolSource, BROWSER_ABSENT_REASON, BUILTIN_TOOLS, CLI_TOOL,
