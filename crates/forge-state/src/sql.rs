@@ -9,7 +9,7 @@ use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
 
-use super::{
+use crate::store::{
     now_ms, ContextRecord, FailedTask, ReplicaRecord, Retention, StateError, StateStore,
     StoreLocation, StoredArtifact, TaskRecord, DEFAULT_MAX_ARTIFACT_BYTES,
 };
@@ -569,7 +569,7 @@ impl StateStore for SqlStore {
         let mut doomed = Vec::new();
         for (i, r) in rows.iter().enumerate() {
             let state: String = r.try_get("state").map_err(|e| self.query_error(e))?;
-            if !super::is_final_state(&state) {
+            if !crate::store::is_final_state(&state) {
                 continue;
             }
             let created: i64 = r.try_get("created_ms").map_err(|e| self.query_error(e))?;
