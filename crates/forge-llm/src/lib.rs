@@ -130,6 +130,7 @@ pub struct ChatResponse {
 
 /// Why a model call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProviderError {
     /// The configuration is incomplete or wrong (no provider, no key, unknown provider, bad URL).
     #[error("{0}")]
@@ -242,6 +243,7 @@ pub struct HttpReply {
 
 /// Why a request did not produce a reply.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransportError {
     /// The egress policy refused it (message starts with "blocked by egress policy:").
     #[error("{0}")]
