@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use forge_runtime::state::{SqlStore, StateStore, StoreLocation};
+use forge_state::{SqlStore, StateStore, StoreLocation};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
@@ -436,7 +436,7 @@ async fn run_store(args: &Args, store: &str, site: std::net::SocketAddr) -> Resu
     times.sort_by(f64::total_cmp);
     // Contexts alive at once: a replica runs at most MAX_RUNNING tasks at a time (the rest wait
     // in `submitted`), and no more than the session cap.
-    let running_limit = forge_runtime::a2a::tasks::MAX_RUNNING.max(1);
+    let running_limit = forge_runtime::MAX_RUNNING.max(1);
     // clamp(1, n) cannot panic: n >= 1 just above.
     let live = args
         .concurrency

@@ -1,6 +1,6 @@
 //! `forge egress check` and `forge egress serve`: build the agent's egress policy (forge.yaml
 //! `egress`, the active skills' `egress_domains`, `--allow`) with the same function the Runner
-//! uses (`forge_runtime::assemble::egress_policy`), then decide one URL or run the loopback proxy
+//! uses (`forge_runtime::egress_policy`), then decide one URL or run the loopback proxy
 //! standalone. The policy, resolution and the proxy live in forge-egress.
 //!
 //! Exit codes: `check` 0 allowed, 3 blocked, 2 malformed, 1 error (unreadable config, DNS failure);
@@ -20,7 +20,7 @@ use forge_egress::proxy::{
 };
 use forge_egress::resolve::{Resolver, StaticResolver, SystemResolver};
 use forge_egress::{EgressError, EgressPolicy};
-use forge_runtime::assemble::{egress_policy, EgressPolicyError};
+use forge_runtime::{egress_policy, EgressPolicyError};
 use forge_skills::miette::{
     GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic, NamedSource, Report,
 };

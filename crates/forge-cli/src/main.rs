@@ -5,6 +5,7 @@
 //! `skills` (forge skills ...), `egress` (forge egress ...), `tool` (forge tool ...),
 //! `mcp` (forge mcp serve), `run` (forge run, forge audit ...), `build` (forge build, forge package);
 //! `signals` holds the one Ctrl-C/SIGTERM waiter the long-running commands share.
+//! `demo_site` is the static file server of `forge run --demo-site`.
 
 // The one crate that renders output (the workspace denies printing everywhere else).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -14,6 +15,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod build;
+mod demo_site;
 mod egress;
 mod mcp;
 mod run;

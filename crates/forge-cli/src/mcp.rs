@@ -15,9 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use forge_runtime::runner::{
-    AuditTarget, McpHttpOptions, Runner, RunnerOptions, ServeError, TokenOrigin,
-};
+use forge_runtime::{AuditTarget, McpHttpOptions, Runner, RunnerOptions, ServeError, TokenOrigin};
 
 #[derive(Subcommand)]
 pub enum McpCommand {
@@ -137,8 +135,8 @@ async fn serve(args: ServeArgs) -> ExitCode {
     code
 }
 
-fn forge_mcp_serve_options(image_cap: u64) -> forge_runtime::runner::McpServeOptions {
-    forge_runtime::runner::McpServeOptions {
+fn forge_mcp_serve_options(image_cap: u64) -> forge_runtime::McpServeOptions {
+    forge_runtime::McpServeOptions {
         image_cap_bytes: image_cap,
         ..Default::default()
     }
@@ -147,7 +145,7 @@ fn forge_mcp_serve_options(image_cap: u64) -> forge_runtime::runner::McpServeOpt
 async fn serve_http(
     args: &ServeArgs,
     runner: &Runner,
-    serve: forge_runtime::runner::McpServeOptions,
+    serve: forge_runtime::McpServeOptions,
 ) -> ExitCode {
     let server = match runner
         .serve_mcp_http(McpHttpOptions {

@@ -10,11 +10,10 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::demo_site::DemoSite;
 use clap::{Args, Subcommand};
-use forge_runtime::agent_loop::LoopEvent;
-use forge_runtime::audit;
-use forge_runtime::demo_site::DemoSite;
-use forge_runtime::runner::{
+use forge_runtime::LoopEvent;
+use forge_runtime::{
     AuditTarget, ModelChoice, Runner, RunnerOptions, ServeError, ServeOptions, StartError,
     TokenOrigin,
 };
@@ -91,7 +90,7 @@ pub enum AuditCommand {
 /// `forge audit ...`
 pub fn audit(cmd: AuditCommand) -> ExitCode {
     match cmd {
-        AuditCommand::Verify { file } => match audit::verify_file(&file) {
+        AuditCommand::Verify { file } => match forge_runtime::verify_audit_file(&file) {
             Ok(s) => {
                 println!(
                     "{}: chain intact: {} events, head {}",
@@ -204,9 +203,7 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
         );
     }
     // Said once, at startup: children are kept on the proxy by their proxy variables only.
-    if let forge_runtime::assemble::ConfinementStatus::ProxyOnly(why) =
-        runner.assembled().confinement()
-    {
+    if let forge_runtime::ConfinementStatus::ProxyOnly(why) = runner.assembled().confinement() {
         eprintln!("forge: confinement: proxy-only ({why})");
     }
     let demo_stop = CancellationToken::new();
@@ -224,7 +221,7 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
 
     let code = match &args.once {
         Some(p) => {
-            let spec = forge_runtime::task::TaskSpec {
+            let spec = forge_runtime::TaskSpec {
                 allowed_hosts: (!args.task_host.is_empty()).then(|| args.task_host.clone()),
                 max_steps: args.max_steps,
                 max_seconds: args.max_seconds,
@@ -268,11 +265,11 @@ fn progress_line(ev: &LoopEvent) -> Option<String> {
 async fn run_once(
     runner: &Runner,
     prompt: &str,
-    spec: &forge_runtime::task::TaskSpec,
+    spec: &forge_runtime::TaskSpec,
     format: OnceFormat,
 ) -> ExitCode {
-    use forge_runtime::runner::RunError;
-    use forge_runtime::task::ResultStatus;
+    use forge_runtime::ResultStatus;
+    use forge_runtime::RunError;
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
     tokio::spawn(async move {
@@ -373,7 +370,7 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
             "forge: {} of {} running task(s) did not finish and were marked failed ({})",
             outcome.interrupted,
             outcome.running_at_start,
-            forge_runtime::runner::INTERRUPTED_BY_SHUTDOWN
+            forge_runtime::INTERRUPTED_BY_SHUTDOWN
         );
     }
     eprintln!("forge: shutting down");

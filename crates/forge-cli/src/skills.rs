@@ -489,9 +489,7 @@ fn audit(a: AuditArgs) -> ExitCode {
         .flat_map(|ag| ag.config.mcp.servers.iter())
         .map(|m| {
             let reach = match (&m.url, &m.command) {
-                (Some(u), _) => {
-                    forge_runtime::assemble::mcp_egress_entry(u).unwrap_or_else(|| u.clone())
-                }
+                (Some(u), _) => forge_runtime::mcp_egress_entry(u).unwrap_or_else(|| u.clone()),
                 (None, Some(c)) => {
                     format!("stdio command {c} (its traffic goes through the egress proxy)")
                 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use forge_runtime::assemble::{AssembledTools, ToolRunner, ToolSource, BROWSER_ABSENT_REASON};
-use forge_runtime::runner::{Runner, RunnerOptions};
+use forge_runtime::{AssembledTools, ToolRunner, ToolSource, BROWSER_ABSENT_REASON};
+use forge_runtime::{Runner, RunnerOptions};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 

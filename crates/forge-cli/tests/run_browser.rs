@@ -850,7 +850,7 @@ async fn tasks_survive_kill_9_and_a_task_cut_off_is_failed_interrupted_by_restar
         "{cut}"
     );
     // The screenshot's bytes are in the store too.
-    let store = forge_runtime::state::SqlStore::open(&forge_runtime::state::StoreLocation::Sqlite(
+    let store = forge_state::SqlStore::open(&forge_state::StoreLocation::Sqlite(
         dir.path().join(".forge").join("state.db"),
     ))
     .await
@@ -866,7 +866,7 @@ async fn tasks_survive_kill_9_and_a_task_cut_off_is_failed_interrupted_by_restar
         })
         .unwrap()
         .to_string();
-    use forge_runtime::state::StateStore;
+    use forge_state::StateStore;
     let png = store
         .artifact(&finished_id, &name)
         .await

@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use forge_runtime::runner::{Runner, RunnerOptions};
+use forge_runtime::{Runner, RunnerOptions};
 use forge_skills::Agent;
 use rmcp::model::CallToolRequestParams;
 use rmcp::ServiceExt;

@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use forge_runtime::assemble::{assemble, AssembleOptions};
+use forge_runtime::{assemble, AssembleOptions};
 use forge_skills::Agent;
 use forge_tools::Tool;
 use serde_json::json;

@@ -13,17 +13,21 @@
 //! required on `POST /` (the card and `/healthz` stay public so probes and discovery work);
 //! the token is generated into `.forge/runtime.token` ([`load_or_create_token`]).
 
+mod cancel;
+pub mod files;
 pub mod forward;
 pub mod http;
-pub mod tasks;
+mod scheduler;
+pub mod store;
 pub mod v1;
+pub mod wire;
 
 use std::path::Path;
 
 use serde_json::{json, Value};
 
 pub use http::{serve, ServerHandle};
-pub use tasks::TaskStore;
+pub use store::TaskStore;
 
 /// The A2A protocol version forge speaks.
 pub const PROTOCOL_VERSION: &str = "0.3.0";

@@ -18,10 +18,10 @@
 //!   `metadata.forge.close_browser`, the idle timeout, or shutdown). A cancelled task closes its
 //!   session either way: an action cut off half way leaves the page in an unknown state.
 //! - Audit events: `session_start`, `llm_call`, `tool_exec`, `guardrail_check` (prompt/response
-//!   here; tools and egress decisions via the observers in [`assembled`]),
+//!   here; tools and egress decisions via the observers in [`tool_bridge`]),
 //!   `browser_session_open/close`, `session_end` (with the task's result object). Tool arguments
 //!   and outputs are never written, only their sizes.
-//! - Scope and budgets ([`crate::task`]): each task runs on its own policy (the agent's, or
+//! - Scope and budgets ([`crate::task_scope`]): each task runs on its own policy (the agent's, or
 //!   narrowed by the caller), through a per-call egress client on it and, for browser agents, a
 //!   proxy listener of its own that the task's browser context uses; the system prompt names the
 //!   hosts the task may reach. `max_steps` counts tool calls, `max_seconds` wall time: when
@@ -32,11 +32,11 @@
 //! [`browser_task`] is the `browser_task` tool: a browser sub-agent on a loop of its own,
 //! returning only its result object.
 //!
-//! [`assembled`] adapts the runner's assembled tool set (guardrails, egress, browser) to the loop
+//! [`tool_bridge`] adapts the runner's assembled tool set (guardrails, egress, browser) to the loop
 //! and turns guardrail and proxy events into audit events.
 
-pub mod assembled;
 pub mod browser_task;
+pub mod tool_bridge;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -53,13 +53,11 @@ use forge_egress::EgressPolicy;
 use forge_tools::{Registry, ToolContext, ToolError, ToolOutput};
 
 use crate::audit::{events, AuditLog};
-use crate::providers::{
-    ChatRequest, Message, Provider, ProviderError, ToolCall, ToolResult, ToolSpec,
-};
-use crate::task::{
+use crate::task_scope::{
     hosts_line, ArtifactRecord, BlockedLog, BlockedRecorder, NavigationRecord, ResolvedSpec,
     ResultStatus, TaskResult, ToolName,
 };
+use forge_llm::{ChatRequest, Message, Provider, ProviderError, ToolCall, ToolResult, ToolSpec};
 
 /// The tools the loop can run. Implemented for [`forge_tools::Registry`] (plain execution) and by
 /// the runner's assembled tool set (guardrails, fencing, egress).
@@ -382,7 +380,7 @@ fn artifact_record(p: &std::path::Path) -> ArtifactRecord {
         .unwrap_or_default();
     ArtifactRecord {
         name,
-        mime_type: crate::a2a::tasks::mime_for(p).to_string(),
+        mime_type: crate::task_scope::mime_for(p).to_string(),
         size_bytes: std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
         uri: url::Url::from_file_path(p)
             .map(|u| u.to_string())
@@ -436,12 +434,12 @@ impl AgentLoop {
         ResolvedSpec::defaults(&self.config.tasks, self.policy().cloned())
     }
 
-    /// Check a caller's [`crate::task::TaskSpec`] against this agent (policy, forge.yaml caps).
+    /// Check a caller's [`crate::task_scope::TaskSpec`] against this agent (policy, forge.yaml caps).
     pub fn resolve_spec(
         &self,
-        spec: &crate::task::TaskSpec,
-        fields: crate::task::SpecFields,
-    ) -> Result<ResolvedSpec, crate::task::SpecError> {
+        spec: &crate::task_scope::TaskSpec,
+        fields: crate::task_scope::SpecFields,
+    ) -> Result<ResolvedSpec, crate::task_scope::SpecError> {
         spec.resolve(&self.config.tasks, self.policy(), fields)
     }
 

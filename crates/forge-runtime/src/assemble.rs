@@ -28,8 +28,9 @@
 //! Every call then goes through [`ToolRunner::execute`]: input guardrails, the time limit, the
 //! tool (which fences outside content), output guardrails (block, then redact).
 
+mod call;
 mod deps;
-mod runner;
+mod options;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -43,50 +44,21 @@ use forge_tools::{Registry, ToolContext};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::guardrails::{GuardrailError, Guardrails};
+use crate::guardrails::Guardrails;
 
+pub use call::{CallEvent, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner};
 pub use deps::{
-    browser_config, decide_confinement, egress_policy, egress_settings, mcp_egress_entry,
-    BrowserParts, ConfinementStatus, DepOptions, EgressParts, EgressPolicyError,
+    decide_confinement, egress_policy, mcp_egress_entry, BrowserParts, ConfinementStatus,
+    EgressParts,
 };
-pub use runner::{
-    CallEvent, CallProgress, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner,
-    ToolSession, PROGRESS_INTERVAL,
-};
+pub use options::{AssembleError, AssembleOptions, DepOptions, EgressPolicyError, EnvLookup};
 
 /// Where a tool comes from (the tool plan's sources).
 pub use forge_skills::ToolSource;
 /// Why browser tools are absent when no skill asks for them.
 pub use forge_skills::BROWSER_ABSENT_REASON;
 
-/// Reads an environment variable (MCP tokens and stdio servers' `env` names; tests pass their own).
-pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
-
-/// Options for [`assemble`].
-#[derive(Clone, Default)]
-pub struct AssembleOptions {
-    /// The environment MCP servers' tokens and `env` names are read from (default: the process's).
-    pub env: Option<EnvLookup>,
-    /// Where tools write artifacts; default `<agent dir>/.forge/files`.
-    pub files_dir: Option<PathBuf>,
-    /// Extra allowlist entries forge itself needs (the model provider host), as (why, entry).
-    pub forge_egress_entries: Vec<(String, String)>,
-    /// Extra entries given on the command line (`--allow`).
-    pub cli_egress_entries: Vec<String>,
-    /// Receives guardrail events (the runtime writes audit events from them).
-    pub events: Option<Arc<dyn ToolEvents>>,
-    /// Egress and browser knobs (resolver for tests, proxy observer, browser flags).
-    pub deps: deps::DepOptions,
-}
-
-/// Whether `name` has the form of an MCP tool, `<server>__<tool>` with a valid server slug. The
-/// form is reserved: a skill script tool named like that is not registered, so the audit log can
-/// tell MCP calls (`mcp_tool_call`) from the rest by name.
-pub fn is_mcp_tool_name(name: &str) -> bool {
-    name.split_once("__").is_some_and(|(server, tool)| {
-        !tool.is_empty() && forge_skills::is_valid_server_name(server)
-    })
-}
+use forge_skills::is_mcp_tool_name;
 
 /// Whether a tool is registered and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -96,51 +68,6 @@ pub struct ToolReason {
     pub source: ToolSource,
     /// One sentence: the condition that put it there or kept it out.
     pub reason: String,
-}
-
-/// Why an agent's tools could not be assembled. Each message names the thing, the rule and the fix.
-#[derive(Debug, thiserror::Error)]
-pub enum AssembleError {
-    #[error(transparent)]
-    Guardrail(#[from] GuardrailError),
-    /// forge.yaml `tools[cli_execute].config` is wrong, or cli_execute refused a binary.
-    #[error("{file}: tools[cli_execute]: {message}")]
-    CliConfig { file: PathBuf, message: String },
-    /// The egress policy could not be built.
-    #[error("egress policy: {0}")]
-    Egress(#[from] EgressPolicyError),
-    /// The egress proxy could not start.
-    #[error("could not start the egress proxy on 127.0.0.1: {0}")]
-    Proxy(String),
-    /// A skill declares the browser but no Chromium was found.
-    #[error(
-        "the browser is required by skill(s) {skills} (requires.capabilities: [browser]) but no Chromium binary was found.\n  \
-         searched: {searched}\n  \
-         fix: install it (`apt-get install chromium`), or set FORGE_BROWSER_BIN=/path/to/chromium, \
-         or remove the browser capability from those skills"
-    )]
-    BrowserMissing { skills: String, searched: String },
-    /// The browser manager could not be built.
-    #[error("the browser required by skill(s) {skills} could not be set up: {message}")]
-    Browser { skills: String, message: String },
-    /// forge.yaml `security.confinement: required`, and this platform cannot confine children.
-    #[error(
-        "{file}: security.confinement is `required` but child programs cannot be confined here: {reason}\n  \
-         fix: {fix}",
-        file = file.display(),
-        fix = forge_egress::confine::FIX
-    )]
-    ConfinementRequired { file: PathBuf, reason: String },
-    /// A required MCP server's token variable is not set (forge.yaml `mcp.servers[].auth`).
-    #[error("{0}")]
-    McpEnv(String),
-    /// A `required: true` MCP server could not be reached, refused the token, or listed no tools.
-    #[error("{file}: mcp.servers[{server}] is required and could not be used: {message}; fix the server or its token, or set `required: false` to start without its tools")]
-    McpRequired {
-        file: PathBuf,
-        server: String,
-        message: String,
-    },
 }
 
 /// An agent's assembled tools and everything they need kept alive.
@@ -217,7 +144,7 @@ impl AssembledTools {
             self.guardrails.clone(),
             self.events.clone(),
         )
-        .with_env(runner::CallEnv {
+        .with_env(call::CallEnv {
             files_dir: self.files_dir.clone(),
             egress: self.egress.client(),
             timeout: self.timeout,
@@ -736,86 +663,22 @@ fn plan_cli(agent: &Agent) -> Result<cli_execute::CliConfig, AssembleError> {
     Ok(cfg)
 }
 
-/// Parse forge.yaml `tools[{name: cli_execute, config}]`.
+/// Parse forge.yaml `tools[{name: cli_execute, config}]` (forge-skills reads it; unset keys keep
+/// cli_execute's defaults).
 pub fn parse_cli_config(v: &Value) -> Result<cli_execute::CliConfig, String> {
-    let mut cfg = cli_execute::CliConfig::default();
-    let obj = match v {
-        Value::Null => return Ok(cfg),
-        Value::Object(m) => m,
-        _ => return Err("config must be a mapping with allowed_binaries, env_passthrough, timeout, max_output_bytes".into()),
+    let parsed = forge_skills::parse_cli_tool_config(v)?;
+    let mut cfg = cli_execute::CliConfig {
+        allowed_binaries: parsed.allowed_binaries,
+        env_passthrough: parsed.env_passthrough,
+        ..Default::default()
     };
-    let strings = |key: &str, v: &Value| -> Result<Vec<String>, String> {
-        match v {
-            Value::Null => Ok(Vec::new()),
-            Value::Array(items) => items
-                .iter()
-                .map(|i| {
-                    i.as_str()
-                        .map(str::to_string)
-                        .ok_or_else(|| format!("config.{key} must be a list of strings"))
-                })
-                .collect(),
-            Value::String(s) => Ok(s
-                .split(',')
-                .map(|p| p.trim().to_string())
-                .filter(|p| !p.is_empty())
-                .collect()),
-            _ => Err(format!("config.{key} must be a list of strings")),
-        }
-    };
-    for (k, val) in obj {
-        match k.as_str() {
-            "allowed_binaries" => cfg.allowed_binaries = strings(k, val)?,
-            "env_passthrough" => cfg.env_passthrough = strings(k, val)?,
-            "timeout" => cfg.timeout = parse_duration(val).map_err(|e| format!("config.timeout: {e}"))?,
-            "max_output_bytes" => {
-                cfg.max_output_bytes = val
-                    .as_u64()
-                    .filter(|n| *n > 0)
-                    .map(|n| n as usize)
-                    .ok_or_else(|| "config.max_output_bytes must be a positive integer".to_string())?
-            }
-            other => {
-                return Err(format!(
-                    "unknown key config.{other} (known: allowed_binaries, env_passthrough, timeout, max_output_bytes)"
-                ))
-            }
-        }
+    if let Some(t) = parsed.timeout {
+        cfg.timeout = t;
+    }
+    if let Some(n) = parsed.max_output_bytes {
+        cfg.max_output_bytes = n;
     }
     Ok(cfg)
-}
-
-/// `30` (seconds), `"30"`, `"30s"`, `"2m"`, `"500ms"`.
-fn parse_duration(v: &Value) -> Result<Duration, String> {
-    let bad = || "use seconds (30) or a duration like \"30s\", \"2m\", \"500ms\"".to_string();
-    let d = match v {
-        Value::Number(n) => n
-            .as_f64()
-            .filter(|f| *f > 0.0 && f.is_finite())
-            .map(Duration::from_secs_f64)
-            .ok_or_else(bad)?,
-        Value::String(s) => {
-            let s = s.trim();
-            let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-                (n, 0.001)
-            } else if let Some(n) = s.strip_suffix('s') {
-                (n, 1.0)
-            } else if let Some(n) = s.strip_suffix('m') {
-                (n, 60.0)
-            } else if let Some(n) = s.strip_suffix('h') {
-                (n, 3600.0)
-            } else {
-                (s, 1.0)
-            };
-            let f: f64 = num.trim().parse().map_err(|_| bad())?;
-            if !(f > 0.0 && f.is_finite()) {
-                return Err(bad());
-            }
-            Duration::from_secs_f64(f * mult)
-        }
-        _ => return Err(bad()),
-    };
-    Ok(d)
 }
 
 struct ScriptPlan {

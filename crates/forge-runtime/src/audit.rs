@@ -41,7 +41,7 @@ pub mod events {
     pub const MCP_TOOL_CALL: &str = "mcp_tool_call";
     /// The event of a call of tool `name`: [`MCP_TOOL_CALL`] for an MCP tool, else [`TOOL_EXEC`].
     pub fn tool_call_event(name: &str) -> &'static str {
-        if crate::assemble::is_mcp_tool_name(name) {
+        if forge_skills::is_mcp_tool_name(name) {
             MCP_TOOL_CALL
         } else {
             TOOL_EXEC

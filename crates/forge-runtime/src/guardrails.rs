@@ -25,6 +25,9 @@ pub const REDACTED: &str = "[REDACTED BY POLICY]";
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// Which list a rule came from.
+// The variants are the SKILL.md field names (`deny_commands`, ...), serialized snake_case into
+// audit events, so they share the prefix on purpose.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleKind {

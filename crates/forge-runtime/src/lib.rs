@@ -1,36 +1,57 @@
-//! forge-runtime: turns an agent directory into a running agent.
+//! forge-runtime: turns an agent directory into a running agent. The way in is [`Runner`]
+//! ([`Runner::start`]: audit log, model, tools, egress policy and clients, proxy, browser, agent
+//! loop); `forge run`, `forge tool`, `forge mcp serve` and tests start agents through it. The
+//! modules are private; what the CLI and tests need is re-exported below.
 //!
-//! - [`runner`]: THE way in: [`runner::Runner::start`] turns a loaded agent into a running one
-//!   (audit log, model, tools, egress policy and clients, proxy, browser, agent loop); `forge run`,
-//!   `forge tool`, `forge mcp serve` and tests all start agents through it (`runner.rs`).
-//! - [`assemble`]: which tools an agent gets (builtins, cli_execute, skill scripts, the opt-in
-//!   browser) and why, with `denied_tools` applied last.
-//! - [`guardrails`]: skill guardrails on tool input/output, prompts and responses.
-//! - [`providers`]: LLM providers over the egress client, model resolution, retries
-//!   (`providers.rs`; `providers/{openai,anthropic,scripted,transport}.rs`).
-//! - [`agent_loop`]: the tool-calling loop and system prompt (`agent_loop.rs`); its bridge to the
-//!   assembled tools and the audit observers (`agent_loop/assembled.rs`).
-//! - [`audit`]: the hash-chained NDJSON audit log and its verifier (`audit.rs`).
-//! - [`mcp_host`]: the agent's tools as an MCP server (forge-mcp's `ToolHost` over the
-//!   `ToolRunner`), served by [`runner::Runner::serve_mcp_stdio`] / `serve_mcp_http`.
-//! - [`demo_site`]: the static file server of `forge run --demo-site` (`demo_site.rs`).
-//! - [`a2a`]: the A2A 0.3 JSON-RPC server of `forge run` (`a2a.rs`: card, token;
-//!   `a2a/http.rs`: routes, SSE; `a2a/tasks.rs`: the task store).
-//! - [`task`]: one task's scope (narrowed egress), budgets (max_steps, max_seconds) and result
-//!   object (`task.rs`).
-//! - [`state`]: the durable state store (tasks, contexts, events, artifacts, replicas) on SQLite
-//!   or PostgreSQL behind one trait (`state/mod.rs`, `state/sql.rs`).
+//! - runner (runner.rs): [`Runner`], [`RunnerOptions`], the A2A and MCP servers it starts, their
+//!   options and errors.
+//! - assemble (assemble.rs): which tools an agent gets (builtins, cli_execute, skill scripts, the
+//!   opt-in browser) and why, with `denied_tools` applied last; egress policy and confinement
+//!   (assemble/deps.rs); its options and errors (assemble/options.rs); the per-call path with guardrails and progress (assemble/call.rs,
+//!   [`ToolRunner`]).
+//! - guardrails (guardrails.rs): skill guardrails on tool input/output, prompts and responses.
+//! - agent_loop (agent_loop.rs): the tool-calling loop and system prompt; its bridge to the
+//!   assembled tools and the audit observers (agent_loop/tool_bridge.rs); the browser task tools
+//!   (agent_loop/browser_task.rs).
+//! - audit (audit.rs): the hash-chained NDJSON audit log and its verifier.
+//! - mcp_host (mcp_host.rs): the agent's tools as an MCP server (forge-mcp's `ToolHost` over the
+//!   `ToolRunner`).
+//! - a2a (a2a.rs: card, token): the A2A 0.3 JSON-RPC server of `forge run`; a2a/http.rs: routes,
+//!   SSE; a2a/store.rs: the task store (cache, durable writes); a2a/scheduler.rs: starting and running tasks; a2a/cancel.rs: cancelling them, across replicas too; a2a/wire.rs: the JSON shapes; a2a/forward.rs: forwarding to the replica that holds a
+//!   task; a2a/v1.rs: the A2A 1.0 method names and shapes.
+//! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps, max_seconds) and
+//!   result object.
+//!
+//! Model providers live in forge-llm, the durable store in forge-state.
 
-pub mod a2a;
-pub mod agent_loop;
-pub mod assemble;
-pub mod audit;
-pub mod demo_site;
-pub mod guardrails;
-pub mod mcp_host;
-pub mod providers;
-pub mod runner;
-pub mod state;
-pub mod task;
+mod a2a;
+mod agent_loop;
+mod assemble;
+mod audit;
+mod guardrails;
+mod mcp_host;
+mod runner;
+mod task_scope;
 
-pub use runner::{Runner, RunnerOptions};
+pub use a2a::store::{
+    ArtifactOptions, INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN, MAX_RUNNING,
+};
+pub use a2a::{
+    agent_card, load_or_create_token, serve as serve_a2a, CardInfo, ServerHandle, TaskStore,
+};
+pub use agent_loop::{AgentLoop, BrowserUse, LoopConfig, LoopError, LoopEvent, SessionCloser};
+pub use assemble::{
+    assemble, egress_policy, mcp_egress_entry, parse_cli_config, AssembleError, AssembleOptions,
+    AssembledTools, ConfinementStatus, EgressPolicyError, GuardrailEvent, GuardrailStage,
+    ProgressFn, ToolEvents, ToolReason, ToolRunner, ToolSource, BROWSER_ABSENT_REASON,
+};
+pub use audit::{
+    events as audit_events, verify as verify_audit, verify_file as verify_audit_file, AuditLog,
+    VerifyError, VerifySummary,
+};
+pub use guardrails::REDACTED;
+pub use runner::{
+    AuditTarget, EnvFn, McpHttpOptions, McpServeOptions, ModelChoice, RunError, Runner,
+    RunnerOptions, ServeError, ServeOptions, StartError, TokenOrigin,
+};
+pub use task_scope::{ResultStatus, SpecFields, TaskSpec};

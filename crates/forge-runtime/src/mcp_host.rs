@@ -79,7 +79,7 @@ impl ToolHost for RunnerToolHost {
     }
 
     async fn open_session(&self) -> SessionKey {
-        format!("mcp-{}", crate::a2a::tasks::new_id())
+        format!("mcp-{}", forge_state::new_id())
     }
 
     async fn close_session(&self, key: SessionKey) {
@@ -106,8 +106,8 @@ pub fn host(agent_id: &str, runner: ToolRunner, policy: &EgressPolicy) -> Arc<dy
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assemble::is_mcp_tool_name;
     use crate::audit::events::{tool_call_event, MCP_TOOL_CALL, TOOL_EXEC};
+    use forge_skills::is_mcp_tool_name;
 
     #[test]
     fn instructions_name_the_allowed_hosts_and_the_refusal() {

@@ -27,7 +27,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::a2a::{self, CardInfo, ServerHandle, TaskStore};
-use crate::agent_loop::assembled::{
+use crate::agent_loop::tool_bridge::{
     AssembledLoopTools, AssembledSessions, AuditEgressObserver, AuditToolEvents,
 };
 use crate::agent_loop::{
@@ -38,9 +38,9 @@ use crate::assemble::{
     assemble, AssembleError, AssembleOptions, AssembledTools, DepOptions, ToolReason, ToolRunner,
 };
 use crate::audit::{AuditError, AuditLog};
-use crate::providers::fallback::Fallback;
-use crate::providers::transport::EgressTransport;
-use crate::providers::{
+use forge_llm::fallback::Fallback;
+use forge_llm::transport::EgressTransport;
+use forge_llm::{
     build_provider, resolve_fallback, resolve_model, ModelHttp, ModelSettings, Provider,
     ProviderError, ResolvedModel, RetryPolicy,
 };
@@ -148,7 +148,7 @@ pub enum RunError {
     /// The task's scope or budgets were refused (an entry outside the agent's policy, a budget
     /// over the cap).
     #[error(transparent)]
-    Spec(#[from] crate::task::SpecError),
+    Spec(#[from] crate::task_scope::SpecError),
 }
 
 /// Where and how to serve A2A.
@@ -200,7 +200,7 @@ pub enum ServeError {
     },
     /// The state store could not be opened (unreachable, corrupt, too new).
     #[error(transparent)]
-    State(#[from] crate::state::StateError),
+    State(#[from] forge_state::StateError),
     /// The server could not start.
     #[error("{0}")]
     Server(std::io::Error),
@@ -218,7 +218,7 @@ pub struct A2aServer {
     pub token_origin: Option<TokenOrigin>,
     handle: ServerHandle,
     store: Arc<TaskStore>,
-    state: Option<Arc<dyn crate::state::StateStore>>,
+    state: Option<Arc<dyn forge_state::StateStore>>,
 }
 
 /// How a drain ended.
@@ -231,15 +231,7 @@ pub struct DrainOutcome {
     pub interrupted: usize,
 }
 
-/// The longest a task may run when forge.yaml sets no cap (seconds): the default of
-/// `tasks.max_seconds_cap`.
-pub const DEFAULT_TASK_SECONDS_CAP: u64 = forge_skills::DEFAULT_MAX_SECONDS_CAP;
-
-/// The status message of tasks a restart found unfinished.
-pub const INTERRUPTED_BY_RESTART: &str = "interrupted by restart";
-
-/// The status message of tasks a drain had to stop.
-pub const INTERRUPTED_BY_SHUTDOWN: &str = "interrupted by shutdown";
+pub use crate::a2a::store::{INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN};
 
 impl A2aServer {
     /// Stop accepting, cancel running tasks, wait for the server to end and for the state
@@ -250,7 +242,7 @@ impl A2aServer {
     }
 
     /// The state store, when tasks are kept in one (always, for `forge run`).
-    pub fn state_store(&self) -> Option<&Arc<dyn crate::state::StateStore>> {
+    pub fn state_store(&self) -> Option<&Arc<dyn forge_state::StateStore>> {
         self.state.as_ref()
     }
 
@@ -442,7 +434,7 @@ impl Runner {
     }
 
     /// How long a drain waits for running tasks: `FORGE_DRAIN_SECONDS`, else the task time cap
-    /// (forge.yaml `tasks.max_seconds_cap`, default [`DEFAULT_TASK_SECONDS_CAP`]), so a
+    /// (forge.yaml `tasks.max_seconds_cap`, default [`forge_skills::DEFAULT_MAX_SECONDS_CAP`]), so a
     /// Kubernetes rollout (whose grace period forge build sets to the cap plus 30 s) loses
     /// nothing.
     pub fn drain_grace(&self) -> Duration {
@@ -521,7 +513,7 @@ impl Runner {
         events: Option<UnboundedSender<LoopEvent>>,
     ) -> Result<TaskOutcome, RunError> {
         let m = self.model.as_ref().ok_or(RunError::NoModel)?;
-        let task_id = a2a::tasks::new_id();
+        let task_id = forge_state::new_id();
         Ok(m.agent_loop
             .run_task(&task_id, prompt, vec![], cancel, events)
             .await?)
@@ -534,15 +526,15 @@ impl Runner {
     pub async fn run_once_with(
         &self,
         prompt: &str,
-        spec: &crate::task::TaskSpec,
+        spec: &crate::task_scope::TaskSpec,
         cancel: CancellationToken,
         events: Option<UnboundedSender<LoopEvent>>,
     ) -> Result<crate::agent_loop::TaskRun, RunError> {
         let m = self.model.as_ref().ok_or(RunError::NoModel)?;
         let resolved = m
             .agent_loop
-            .resolve_spec(spec, crate::task::SpecFields::CLI)?;
-        let task_id = a2a::tasks::new_id();
+            .resolve_spec(spec, crate::task_scope::SpecFields::CLI)?;
+        let task_id = forge_state::new_id();
         Ok(m.agent_loop
             .run_task_with(
                 &task_id,
@@ -585,12 +577,12 @@ impl Runner {
         let store = TaskStore::with_state(
             m.agent_loop.clone(),
             state.clone(),
-            a2a::tasks::new_id(),
+            forge_state::new_id(),
             self.agent.state.max_artifact_bytes,
         );
         // Artifact URIs: FORGE_PUBLIC_URL (what clients outside reach, e.g. an ingress) wins,
         // else the Host the client used, else the bound address.
-        store.set_artifact_options(a2a::tasks::ArtifactOptions {
+        store.set_artifact_options(a2a::store::ArtifactOptions {
             public_url: (self.env)("FORGE_PUBLIC_URL")
                 .map(|u| u.trim().to_string())
                 .filter(|u| u.starts_with("http://") || u.starts_with("https://")),
@@ -607,7 +599,7 @@ impl Runner {
                 }
             });
             b.manager()
-                .set_on_session_closed(crate::agent_loop::assembled::audit_session_close(
+                .set_on_session_closed(crate::agent_loop::tool_bridge::audit_session_close(
                     m.agent_loop.audit.clone(),
                     Some(clear),
                 ));
@@ -635,8 +627,8 @@ impl Runner {
     /// `.forge/state.db`), mark the tasks an earlier run left unfinished `failed` ("interrupted
     /// by restart"; SQLite only: with PostgreSQL other replicas may be running them) and apply
     /// the retention.
-    async fn open_state(&self) -> Result<Arc<dyn crate::state::StateStore>, ServeError> {
-        use crate::state::{Retention, SqlStore, StateStore, StoreLocation};
+    async fn open_state(&self) -> Result<Arc<dyn forge_state::StateStore>, ServeError> {
+        use forge_state::{Retention, SqlStore, StateStore, StoreLocation};
         let url = (self.env)("FORGE_STATE_URL")
             .filter(|u| !u.trim().is_empty())
             .or_else(|| self.agent.state.url.clone());
@@ -645,7 +637,11 @@ impl Runner {
             .await?
             .with_max_artifact_bytes(self.agent.state.max_artifact_bytes);
         if store.kind() == "sqlite" {
-            store.fail_unfinished(None, INTERRUPTED_BY_RESTART).await?;
+            store
+                .fail_unfinished(None, &|t: &forge_state::TaskRecord| {
+                    a2a::wire::failed_task(t, INTERRUPTED_BY_RESTART)
+                })
+                .await?;
         }
         store
             .prune(Retention {

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use forge_runtime::a2a::tasks::ArtifactOptions;
-use forge_runtime::a2a::{self, CardInfo, TaskStore};
-use forge_runtime::agent_loop::{AgentLoop, LoopConfig};
-use forge_runtime::audit::AuditLog;
-use forge_runtime::providers::scripted::Scripted;
+use forge_llm::scripted::Scripted;
+use forge_runtime::ArtifactOptions;
+use forge_runtime::AuditLog;
+use forge_runtime::{agent_card, serve_a2a, CardInfo, TaskStore};
+use forge_runtime::{AgentLoop, LoopConfig};
 use forge_tools::Registry;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -85,8 +85,8 @@ async fn file_artifacts_are_served_from_the_task_file_with_a_uri_on_the_callers_
         version: "0.1.0".into(),
         skills: vec![],
     };
-    let card = a2a::agent_card(&info, &format!("http://{addr}/"), false);
-    let handle = a2a::serve(listener, store, card, None).expect("serve");
+    let card = agent_card(&info, &format!("http://{addr}/"), false);
+    let handle = serve_a2a(listener, store, card, None).expect("serve");
 
     // The client reaches the server as `localhost:PORT`: the URIs say so.
     let host = format!("localhost:{}", addr.port());

@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use forge_runtime::a2a::TaskStore;
-use forge_runtime::agent_loop::{AgentLoop, LoopConfig};
-use forge_runtime::audit::AuditLog;
-use forge_runtime::providers::scripted::Scripted;
-use forge_runtime::state::{SqlStore, StateStore, StoreLocation};
+use forge_llm::scripted::Scripted;
+use forge_runtime::AuditLog;
+use forge_runtime::TaskStore;
+use forge_runtime::{AgentLoop, LoopConfig};
+use forge_state::{SqlStore, StateStore, StoreLocation};
 use forge_tools::Registry;
 use serde_json::{json, Value};
 

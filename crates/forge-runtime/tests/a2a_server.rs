@@ -9,10 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use forge_runtime::a2a::{self, CardInfo, TaskStore};
-use forge_runtime::agent_loop::{AgentLoop, LoopConfig, SessionCloser};
-use forge_runtime::audit::AuditLog;
-use forge_runtime::providers::scripted::Scripted;
+use forge_llm::scripted::Scripted;
+use forge_runtime::AuditLog;
+use forge_runtime::{
+    agent_card, load_or_create_token, serve_a2a, CardInfo, ServerHandle, TaskStore,
+};
+use forge_runtime::{AgentLoop, LoopConfig, SessionCloser};
 use forge_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -60,7 +62,7 @@ impl SessionCloser for Sessions {
 
 struct Fixture {
     addr: std::net::SocketAddr,
-    handle: a2a::ServerHandle,
+    handle: ServerHandle,
     started: Arc<AtomicUsize>,
     saw_cancel: Arc<AtomicBool>,
     sessions: Arc<Sessions>,
@@ -98,8 +100,8 @@ async fn start(script: &str, token: Option<&str>) -> Fixture {
         version: "1.2.3".into(),
         skills: vec![("browse".into(), "Browse things".into(), vec!["web".into()])],
     };
-    let card = a2a::agent_card(&info, &format!("http://{addr}/"), token.is_some());
-    let handle = a2a::serve(
+    let card = agent_card(&info, &format!("http://{addr}/"), token.is_some());
+    let handle = serve_a2a(
         listener,
         TaskStore::new(agent),
         card,
@@ -414,8 +416,8 @@ async fn a_bearer_token_is_required_when_configured() {
 fn the_token_file_is_created_once_with_private_permissions() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".forge").join("runtime.token");
-    let (t1, new1) = a2a::load_or_create_token(&path).unwrap();
-    let (t2, new2) = a2a::load_or_create_token(&path).unwrap();
+    let (t1, new1) = load_or_create_token(&path).unwrap();
+    let (t2, new2) = load_or_create_token(&path).unwrap();
     assert!(new1 && !new2);
     assert_eq!(t1, t2);
     assert_eq!(t1.len(), 64);
@@ -443,7 +445,7 @@ fn a_regenerated_token_never_lands_in_a_world_readable_file() {
     let path = dir.path().join("runtime.token");
     std::fs::write(&path, "").unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let (_t, new) = a2a::load_or_create_token(&path).unwrap();
+    let (_t, new) = load_or_create_token(&path).unwrap();
     assert!(new);
     assert_eq!(
         std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,

@@ -6,9 +6,7 @@
 // Test: prints skip notes and diagnostics (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use forge_runtime::assemble::{
-    assemble, AssembleError, AssembleOptions, AssembledTools, ToolSource,
-};
+use forge_runtime::{assemble, AssembleError, AssembleOptions, AssembledTools, ToolSource};
 use forge_skills::Agent;
 use serde_json::json;
 
@@ -43,7 +41,7 @@ fn present(t: &AssembledTools) -> Vec<String> {
         .collect()
 }
 
-fn reason<'a>(t: &'a AssembledTools, name: &str) -> &'a forge_runtime::assemble::ToolReason {
+fn reason<'a>(t: &'a AssembledTools, name: &str) -> &'a forge_runtime::ToolReason {
     t.reasons()
         .iter()
         .find(|r| r.name == name)
@@ -411,7 +409,7 @@ async fn denied_tools_remove_browser_tools_too() {
 
 #[test]
 fn cli_config_parsing() {
-    use forge_runtime::assemble::parse_cli_config;
+    use forge_runtime::parse_cli_config;
     let c = parse_cli_config(&json!({"allowed_binaries": ["jq", "git"], "env_passthrough": "A, B", "timeout": "2m", "max_output_bytes": 10})).unwrap();
     assert_eq!(c.allowed_binaries, ["jq", "git"]);
     assert_eq!(c.env_passthrough, ["A", "B"]);

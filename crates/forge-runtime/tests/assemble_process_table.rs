@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use forge_runtime::assemble::{assemble, AssembleOptions};
+use forge_runtime::{assemble, AssembleOptions};
 use forge_skills::Agent;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

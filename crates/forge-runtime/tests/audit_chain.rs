@@ -3,7 +3,9 @@
 
 use std::io::Cursor;
 
-use forge_runtime::audit::{events, verify, verify_file, AuditLog};
+use forge_runtime::{
+    audit_events as events, verify_audit as verify, verify_audit_file as verify_file, AuditLog,
+};
 use serde_json::json;
 
 fn write_sample(path: &std::path::Path) {
@@ -45,7 +47,7 @@ fn lines(path: &std::path::Path) -> Vec<String> {
 
 fn verify_lines(
     lines: &[String],
-) -> Result<forge_runtime::audit::VerifySummary, forge_runtime::audit::VerifyError> {
+) -> Result<forge_runtime::VerifySummary, forge_runtime::VerifyError> {
     let text = lines.join("\n") + "\n";
     verify(Cursor::new(text))
 }

@@ -3,7 +3,7 @@
 //! proxy listener for it. Its own test binary, because it points `FORGE_BROWSER_BIN` (read from
 //! the process environment by forge-browser) at a file that does not exist.
 
-use forge_runtime::assemble::ToolSource;
+use forge_runtime::ToolSource;
 use forge_runtime::{Runner, RunnerOptions};
 use forge_skills::{Agent, BROWSER_TOOLS};
 

@@ -6,7 +6,7 @@
 // Test: prints skip notes (the workspace denies printing in library code).
 #![allow(clippy::print_stderr)]
 
-use forge_runtime::runner::{ModelChoice, Runner, RunnerOptions};
+use forge_runtime::{ModelChoice, Runner, RunnerOptions};
 use forge_skills::Agent;
 
 fn agent(denied: &str, browser: bool) -> (tempfile::TempDir, Agent) {

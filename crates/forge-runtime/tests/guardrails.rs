@@ -7,10 +7,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use forge_runtime::assemble::{
-    assemble, AssembleOptions, GuardrailEvent, GuardrailStage, ToolEvents,
-};
-use forge_runtime::guardrails::REDACTED;
+use forge_runtime::REDACTED;
+use forge_runtime::{assemble, AssembleOptions, GuardrailEvent, GuardrailStage, ToolEvents};
 use forge_skills::Agent;
 use forge_tools::ToolError;
 use serde_json::json;
@@ -52,7 +50,7 @@ body
 
 async fn setup() -> (
     tempfile::TempDir,
-    forge_runtime::assemble::AssembledTools,
+    forge_runtime::AssembledTools,
     Arc<Recorder>,
 ) {
     let dir = tempfile::tempdir().unwrap();

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use forge_runtime::agent_loop::{AgentLoop, LoopConfig, LoopError, LoopEvent, SessionCloser};
-use forge_runtime::audit::AuditLog;
-use forge_runtime::providers::scripted::Scripted;
-use forge_runtime::providers::{ChatRequest, ChatResponse, Message, Provider, ProviderError};
+use forge_llm::scripted::Scripted;
+use forge_llm::{ChatRequest, ChatResponse, Message, Provider, ProviderError};
+use forge_runtime::AuditLog;
+use forge_runtime::{AgentLoop, LoopConfig, LoopError, LoopEvent, SessionCloser};
 use forge_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;

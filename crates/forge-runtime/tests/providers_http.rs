@@ -10,10 +10,10 @@ use std::time::Duration;
 use fake_llm::{Reply, Responder};
 use forge_egress::client::{ClientOptions, EgressClient};
 use forge_egress::EgressPolicy;
-use forge_runtime::providers::anthropic::Anthropic;
-use forge_runtime::providers::openai::OpenAi;
-use forge_runtime::providers::transport::EgressTransport;
-use forge_runtime::providers::{
+use forge_llm::anthropic::Anthropic;
+use forge_llm::openai::OpenAi;
+use forge_llm::transport::EgressTransport;
+use forge_llm::{
     ChatRequest, Message, ModelHttp, Provider, ProviderError, RetryPolicy, ToolResult, ToolSpec,
 };
 use serde_json::json;

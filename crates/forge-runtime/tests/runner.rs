@@ -14,11 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use forge_runtime::assemble::{egress_policy, ProgressFn, ToolSource};
-use forge_runtime::audit::AuditLog;
-use forge_runtime::runner::{
-    AuditTarget, ModelChoice, RunError, Runner, RunnerOptions, StartError,
-};
+use forge_runtime::AuditLog;
+use forge_runtime::{egress_policy, ProgressFn, ToolSource};
+use forge_runtime::{AuditTarget, ModelChoice, RunError, Runner, RunnerOptions, StartError};
 use forge_skills::Agent;
 use forge_tools::ToolError;
 use serde_json::{json, Value};
@@ -103,7 +101,7 @@ fn serve(body: &'static str) -> (u16, Arc<AtomicUsize>) {
     (port, hits)
 }
 
-fn env(vars: &[(&str, &str)]) -> forge_runtime::runner::EnvFn {
+fn env(vars: &[(&str, &str)]) -> forge_runtime::EnvFn {
     let vars: Vec<(String, String)> = vars
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -645,7 +643,7 @@ async fn a_browser_crash_between_calls_is_in_the_audit_log_and_said_once() {
         "{events:?}"
     );
     let text = String::from_utf8(audit.0.lock().unwrap().clone()).unwrap();
-    let summary = forge_runtime::audit::verify(std::io::Cursor::new(text)).expect("verifies");
+    let summary = forge_runtime::verify_audit(std::io::Cursor::new(text)).expect("verifies");
     assert!(
         summary
             .counts

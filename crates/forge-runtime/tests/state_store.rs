@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use forge_runtime::state::{
+use forge_state::{
     ContextRecord, Retention, SqlStore, StateError, StateStore, StoreLocation, StoredArtifact,
     TaskRecord,
 };
@@ -25,9 +25,20 @@ fn task(id: &str, state: &str, replica: Option<&str>, created_ms: i64) -> TaskRe
     }
 }
 
+/// The caller's rewrite of a task the store marks failed: the status says `failed` with `reason`
+/// as its message (the store itself knows records, not the A2A task shape).
+fn failed_with(reason: &'static str) -> impl Fn(&TaskRecord) -> serde_json::Value + Send + Sync {
+    move |t: &TaskRecord| {
+        let mut task = t.task.clone();
+        task["status"] = json!({"state": "failed", "message": {"kind": "message", "role": "agent",
+            "taskId": t.id, "contextId": t.context_id, "parts": [{"kind": "text", "text": reason}]}});
+        task
+    }
+}
+
 /// The checks every store passes.
 async fn conformance(store: &dyn StateStore) {
-    let now = forge_runtime::state::now_ms();
+    let now = forge_state::now_ms();
     // Tasks: insert, read back, replace.
     assert_eq!(store.task("t1").await.ok().flatten(), None);
     let mut t1 = task("t1", "working", Some("replica-a"), now);
@@ -108,7 +119,7 @@ async fn conformance(store: &dyn StateStore) {
     let t3 = task("t3", "submitted", Some("replica-b"), now + 2);
     store.save_task(&t3).await.expect("save t3");
     let failed = store
-        .fail_unfinished(Some("replica-a"), "interrupted by restart")
+        .fail_unfinished(Some("replica-a"), &failed_with("interrupted by restart"))
         .await
         .expect("fail");
     assert_eq!(failed, vec!["t2".to_string()]);
@@ -124,7 +135,7 @@ async fn conformance(store: &dyn StateStore) {
         Some("submitted".into())
     );
     let all = store
-        .fail_unfinished(None, "interrupted by shutdown")
+        .fail_unfinished(None, &failed_with("interrupted by shutdown"))
         .await
         .expect("all");
     assert_eq!(all, vec!["t3".to_string()]);
@@ -355,7 +366,7 @@ async fn postgres_store_conformance_and_two_replicas() {
         "shared",
         "working",
         Some("replica-a"),
-        forge_runtime::state::now_ms(),
+        forge_state::now_ms(),
     );
     a.save_task(&t).await.expect("A saves");
     assert_eq!(b.task("shared").await.expect("B reads"), Some(t));

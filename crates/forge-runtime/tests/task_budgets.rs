@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use forge_runtime::agent_loop::{AgentLoop, LoopConfig};
-use forge_runtime::audit::AuditLog;
-use forge_runtime::providers::scripted::Scripted;
-use forge_runtime::providers::{ChatRequest, ChatResponse, Message, Provider, ProviderError};
-use forge_runtime::task::{ResultStatus, SpecFields, TaskSpec};
+use forge_llm::scripted::Scripted;
+use forge_llm::{ChatRequest, ChatResponse, Message, Provider, ProviderError};
+use forge_runtime::AuditLog;
+use forge_runtime::{AgentLoop, LoopConfig};
+use forge_runtime::{ResultStatus, SpecFields, TaskSpec};
 use forge_tools::{Registry, Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -189,7 +189,7 @@ async fn max_steps_2_on_a_5_step_script_ends_incomplete_with_2_steps() {
     let run = l
         .run_task_with(
             "t1",
-            &forge_runtime::agent_loop::BrowserUse::own("t1"),
+            &forge_runtime::BrowserUse::own("t1"),
             "go",
             vec![],
             CancellationToken::new(),
@@ -247,7 +247,7 @@ async fn calls_past_the_step_budget_in_one_turn_are_answered_not_run() {
     let run = l
         .run_task_with(
             "t2",
-            &forge_runtime::agent_loop::BrowserUse::own("t2"),
+            &forge_runtime::BrowserUse::own("t2"),
             "go",
             vec![],
             CancellationToken::new(),
@@ -297,7 +297,7 @@ async fn max_seconds_stops_a_slow_tool_and_ends_incomplete() {
     let run = l
         .run_task_with(
             "t3",
-            &forge_runtime::agent_loop::BrowserUse::own("t3"),
+            &forge_runtime::BrowserUse::own("t3"),
             "go",
             vec![],
             CancellationToken::new(),
@@ -331,7 +331,7 @@ async fn a_finished_task_is_done_with_its_steps_and_artifacts() {
     let run = l
         .run_task_with(
             "t4",
-            &forge_runtime::agent_loop::BrowserUse::own("t4"),
+            &forge_runtime::BrowserUse::own("t4"),
             "go",
             vec![],
             CancellationToken::new(),
@@ -387,7 +387,7 @@ async fn a_cancelled_task_is_canceled() {
     let run = l
         .run_task_with(
             "t5",
-            &forge_runtime::agent_loop::BrowserUse::own("t5"),
+            &forge_runtime::BrowserUse::own("t5"),
             "go",
             vec![],
             cancel,

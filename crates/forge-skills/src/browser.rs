@@ -1,5 +1,5 @@
-//! forge.yaml `browser:` (how the agent's Chromium is limited and shown) and `a2a:` (how task
-//! results go out over A2A).
+//! forge.yaml `browser:` (how the agent's Chromium is limited and shown); `a2a:` is in `a2a.rs`,
+//! read with the same [`Reader`].
 //!
 //! ```yaml
 //! browser:
@@ -10,8 +10,6 @@
 //!   viewport: {width: 1280, height: 800}
 //!   headless: true             # FORGE_BROWSER_HEADLESS still overrides
 //!   task_model: {provider: openai, name: gpt-4o-mini}   # browser_task's sub-agent model
-//! a2a:
-//!   inline_artifact_bytes: 262144   # files up to this size also go inline (base64) in the task
 //! ```
 //!
 //! Every key is optional; a missing key keeps forge's default. The block is read from the
@@ -24,7 +22,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::mcp::parse_duration;
+use crate::duration::{format_duration, parse_duration};
 use crate::skill::suggest;
 use crate::yaml::{Doc, Kind, Seg};
 use crate::SourceDiagnostic;
@@ -35,11 +33,6 @@ pub const MAX_BROWSER_SESSIONS: usize = 64;
 pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// Longest `browser.navigation_timeout` and `browser.action_timeout`.
 pub const MAX_ACTION_TIMEOUT: Duration = Duration::from_secs(600);
-/// Default `a2a.inline_artifact_bytes` (256 KiB).
-pub const DEFAULT_INLINE_ARTIFACT_BYTES: u64 = 256 * 1024;
-/// Largest `a2a.inline_artifact_bytes` (4 MiB: inline bytes grow every `tasks/get` answer).
-pub const MAX_INLINE_ARTIFACT_BYTES: u64 = 4 * 1024 * 1024;
-
 const BROWSER_KEYS: &[&str] = &[
     "max_sessions",
     "idle_timeout",
@@ -51,7 +44,6 @@ const BROWSER_KEYS: &[&str] = &[
 ];
 const VIEWPORT_KEYS: &[&str] = &["width", "height"];
 const TASK_MODEL_KEYS: &[&str] = &["provider", "name"];
-const A2A_KEYS: &[&str] = &["inline_artifact_bytes"];
 
 /// `browser`: each field `None` when forge.yaml does not set it (the runtime keeps its default).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,49 +73,29 @@ pub struct TaskModel {
     pub name: String,
 }
 
-/// `a2a`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct A2aSettings {
-    /// Files a task writes up to this size are also sent inline (base64) in the task's artifact,
-    /// next to the `http(s)` URI; 0 never inlines. Default [`DEFAULT_INLINE_ARTIFACT_BYTES`].
-    pub inline_artifact_bytes: u64,
-}
-
-impl Default for A2aSettings {
-    fn default() -> Self {
-        Self {
-            inline_artifact_bytes: DEFAULT_INLINE_ARTIFACT_BYTES,
-        }
-    }
-}
-
-/// Read `browser` and `a2a` from the marked tree: the settings, the errors, the warnings
-/// (unknown keys).
-pub(crate) fn read(
-    doc: &Doc<'_>,
-) -> (
-    BrowserSettings,
-    A2aSettings,
-    Vec<SourceDiagnostic>,
-    Vec<SourceDiagnostic>,
-) {
-    let mut r = Reader {
-        doc,
-        errors: Vec::new(),
-        warnings: Vec::new(),
-    };
-    let b = r.browser();
-    let a = r.a2a();
-    (b, a, r.errors, r.warnings)
-}
-
-struct Reader<'d, 'a> {
+/// Reads forge.yaml blocks from the marked tree, collecting errors and warnings (unknown keys);
+/// `browser` here, `a2a` in `a2a.rs`.
+pub(crate) struct Reader<'d, 'a> {
     doc: &'d Doc<'a>,
     errors: Vec<SourceDiagnostic>,
     warnings: Vec<SourceDiagnostic>,
 }
 
-impl Reader<'_, '_> {
+impl<'d, 'a> Reader<'d, 'a> {
+    /// A reader of `doc`.
+    pub(crate) fn new(doc: &'d Doc<'a>) -> Self {
+        Self {
+            doc,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The errors and the warnings found.
+    pub(crate) fn finish(self) -> (Vec<SourceDiagnostic>, Vec<SourceDiagnostic>) {
+        (self.errors, self.warnings)
+    }
+
     fn err(&mut self, msg: String, at: &[Seg<'_>], label: &str, help: String) {
         self.errors.push(
             self.doc
@@ -132,7 +104,7 @@ impl Reader<'_, '_> {
     }
 
     /// The mapping at `at`: `None` when absent or empty; an error when it is something else.
-    fn section(&mut self, at: &[Seg<'_>], what: &str, example: &str) -> bool {
+    pub(crate) fn section(&mut self, at: &[Seg<'_>], what: &str, example: &str) -> bool {
         let Some(node) = self.doc.tree.get(at) else {
             return false;
         };
@@ -151,7 +123,7 @@ impl Reader<'_, '_> {
         }
     }
 
-    fn unknown_keys(&mut self, at: &[Seg<'_>], known: &[&str], where_: &str) {
+    pub(crate) fn unknown_keys(&mut self, at: &[Seg<'_>], known: &[&str], where_: &str) {
         let Some(node) = self.doc.tree.get(at) else {
             return;
         };
@@ -194,7 +166,7 @@ impl Reader<'_, '_> {
     }
 
     /// A whole number in `min..=max` at `at`.
-    fn number(
+    pub(crate) fn number(
         &mut self,
         at: &[Seg<'_>],
         what: &str,
@@ -246,13 +218,13 @@ impl Reader<'_, '_> {
                 self.err(
                     format!(
                         "forge.yaml `{what}` is {text}, outside 1s to {}",
-                        crate::mcp::format_duration(max)
+                        format_duration(max)
                     ),
                     at,
                     "out of range",
                     format!(
                         "use a duration from 1s to {}, or remove the key for the default ({default})",
-                        crate::mcp::format_duration(max)
+                        format_duration(max)
                     ),
                 );
                 None
@@ -271,7 +243,7 @@ impl Reader<'_, '_> {
         }
     }
 
-    fn browser(&mut self) -> BrowserSettings {
+    pub(crate) fn browser(&mut self) -> BrowserSettings {
         let mut out = BrowserSettings::default();
         let base = [Seg::Key("browser")];
         if !self.section(
@@ -393,25 +365,6 @@ impl Reader<'_, '_> {
                     );
                 }
             }
-        }
-        out
-    }
-
-    fn a2a(&mut self) -> A2aSettings {
-        let mut out = A2aSettings::default();
-        let base = [Seg::Key("a2a")];
-        if !self.section(&base, "a2a", "a2a: {inline_artifact_bytes: 262144}") {
-            return out;
-        }
-        self.unknown_keys(&base, A2A_KEYS, "a2a");
-        if let Some(n) = self.number(
-            &[Seg::Key("a2a"), Seg::Key("inline_artifact_bytes")],
-            "a2a.inline_artifact_bytes",
-            0,
-            MAX_INLINE_ARTIFACT_BYTES,
-            "262144",
-        ) {
-            out.inline_artifact_bytes = n;
         }
         out
     }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use miette::NamedSource;
 use serde::{Deserialize, Serialize};
 
-use crate::browser::{A2aSettings, BrowserSettings};
+use crate::a2a::A2aSettings;
+use crate::browser::{BrowserSettings, Reader};
 use crate::fleet::{DeployConfig, StateConfig};
 use crate::mcp::McpConfig;
 use crate::skill::suggest;
@@ -387,7 +388,10 @@ impl ForgeConfig {
                 )),
             )]));
         }
-        let (browser, a2a, browser_errors, browser_warnings) = crate::browser::read(&doc);
+        let mut reader = Reader::new(&doc);
+        let browser = reader.browser();
+        let a2a = crate::a2a::read(&mut reader);
+        let (browser_errors, browser_warnings) = reader.finish();
         if !browser_errors.is_empty() {
             return Err(invalid(browser_errors));
         }

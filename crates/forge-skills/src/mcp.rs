@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::duration::parse_duration;
 use crate::skill::suggest;
 use crate::yaml::{Doc, Kind, Node, Seg};
 use crate::SourceDiagnostic;
@@ -102,7 +103,7 @@ pub struct McpServer {
     pub auth: Option<McpAuth>,
     pub tools: McpToolFilter,
     /// Time limit per request to this server (connect, list, call).
-    #[serde(with = "duration_text")]
+    #[serde(with = "crate::duration::text")]
     pub timeout: Duration,
     /// `true`: the agent does not start when this server cannot be reached or lists no tools.
     #[serde(default)]
@@ -133,78 +134,6 @@ pub fn is_valid_server_name(name: &str) -> bool {
         && b[1..]
             .iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-}
-
-/// Parse a Go-style duration (`60s`, `2m`, `1m30s`, `1.5s`, `500ms`, `1h`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let s = text.trim();
-    if s.is_empty() {
-        return Err("empty duration".into());
-    }
-    if s.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
-        return Err(format!("\"{s}\" has no unit"));
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    let mut parts = 0;
-    while !rest.is_empty() {
-        parts += 1;
-        if parts > 8 {
-            return Err(format!("\"{s}\" has too many parts"));
-        }
-        let num_len = rest
-            .bytes()
-            .take_while(|c| c.is_ascii_digit() || *c == b'.')
-            .count();
-        if num_len == 0 {
-            return Err(format!("\"{s}\" is not a duration"));
-        }
-        let n: f64 = rest[..num_len]
-            .parse()
-            .map_err(|_| format!("\"{}\" is not a number", &rest[..num_len]))?;
-        rest = &rest[num_len..];
-        let unit_len = rest.bytes().take_while(|c| c.is_ascii_alphabetic()).count();
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let secs = match unit {
-            "ms" => n / 1000.0,
-            "s" => n,
-            "m" => n * 60.0,
-            "h" => n * 3600.0,
-            "" => return Err(format!("\"{s}\" has a number without a unit")),
-            other => return Err(format!("unknown unit \"{other}\" in \"{s}\"")),
-        };
-        total += secs;
-        if total > 1e9 {
-            return Err(format!("\"{s}\" is far too long"));
-        }
-    }
-    Ok(Duration::from_secs_f64(total))
-}
-
-/// `60s`, `1500ms`: the shortest exact spelling.
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms % 1000 == 0 {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
-}
-
-mod duration_text {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::format_duration(*d))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        super::parse_duration(&text).map_err(serde::de::Error::custom)
-    }
 }
 
 const SERVER_KEYS: &[&str] = &[
@@ -775,22 +704,6 @@ pub(crate) fn is_env_name(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert!(parse_duration("60").is_err());
-        assert!(parse_duration("60x").is_err());
-        assert!(parse_duration("s").is_err());
-        assert!(parse_duration("").is_err());
-        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
-        assert_eq!(format_duration(Duration::from_secs(60)), "60s");
-    }
 
     #[test]
     fn slugs() {

@@ -164,6 +164,14 @@ pub fn is_plain_tool_name(tool: &str) -> bool {
     !tool.is_empty() && !tool.starts_with('.') && !tool.contains(['/', '\\', '\0'])
 }
 
+/// Whether `name` has the form of an MCP tool, `<server>__<tool>` with a valid server slug. The
+/// form is reserved: a skill script tool named like that is not registered, so the audit log can
+/// tell MCP calls (`mcp_tool_call`) from the rest by name.
+pub fn is_mcp_tool_name(name: &str) -> bool {
+    name.split_once("__")
+        .is_some_and(|(server, tool)| !tool.is_empty() && crate::mcp::is_valid_server_name(server))
+}
+
 /// `path` relative to `base` when inside it, for messages that stay the same on every machine.
 fn shown(path: &Path, base: &Path) -> String {
     path.strip_prefix(base)

@@ -25,9 +25,11 @@ use tokio_util::sync::CancellationToken;
 
 use forge_egress::accept::{accept_loop, serve_http1, AcceptOptions, OverCap};
 
+use super::files::ArtifactReadError;
 use super::forward;
-use super::tasks::{ArtifactError, RpcError, TaskStore};
+use super::store::TaskStore;
 use super::v1;
+use super::wire::RpcError;
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
@@ -277,13 +279,13 @@ async fn artifact(shared: &Shared, rest: &str) -> Response<Body> {
             );
             r
         }
-        Err(ArtifactError::BadName(n)) => full(
+        Err(ArtifactReadError::BadName(n)) => full(
             StatusCode::BAD_REQUEST,
             "text/plain",
             format!("refused: {n:?} is not a plain file name (no `/`, `\\`, `..` or NUL)\n"),
         ),
-        Err(ArtifactError::NotFound) => not_found(),
-        Err(ArtifactError::Unavailable(why)) => full(
+        Err(ArtifactReadError::NotFound) => not_found(),
+        Err(ArtifactReadError::Unavailable(why)) => full(
             StatusCode::GONE,
             "text/plain",
             format!("the artifact cannot be served: {why}\n"),
@@ -555,7 +557,7 @@ async fn rpc(
 /// A JSON-RPC error; a draining server answers it with HTTP 503 and `Retry-After: 1`, so load
 /// balancers and HTTP clients retry the message on another replica.
 fn rpc_error_response(id: &Value, e: &RpcError) -> Response<Body> {
-    if e.code != super::tasks::DRAINING {
+    if e.code != super::wire::DRAINING {
         return json_response(StatusCode::OK, &rpc_error(id, e));
     }
     let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, &rpc_error(id, e));
@@ -656,7 +658,7 @@ fn sse(id: Value, rx: tokio::sync::mpsc::UnboundedReceiver<Value>, v1: bool) -> 
 #[cfg(test)]
 mod tests {
     use super::percent_decode;
-    use crate::a2a::tasks::is_servable_name;
+    use crate::a2a::files::is_servable_name;
 
     #[test]
     fn artifact_names_that_could_leave_the_task_are_not_servable() {

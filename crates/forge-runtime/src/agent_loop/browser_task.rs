@@ -14,8 +14,8 @@ use forge_tools::{ToolContext, ToolError, ToolOutput};
 use serde_json::{json, Value};
 
 use super::{AgentLoop, LoopTools};
-use crate::providers::ToolSpec;
-use crate::task::{SpecFields, TaskSpec};
+use crate::task_scope::{SpecFields, TaskSpec};
+use forge_llm::ToolSpec;
 
 /// The tool's name.
 pub const NAME: &str = "browser_task";

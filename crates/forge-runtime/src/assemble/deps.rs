@@ -10,25 +10,13 @@ use forge_browser::{
     browser_tools, find_browser_binary, BrowserConfig, BrowserManager, BrowserToolOptions,
     CrashObserver, RefusalLog,
 };
-use forge_egress::client::{ClientOptions, EgressClient};
-use forge_egress::policy::PolicyError;
+use forge_egress::client::EgressClient;
 use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, ProxyHandle, ProxyOptions};
 use forge_egress::{EgressMode, EgressPolicy, EgressSettings};
 use forge_skills::{expand_domains, Agent, BrowserSettings, BrowserView};
 use forge_tools::Tool;
 
-use super::{AssembleError, AssembleOptions};
-
-/// Knobs for the egress and browser parts (test resolvers and CAs, the proxy observer).
-#[derive(Clone, Default)]
-pub struct DepOptions {
-    /// Options of the egress client used by `http_request`/`web_fetch` (resolver, limits, roots).
-    pub client: ClientOptions,
-    /// Options of the egress proxy (resolver, observer, limits).
-    pub proxy: ProxyOptions,
-    /// Told about every Chromium crash (the runner sets its audit log).
-    pub browser_crash: Option<Arc<dyn CrashObserver>>,
-}
+use super::options::{AssembleError, AssembleOptions, EgressPolicyError};
 
 /// The egress settings for `agent` (none: deny-all): forge.yaml `egress`, every active skill's
 /// `egress_domains` (with `$VAR` entries expanded from the environment), plus forge's own entries
@@ -84,18 +72,6 @@ pub fn mcp_egress_entry(url: &str) -> Option<String> {
         Some(p) => Some(format!("{host}:{p}")),
         None => Some(host),
     }
-}
-
-/// The agent's egress policy could not be built: the policy error, and the file that holds the
-/// offending value (forge.yaml for `egress.*`, the skill's SKILL.md for its `egress_domains`;
-/// `None` for `--allow` and forge's own entries).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{}{error}", file.as_ref().map(|f| format!("{}: ", f.display())).unwrap_or_default())]
-pub struct EgressPolicyError {
-    /// What is wrong, with the field, the value and the fix.
-    pub error: PolicyError,
-    /// The file holding the value, when it came from one.
-    pub file: Option<PathBuf>,
 }
 
 /// THE egress policy of `agent` (none: deny-all plus `cli_entries`). The one place a policy is

@@ -1,3 +1,15 @@
+//! forge-llm: the model providers and their transport. Depends only on forge-egress (every model
+//! request leaves through the agent's egress client).
+//!
+//! - [`Provider`], [`ChatRequest`], [`ChatResponse`], [`Message`], [`ProviderError`],
+//!   [`resolve_model`], [`RetryPolicy`] (lib.rs): the conversation types, the trait, model
+//!   choice, retries and the one HTTP status mapping every provider uses.
+//! - [`openai`] (openai.rs): OpenAI Chat Completions and compatible servers.
+//! - [`anthropic`] (anthropic.rs): Anthropic Messages.
+//! - [`scripted`] (scripted.rs): replays a YAML file of assistant turns (tests, demos).
+//! - [`fallback`] (fallback.rs): a chain of providers tried in order.
+//! - [`transport`] (transport.rs): [`ModelHttp`] over forge-egress's client.
+//!
 //! LLM providers: the conversation types the agent loop speaks, the [`Provider`] trait, how the
 //! model is chosen ([`resolve_model`]), and the three providers:
 //!
@@ -118,6 +130,7 @@ pub struct ChatResponse {
 
 /// Why a model call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProviderError {
     /// The configuration is incomplete or wrong (no provider, no key, unknown provider, bad URL).
     #[error("{0}")]
@@ -230,6 +243,7 @@ pub struct HttpReply {
 
 /// Why a request did not produce a reply.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransportError {
     /// The egress policy refused it (message starts with "blocked by egress policy:").
     #[error("{0}")]
@@ -360,6 +374,43 @@ pub(crate) async fn send_with_retry(
             _ = cancel.cancelled() => return Err(ProviderError::Cancelled),
             _ = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+/// The error for a provider's non-2xx reply, the same mapping for every provider: 401/403 is
+/// [`ProviderError::Unauthorized`] naming `env_var`; 400/404 whose body says the model is unknown
+/// (the provider's own `is_model_error`) is [`ProviderError::UnknownModel`]; anything else is
+/// [`ProviderError::Http`]. The detail is the body's error message ([`error_detail`]).
+pub(crate) fn status_error(
+    reply: &HttpReply,
+    provider: &str,
+    model: &str,
+    host: String,
+    env_var: &str,
+    is_model_error: fn(&[u8]) -> bool,
+) -> ProviderError {
+    let detail = error_detail(&reply.body);
+    match reply.status {
+        401 | 403 => ProviderError::Unauthorized {
+            provider: provider.to_string(),
+            status: reply.status,
+            host,
+            env_var: env_var.to_string(),
+            detail,
+        },
+        400 | 404 if is_model_error(&reply.body) => ProviderError::UnknownModel {
+            provider: provider.to_string(),
+            model: model.to_string(),
+            status: reply.status,
+            host,
+            detail,
+        },
+        status => ProviderError::Http {
+            provider: provider.to_string(),
+            status,
+            host,
+            detail,
+        },
     }
 }
 

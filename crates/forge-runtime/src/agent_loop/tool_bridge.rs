@@ -17,8 +17,8 @@ use super::{LoopTools, SessionCloser};
 use crate::assemble::{AssembledTools, CallEvent, GuardrailEvent, ToolEvents, ToolRunner};
 use crate::audit::{events, AuditLog};
 use crate::guardrails::Guardrails;
-use crate::providers::ToolSpec;
-use crate::task::NavigationRecord;
+use crate::task_scope::NavigationRecord;
+use forge_llm::ToolSpec;
 
 /// [`LoopTools`] over the assembled tool set.
 pub struct AssembledLoopTools {

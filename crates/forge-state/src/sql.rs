@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
 
-use super::{
-    now_ms, ContextRecord, ReplicaRecord, Retention, StateError, StateStore, StoreLocation,
-    StoredArtifact, TaskRecord, DEFAULT_MAX_ARTIFACT_BYTES,
+use crate::store::{
+    now_ms, ContextRecord, FailedTask, ReplicaRecord, Retention, StateError, StateStore,
+    StoreLocation, StoredArtifact, TaskRecord, DEFAULT_MAX_ARTIFACT_BYTES,
 };
 
 /// One schema migration: version, name, SQLite text, PostgreSQL text. Applied in order at open,
@@ -227,24 +227,17 @@ impl SqlStore {
         .transpose()
     }
 
-    /// Mark each task of `rows` `failed` with `reason` as its status message; returns the ids.
+    /// Mark each task of `rows` `failed`, its task JSON rewritten by `failed`; returns the ids.
     async fn mark_failed(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         rows: &[AnyRow],
-        reason: &str,
+        failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError> {
         let mut ids = Vec::new();
         for r in rows {
             let mut t = self.task_from_row(r)?;
-            let message = json!({
-                "kind": "message", "role": "agent", "messageId": crate::a2a::tasks::new_id(),
-                "taskId": t.id, "contextId": t.context_id,
-                "parts": [{"kind": "text", "text": reason}],
-            });
-            t.task["status"] = json!({
-                "state": "failed", "message": message, "timestamp": crate::audit::rfc3339_now(),
-            });
+            t.task = failed(&t);
             sqlx::query(
                 "UPDATE forge_tasks SET state = 'failed', task = $1, replica = NULL, updated_ms = $2 WHERE id = $3",
             )
@@ -523,7 +516,7 @@ impl StateStore for SqlStore {
     async fn fail_unfinished(
         &self,
         replica: Option<&str>,
-        reason: &str,
+        failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
         let sql = format!(
@@ -536,7 +529,7 @@ impl StateStore for SqlStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(|e| self.query_error(e))?;
-        let ids = self.mark_failed(&mut tx, &rows, reason).await?;
+        let ids = self.mark_failed(&mut tx, &rows, failed).await?;
         tx.commit().await.map_err(|e| self.query_error(e))?;
         Ok(ids)
     }
@@ -544,7 +537,7 @@ impl StateStore for SqlStore {
     async fn fail_orphaned(
         &self,
         alive_since_ms: i64,
-        reason: &str,
+        failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError> {
         let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
         // Unfinished, not touched since the cut-off, and its replica silent since then.
@@ -559,7 +552,7 @@ impl StateStore for SqlStore {
             .fetch_all(&mut *tx)
             .await
             .map_err(|e| self.query_error(e))?;
-        let ids = self.mark_failed(&mut tx, &rows, reason).await?;
+        let ids = self.mark_failed(&mut tx, &rows, failed).await?;
         tx.commit().await.map_err(|e| self.query_error(e))?;
         Ok(ids)
     }
@@ -576,7 +569,7 @@ impl StateStore for SqlStore {
         let mut doomed = Vec::new();
         for (i, r) in rows.iter().enumerate() {
             let state: String = r.try_get("state").map_err(|e| self.query_error(e))?;
-            if !super::is_final_state(&state) {
+            if !crate::store::is_final_state(&state) {
                 continue;
             }
             let created: i64 = r.try_get("created_ms").map_err(|e| self.query_error(e))?;

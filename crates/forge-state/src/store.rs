@@ -1,28 +1,11 @@
-//! The state store: tasks (status, the A2A task JSON with its history, the result object),
-//! conversations (contexts), task events (for `tasks/resubscribe`), artifact bytes and the
-//! replicas of a fleet, behind one trait, [`StateStore`].
-//!
-//! One implementation, [`SqlStore`], speaks both databases through sqlx's `Any` driver:
-//!
-//! - **SQLite**, the default, at `.forge/state.db` (WAL mode, a 5 s busy timeout): one replica.
-//! - **PostgreSQL** when forge.yaml `state.url` or `FORGE_STATE_URL` is a `postgres://` URL: any
-//!   number of replicas share it. The database host is infrastructure, reached directly (not
-//!   through the agent's egress policy), and the URL's password never appears in an error or log
-//!   ([`redact_url`]).
-//!
-//! The schema is created and upgraded at open by embedded, versioned migrations
-//! ([`sql::MIGRATIONS`]); a database written by a newer forge is refused with the versions named.
-//! Cross-replica cancellation is a flag on the task row that the replica running the task polls
-//! ([`StateStore::cancel_requested`]); it works the same on both databases.
-
-mod sql;
+//! The records (tasks, contexts, artifacts, replicas), the [`StateStore`] trait every store
+//! implements, where a store lives ([`StoreLocation`]), how it fails ([`StateError`]), and the
+//! id and clock helpers.
 
 use std::path::PathBuf;
 
 use async_trait::async_trait;
 use serde_json::Value;
-
-pub use sql::{SqlStore, MIGRATIONS};
 
 /// Largest artifact kept in the store unless configured otherwise (10 MiB).
 pub const DEFAULT_MAX_ARTIFACT_BYTES: u64 = 10 * 1024 * 1024;
@@ -249,6 +232,11 @@ impl Default for Retention {
     }
 }
 
+/// How a task marked `failed` by [`StateStore::fail_unfinished`] / [`StateStore::fail_orphaned`]
+/// is rewritten: given the stored record, its new task JSON. The caller (forge-runtime) knows the
+/// task's wire shape (status, message); the store only writes the value back with state `failed`.
+pub type FailedTask<'a> = &'a (dyn Fn(&TaskRecord) -> Value + Send + Sync);
+
 /// Tasks, contexts, events, artifacts and replicas. Every method is one short transaction;
 /// implementations are shared by all tasks of a process (and, for PostgreSQL, by all replicas).
 #[async_trait]
@@ -290,19 +278,19 @@ pub trait StateStore: Send + Sync {
     async fn request_cancel(&self, task_id: &str) -> Result<bool, StateError>;
     /// Whether a cancel was requested for `task_id`.
     async fn cancel_requested(&self, task_id: &str) -> Result<bool, StateError>;
-    /// Mark every unfinished task of `replica` (every unfinished task when `None`) `failed` with
-    /// `reason` as its status message; returns their ids.
+    /// Mark every unfinished task of `replica` (every unfinished task when `None`) `failed`, its
+    /// task JSON replaced by what `failed` makes of the stored record; returns their ids.
     async fn fail_unfinished(
         &self,
         replica: Option<&str>,
-        reason: &str,
+        failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError>;
-    /// Mark `failed` with `reason` every unfinished task whose replica has not reported since
-    /// `alive_since_ms` (or has no replica); returns their ids.
+    /// Mark `failed` (task JSON rewritten by `failed`) every unfinished task whose replica has not
+    /// reported since `alive_since_ms` (or has no replica); returns their ids.
     async fn fail_orphaned(
         &self,
         alive_since_ms: i64,
-        reason: &str,
+        failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError>;
     /// Remove finished tasks (with their events and artifacts) beyond the retention; returns how
     /// many were removed.
@@ -311,6 +299,20 @@ pub trait StateStore: Send + Sync {
     async fn heartbeat(&self, replica: &str, address: &str) -> Result<(), StateError>;
     /// A replica by id.
     async fn replica(&self, id: &str) -> Result<Option<ReplicaRecord>, StateError>;
+}
+
+/// A fresh random id in UUID form (tasks, messages, artifacts, MCP sessions).
+pub fn new_id() -> String {
+    let b: [u8; 16] = rand::random();
+    let h = hex::encode(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 /// Milliseconds since the Unix epoch.

@@ -330,7 +330,7 @@ impl Provider for Scripted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::ToolResult;
+    use crate::ToolResult;
 
     #[test]
     fn env_expansion_leaves_malformed_references() {

@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::guardrails::{GuardrailHit, Guardrails};
-use crate::providers::ToolSpec;
+use forge_llm::ToolSpec;
 
 /// How often [`ToolRunner::call`] reports progress while a call runs.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    error_detail, host_of, send_with_retry, ChatRequest, ChatResponse, Message, ModelHttp,
+    host_of, send_with_retry, status_error, ChatRequest, ChatResponse, Message, ModelHttp,
     Provider, ProviderError, RetryPolicy, ToolCall, Usage,
 };
 
@@ -208,33 +208,14 @@ impl Provider for OpenAi {
                 r.attempts = attempts;
                 Ok(r)
             }
-            401 | 403 => Err(ProviderError::Unauthorized {
-                provider: self.name.clone(),
-                status: reply.status,
+            _ => Err(status_error(
+                &reply,
+                &self.name,
+                &self.model,
                 host,
-                env_var: self.key_var.to_string(),
-                detail: error_detail(&reply.body),
-            }),
-            404 if is_model_error(&reply.body) => Err(ProviderError::UnknownModel {
-                provider: self.name.clone(),
-                model: self.model.clone(),
-                status: reply.status,
-                host,
-                detail: error_detail(&reply.body),
-            }),
-            400 if is_model_error(&reply.body) => Err(ProviderError::UnknownModel {
-                provider: self.name.clone(),
-                model: self.model.clone(),
-                status: reply.status,
-                host,
-                detail: error_detail(&reply.body),
-            }),
-            s => Err(ProviderError::Http {
-                provider: self.name.clone(),
-                status: s,
-                host,
-                detail: error_detail(&reply.body),
-            }),
+                self.key_var,
+                is_model_error,
+            )),
         }
     }
 }

@@ -418,6 +418,25 @@ pub fn hosts_line(policy: &EgressPolicy) -> String {
     }
 }
 
+/// The media type of an artifact, by its extension.
+pub(crate) fn mime_for(path: &std::path::Path) -> &'static str {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("pdf") => "application/pdf",
+        Some("json") => "application/json",
+        Some("txt" | "md") => "text/plain",
+        Some("html") => "text/html",
+        Some("csv") => "text/csv",
+        _ => "application/octet-stream",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    error_detail, host_of, send_with_retry, ChatRequest, ChatResponse, Message, ModelHttp,
+    host_of, send_with_retry, status_error, ChatRequest, ChatResponse, Message, ModelHttp,
     Provider, ProviderError, RetryPolicy, ToolCall, Usage,
 };
 
@@ -199,33 +199,20 @@ impl Provider for Anthropic {
         )
         .await?;
         let host = host_of(&self.url);
-        let detail = || error_detail(&reply.body);
         match reply.status {
             200..=299 => {
                 let mut r = self.parse(&reply.body)?;
                 r.attempts = attempts;
                 Ok(r)
             }
-            401 | 403 => Err(ProviderError::Unauthorized {
-                provider: "anthropic".into(),
-                status: reply.status,
+            _ => Err(status_error(
+                &reply,
+                "anthropic",
+                &self.model,
                 host,
-                env_var: "ANTHROPIC_API_KEY".into(),
-                detail: detail(),
-            }),
-            404 | 400 if is_model_error(&reply.body) => Err(ProviderError::UnknownModel {
-                provider: "anthropic".into(),
-                model: self.model.clone(),
-                status: reply.status,
-                host,
-                detail: detail(),
-            }),
-            s => Err(ProviderError::Http {
-                provider: "anthropic".into(),
-                status: s,
-                host,
-                detail: detail(),
-            }),
+                "ANTHROPIC_API_KEY",
+                is_model_error,
+            )),
         }
     }
 }
