@@ -8,4 +8,5 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+python3 scripts/check-circles.py
 FORGE_REQUIRE_BROWSER=1 python3 scripts/run-tests.py
