@@ -948,7 +948,7 @@ mod selfcheck {
     use chromiumoxide::Page;
     use futures::StreamExt;
 
-    pub struct Raw {
+    pub(crate) struct Raw {
         pub page: Page,
         x: f64,
         y: f64,
@@ -962,7 +962,7 @@ mod selfcheck {
     }
 
     impl Raw {
-        pub fn new(page: Page) -> Self {
+        pub(crate) fn new(page: Page) -> Self {
             Raw {
                 page,
                 x: 5.0,
@@ -981,7 +981,7 @@ mod selfcheck {
         }
 
         /// Centre of the first element matching `sel` (in the viewport, no scrolling).
-        pub async fn at(&self, sel: &str) -> R<(f64, f64)> {
+        pub(crate) async fn at(&self, sel: &str) -> R<(f64, f64)> {
             let js = format!(
                 "(() => {{ const e = document.querySelector({s}); if (!e) return null; const r = e.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; }})()",
                 s = serde_json::to_string(sel).map_err(err)?
@@ -1016,7 +1016,7 @@ mod selfcheck {
         }
 
         /// Move along 10 points from the current position to (x, y).
-        pub async fn move_to(&mut self, x: f64, y: f64) -> R<()> {
+        pub(crate) async fn move_to(&mut self, x: f64, y: f64) -> R<()> {
             let (x0, y0) = (self.x, self.y);
             for i in 1..=10 {
                 let t = i as f64 / 10.0;
@@ -1032,7 +1032,7 @@ mod selfcheck {
             Ok(())
         }
 
-        pub async fn click_at(&mut self, x: f64, y: f64) -> R<()> {
+        pub(crate) async fn click_at(&mut self, x: f64, y: f64) -> R<()> {
             self.move_to(x, y).await?;
             self.mouse(DispatchMouseEventType::MousePressed, x, y)
                 .await?;
@@ -1040,12 +1040,12 @@ mod selfcheck {
                 .await
         }
 
-        pub async fn click(&mut self, sel: &str) -> R<()> {
+        pub(crate) async fn click(&mut self, sel: &str) -> R<()> {
             let (x, y) = self.at(sel).await?;
             self.click_at(x, y).await
         }
 
-        pub async fn drag(&mut self, from: (f64, f64), to: (f64, f64)) -> R<()> {
+        pub(crate) async fn drag(&mut self, from: (f64, f64), to: (f64, f64)) -> R<()> {
             self.move_to(from.0, from.1).await?;
             self.mouse(DispatchMouseEventType::MousePressed, from.0, from.1)
                 .await?;
@@ -1057,7 +1057,7 @@ mod selfcheck {
         }
 
         /// HTML5 drag and drop: intercept the drag the press-and-move starts, then drop its data.
-        pub async fn html5_drag(&mut self, from: &str, to: &str) -> R<()> {
+        pub(crate) async fn html5_drag(&mut self, from: &str, to: &str) -> R<()> {
             let (a, b) = (self.at(from).await?, self.at(to).await?);
             let mut events = self
                 .page
@@ -1099,7 +1099,7 @@ mod selfcheck {
             Ok(())
         }
 
-        pub async fn wheel(&mut self, sel: &str, dy: f64) -> R<()> {
+        pub(crate) async fn wheel(&mut self, sel: &str, dy: f64) -> R<()> {
             let (x, y) = self.at(sel).await?;
             self.move_to(x, y).await?;
             let p = DispatchMouseEventParams::builder()
@@ -1115,7 +1115,7 @@ mod selfcheck {
             Ok(())
         }
 
-        pub async fn type_text(&self, text: &str) -> R<()> {
+        pub(crate) async fn type_text(&self, text: &str) -> R<()> {
             for (i, line) in text.split('\n').enumerate() {
                 if i > 0 {
                     self.key("Enter", "Enter", 13, Some("\r"), 0, None).await?;
@@ -1130,7 +1130,7 @@ mod selfcheck {
             Ok(())
         }
 
-        pub async fn key(
+        pub(crate) async fn key(
             &self,
             key: &str,
             code: &str,
@@ -1168,7 +1168,7 @@ mod selfcheck {
         }
 
         /// Select `text` inside the first element matching `sel` with a press-move-release.
-        pub async fn select(&mut self, sel: &str, text: &str) -> R<()> {
+        pub(crate) async fn select(&mut self, sel: &str, text: &str) -> R<()> {
             let js = format!(
                 "(() => {{ const root = document.querySelector({s}); const w = document.createTreeWalker(root, NodeFilter.SHOW_TEXT); let n; while ((n = w.nextNode())) {{ const i = n.data.indexOf({t}); if (i < 0) continue; const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1); const a = r.getBoundingClientRect(); r.setStart(n, i + {t}.length - 1); r.setEnd(n, i + {t}.length); const b = r.getBoundingClientRect(); return [a.left + 1, a.top + a.height / 2, b.right - 1, b.top + b.height / 2]; }} return null; }})()",
                 s = serde_json::to_string(sel).map_err(err)?,
@@ -1179,7 +1179,7 @@ mod selfcheck {
             self.drag((x0, y0), (x1, y1)).await
         }
 
-        pub async fn upload(&self, sel: &str, path: &std::path::Path) -> R<()> {
+        pub(crate) async fn upload(&self, sel: &str, path: &std::path::Path) -> R<()> {
             let el = self.page.find_element(sel).await.map_err(err)?;
             let p = SetFileInputFilesParams::builder()
                 .files(vec![path.display().to_string()])
@@ -1196,7 +1196,7 @@ mod selfcheck {
     }
 
     /// The real interaction of page `name`, at page-internal selectors.
-    pub async fn solve(name: &str, d: &mut Raw, files: &std::path::Path) -> R<()> {
+    pub(crate) async fn solve(name: &str, d: &mut Raw, files: &std::path::Path) -> R<()> {
         match name {
             "sortable" => {
                 let a = d.at("#list li:nth-child(4)").await?;

@@ -45,7 +45,7 @@ use crate::manager::Session;
 use crate::observe::{self, Cdp, Element, Observation, PageError, Viewport};
 
 /// Most cross-origin frames walked per observation.
-pub const MAX_FRAMES: usize = 8;
+pub(crate) const MAX_FRAMES: usize = 8;
 /// Time limit for walking one frame during an observation (a frame that does not answer in time
 /// stays a one-line entry).
 const FRAME_LIMIT: Duration = Duration::from_secs(3);

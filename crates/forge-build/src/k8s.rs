@@ -201,7 +201,8 @@ fn disruption_budget(spec: &BuildSpec) -> Value {
 }
 
 /// What a pod needs for network confinement (the `forge.dev/confinement-needs` annotation).
-pub const CONFINEMENT_NEEDS: &str = "user namespaces for uid 10001: a Localhost seccomp profile \
+pub(crate) const CONFINEMENT_NEEDS: &str =
+    "user namespaces for uid 10001: a Localhost seccomp profile \
      allowing unshare and clone with CLONE_NEWUSER|CLONE_NEWNET on a node that allows unprivileged \
      user namespaces; without it the pod runs proxy-only (see docs/build.md)";
 

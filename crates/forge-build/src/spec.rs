@@ -88,7 +88,7 @@ impl Default for DeploySpec {
 }
 
 /// The task time cap when forge.yaml sets none (`tasks.max_seconds_cap`).
-pub const DEFAULT_TASK_SECONDS_CAP: u64 = forge_skills::DEFAULT_MAX_SECONDS_CAP;
+pub(crate) const DEFAULT_TASK_SECONDS_CAP: u64 = forge_skills::DEFAULT_MAX_SECONDS_CAP;
 
 impl DeploySpec {
     /// The PostgreSQL server's port (5432 unless the URL names one).
@@ -410,7 +410,7 @@ pub(crate) fn push_unique(v: &mut Vec<String>, item: String) {
 }
 
 /// RFC 1123 label: what Kubernetes accepts as a Deployment/Service name and docker as a repo name.
-pub fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -420,7 +420,7 @@ pub fn is_dns_label(s: &str) -> bool {
 }
 
 /// Docker tag grammar: `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`.
-pub fn is_image_tag(s: &str) -> bool {
+pub(crate) fn is_image_tag(s: &str) -> bool {
     let mut bytes = s.bytes();
     match bytes.next() {
         Some(b) if b.is_ascii_alphanumeric() || b == b'_' => {}
@@ -430,7 +430,7 @@ pub fn is_image_tag(s: &str) -> bool {
 }
 
 /// Debian package name (policy 5.6.1), optionally `=version`.
-pub fn is_apt_package(s: &str) -> bool {
+pub(crate) fn is_apt_package(s: &str) -> bool {
     let (name, version) = match s.split_once('=') {
         Some((n, v)) => (n, Some(v)),
         None => (s, None),
@@ -449,7 +449,7 @@ pub fn is_apt_package(s: &str) -> bool {
 }
 
 /// POSIX-ish environment variable name.
-pub fn is_env_name(s: &str) -> bool {
+pub(crate) fn is_env_name(s: &str) -> bool {
     let mut bytes = s.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')

@@ -209,7 +209,7 @@ fn secrets_are_left_out_and_checksums_cover_every_file() {
 }
 
 mod sha2_check {
-    pub fn hex_sha256(b: &[u8]) -> String {
+    pub(crate) fn hex_sha256(b: &[u8]) -> String {
         // sha256sum(1) is an independent implementation of the same digest.
         let tmp = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(tmp.path(), b).unwrap();

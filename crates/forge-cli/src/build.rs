@@ -9,7 +9,7 @@ use forge_build::{BuildError, BuildOptions, BuildSpec, ImageRequest};
 use forge_skills::Agent;
 
 #[derive(Args)]
-pub struct BuildArgs {
+pub(crate) struct BuildArgs {
     /// The agent's forge.yaml.
     #[arg(long, short = 'c', default_value = "forge.yaml")]
     config: PathBuf,
@@ -49,7 +49,7 @@ impl BuilderName {
 }
 
 #[derive(Args)]
-pub struct PackageArgs {
+pub(crate) struct PackageArgs {
     /// The agent's forge.yaml.
     #[arg(long, short = 'c', default_value = "forge.yaml")]
     config: PathBuf,
@@ -222,14 +222,14 @@ fn do_package(args: PackageArgs) -> Result<(), Reported> {
     Ok(())
 }
 
-pub fn build(args: BuildArgs) -> ExitCode {
+pub(crate) fn build(args: BuildArgs) -> ExitCode {
     match do_build(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Reported) => ExitCode::FAILURE,
     }
 }
 
-pub fn package(args: PackageArgs) -> ExitCode {
+pub(crate) fn package(args: PackageArgs) -> ExitCode {
     match do_package(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Reported) => ExitCode::FAILURE,

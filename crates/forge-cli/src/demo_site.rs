@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// A bound (not yet serving) demo site.
-pub struct DemoSite {
+pub(crate) struct DemoSite {
     listener: std::net::TcpListener,
     dir: PathBuf,
     addr: std::net::SocketAddr,
@@ -19,7 +19,7 @@ pub struct DemoSite {
 impl DemoSite {
     /// Bind 127.0.0.1 on an ephemeral port for `dir`, which must hold an index.html. Binding is
     /// synchronous so the caller can export the address before it starts threads.
-    pub fn bind(dir: &Path) -> Result<Self, String> {
+    pub(crate) fn bind(dir: &Path) -> Result<Self, String> {
         if !dir.join("index.html").is_file() {
             return Err("not a directory with an index.html".into());
         }
@@ -36,17 +36,17 @@ impl DemoSite {
     }
 
     /// The bound address (`127.0.0.1:PORT`).
-    pub fn addr(&self) -> std::net::SocketAddr {
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
         self.addr
     }
 
     /// The served directory.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// Serve until `stop` is cancelled (needs a Tokio runtime).
-    pub fn serve(self, stop: CancellationToken) -> std::io::Result<JoinHandle<()>> {
+    pub(crate) fn serve(self, stop: CancellationToken) -> std::io::Result<JoinHandle<()>> {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;
         Ok(tokio::spawn(serve_demo_site(listener, self.dir, stop)))
     }

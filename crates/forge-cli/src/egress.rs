@@ -26,7 +26,7 @@ use forge_skills::miette::{
 };
 
 #[derive(Subcommand)]
-pub enum EgressCommand {
+pub(crate) enum EgressCommand {
     /// Decide one URL against the egress policy (exit 0 allowed, 3 blocked, 2 malformed).
     Check(CheckArgs),
     /// Run the egress proxy standalone on 127.0.0.1 (use it as HTTP_PROXY/HTTPS_PROXY).
@@ -35,7 +35,7 @@ pub enum EgressCommand {
 
 /// Where the policy comes from.
 #[derive(Args, Clone, Default)]
-pub struct PolicyArgs {
+pub(crate) struct PolicyArgs {
     /// The agent's forge.yaml (default: ./forge.yaml when it exists, else no config: deny-all).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -49,7 +49,7 @@ pub struct PolicyArgs {
 }
 
 #[derive(Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The URL to decide (http:// or https://).
     url: String,
     #[command(flatten)]
@@ -57,7 +57,7 @@ pub struct CheckArgs {
 }
 
 #[derive(Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     #[command(flatten)]
     policy: PolicyArgs,
     /// Port on 127.0.0.1 (default: an ephemeral port).
@@ -65,7 +65,7 @@ pub struct ServeArgs {
     listen_port: u16,
 }
 
-pub fn run(cmd: EgressCommand) -> ExitCode {
+pub(crate) fn run(cmd: EgressCommand) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -18,14 +18,14 @@ use clap::{Args, Subcommand, ValueEnum};
 use forge_runtime::{AuditTarget, McpHttpOptions, Runner, RunnerOptions, ServeError, TokenOrigin};
 
 #[derive(Subcommand)]
-pub enum McpCommand {
+pub(crate) enum McpCommand {
     /// Serve this agent's tools over MCP (stdio by default) to Claude Code, Cursor, VS Code or
     /// any MCP client, confined by the agent's egress policy and guardrails.
     Serve(ServeArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// MCP on stdin/stdout (what editors launch).
     Stdio,
     /// Streamable HTTP at http://HOST:PORT/mcp.
@@ -33,7 +33,7 @@ pub enum Transport {
 }
 
 #[derive(Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The agent's forge.yaml.
     #[arg(long, short = 'c', default_value = "forge.yaml")]
     config: PathBuf,
@@ -61,7 +61,7 @@ pub struct ServeArgs {
     image_cap: u64,
 }
 
-pub fn run(cmd: McpCommand) -> ExitCode {
+pub(crate) fn run(cmd: McpCommand) -> ExitCode {
     let McpCommand::Serve(args) = cmd;
     // Logs to stderr, never stdout (stdio carries the protocol). FORGE_LOG overrides the filter.
     let filter = tracing_subscriber::EnvFilter::try_from_env("FORGE_LOG").unwrap_or_else(|_| {

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Run an agent: one task with --once, or serve it over A2A.
 #[derive(Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The agent's forge.yaml.
     #[arg(long, value_name = "FILE", default_value = "forge.yaml")]
     config: PathBuf,
@@ -70,7 +70,7 @@ pub struct RunArgs {
 
 /// How `forge run --once` prints the result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OnceFormat {
+pub(crate) enum OnceFormat {
     /// The answer, the artifacts' paths, and a one-line summary on stderr.
     Text,
     /// The result object as one JSON document.
@@ -79,7 +79,7 @@ pub enum OnceFormat {
 
 /// Work with audit logs.
 #[derive(Subcommand)]
-pub enum AuditCommand {
+pub(crate) enum AuditCommand {
     /// Check an audit log's hash chain; exit 1 if a line was altered, removed, inserted or reordered.
     Verify {
         /// The NDJSON audit log (from `forge run --audit-file`).
@@ -88,7 +88,7 @@ pub enum AuditCommand {
 }
 
 /// `forge audit ...`
-pub fn audit(cmd: AuditCommand) -> ExitCode {
+pub(crate) fn audit(cmd: AuditCommand) -> ExitCode {
     match cmd {
         AuditCommand::Verify { file } => match forge_runtime::verify_audit_file(&file) {
             Ok(s) => {
@@ -128,7 +128,7 @@ pub fn audit(cmd: AuditCommand) -> ExitCode {
 }
 
 /// `forge run ...`
-pub fn run(args: RunArgs) -> ExitCode {
+pub(crate) fn run(args: RunArgs) -> ExitCode {
     // The demo site is bound before anything else so its address can be exported while the
     // process is still single-threaded (the skills expand $FORGE_DEMO_SITE when they load).
     let demo = match &args.demo_site {

@@ -11,7 +11,7 @@ use forge_skills::miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 use forge_skills::{Agent, Error, Skill};
 
 #[derive(Subcommand)]
-pub enum SkillsCommand {
+pub(crate) enum SkillsCommand {
     /// List skills: name, icon, category, tags, capabilities, source.
     List(ListArgs),
     /// Parse every skill, check declared binaries on PATH and required env; exit 1 on errors.
@@ -21,7 +21,7 @@ pub enum SkillsCommand {
 }
 
 #[derive(Clone, Copy, Default, ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     #[default]
     Text,
     Json,
@@ -29,7 +29,7 @@ pub enum Format {
 
 /// Where skills come from (shared by all three commands).
 #[derive(Args, Clone, Default)]
-pub struct Source {
+pub(crate) struct Source {
     /// A directory of skills (`<dir>/<name>/SKILL.md`, `<dir>/<name>.md`) instead of the agent's.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
@@ -39,7 +39,7 @@ pub struct Source {
 }
 
 #[derive(Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     #[command(flatten)]
     source: Source,
     /// List the skills embedded in forge (with --dir: in addition to that directory's).
@@ -57,7 +57,7 @@ pub struct ListArgs {
 }
 
 #[derive(Args)]
-pub struct ValidateArgs {
+pub(crate) struct ValidateArgs {
     #[command(flatten)]
     source: Source,
     /// Output format (json: machine-readable, on stdout).
@@ -66,7 +66,7 @@ pub struct ValidateArgs {
 }
 
 #[derive(Args)]
-pub struct AuditArgs {
+pub(crate) struct AuditArgs {
     #[command(flatten)]
     source: Source,
     /// Audit the skills embedded in forge (with --dir: in addition to that directory's).
@@ -80,7 +80,7 @@ pub struct AuditArgs {
     format: Format,
 }
 
-pub fn run(cmd: SkillsCommand) -> ExitCode {
+pub(crate) fn run(cmd: SkillsCommand) -> ExitCode {
     match cmd {
         SkillsCommand::List(a) => list(a),
         SkillsCommand::Validate(a) => validate(a),

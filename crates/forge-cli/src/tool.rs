@@ -24,7 +24,7 @@ macro_rules! out {
 }
 
 #[derive(Subcommand)]
-pub enum ToolCommand {
+pub(crate) enum ToolCommand {
     /// List the tools `forge run` would register for this agent, with the reason for each
     /// conditional tool being present or absent.
     List {
@@ -65,7 +65,7 @@ pub enum ToolCommand {
 }
 
 #[derive(Args)]
-pub struct AgentArgs {
+pub(crate) struct AgentArgs {
     /// The agent's forge.yaml.
     #[arg(long, short = 'c', default_value = "forge.yaml")]
     config: PathBuf,
@@ -76,12 +76,12 @@ pub struct AgentArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
 
-pub fn run(cmd: ToolCommand) -> ExitCode {
+pub(crate) fn run(cmd: ToolCommand) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

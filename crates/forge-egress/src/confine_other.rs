@@ -9,27 +9,27 @@ use std::os::fd::OwnedFd;
 use crate::proxy::ProxyEntry;
 
 /// The port of the proxy listener inside a confined child's namespace.
-pub const CHILD_PROXY_PORT: u16 = 3128;
+pub(crate) const CHILD_PROXY_PORT: u16 = 3128;
 /// The proxy URL a confined child gets in `HTTP(S)_PROXY`.
-pub const CHILD_PROXY_URL: &str = "http://127.0.0.1:3128";
+pub(crate) const CHILD_PROXY_URL: &str = "http://127.0.0.1:3128";
 /// Setting this variable (to a reason) forces proxy-only mode.
-pub const FORCE_ENV: &str = "FORGE_CONFINEMENT_UNAVAILABLE";
+pub(crate) const FORCE_ENV: &str = "FORGE_CONFINEMENT_UNAVAILABLE";
 /// The fix to print when confinement is required but unavailable.
-pub const FIX: &str = "run forge on Linux for network confinement, or set forge.yaml \
+pub(crate) const FIX: &str = "run forge on Linux for network confinement, or set forge.yaml \
      `security.confinement: auto` to run proxy-only";
 
 const WHY: &str = "network namespaces exist only on Linux";
 
 /// How a confined child enters its namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NsKind {
+pub(crate) enum NsKind {
     Net,
     UserNet,
 }
 
 impl NsKind {
     /// A short name for messages.
-    pub fn describe(&self) -> &'static str {
+    pub(crate) fn describe(&self) -> &'static str {
         match self {
             NsKind::Net => "network namespace",
             NsKind::UserNet => "user + network namespace",
@@ -39,13 +39,13 @@ impl NsKind {
 
 /// Whether confinement can be had in this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Availability {
+pub(crate) enum Availability {
     Namespace(NsKind),
     ProxyOnly(String),
 }
 
 /// Always proxy-only here.
-pub fn availability() -> Availability {
+pub(crate) fn availability() -> Availability {
     match std::env::var_os(FORCE_ENV).filter(|v| !v.is_empty()) {
         Some(reason) => {
             Availability::ProxyOnly(format!("{FORCE_ENV} is set: {}", reason.to_string_lossy()))
@@ -55,20 +55,20 @@ pub fn availability() -> Availability {
 }
 
 /// Always fails here.
-pub fn probe() -> Result<NsKind, String> {
+pub(crate) fn probe() -> Result<NsKind, String> {
     Err(WHY.into())
 }
 
 /// What to make inside a child's namespace.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub listen_ports: Vec<u16>,
     pub dial_sockets: usize,
 }
 
 impl Plan {
     /// Only the proxy listener.
-    pub fn proxy_only() -> Self {
+    pub(crate) fn proxy_only() -> Self {
         Plan {
             listen_ports: vec![CHILD_PROXY_PORT],
             dial_sockets: 0,
@@ -79,7 +79,7 @@ impl Plan {
 /// Why confining a child failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ConfineError {
+pub(crate) enum ConfineError {
     #[error("cannot confine a child: {0}")]
     Unsupported(&'static str),
 }
@@ -87,7 +87,7 @@ pub enum ConfineError {
 /// Confines children on one proxy (never constructed usefully here: [`availability`] is
 /// proxy-only).
 #[derive(Clone)]
-pub struct Confiner {
+pub(crate) struct Confiner {
     kind: NsKind,
 }
 
@@ -100,16 +100,16 @@ impl std::fmt::Debug for Confiner {
 }
 
 impl Confiner {
-    pub fn new(_entry: ProxyEntry, kind: NsKind) -> Self {
+    pub(crate) fn new(_entry: ProxyEntry, kind: NsKind) -> Self {
         Confiner { kind }
     }
 
-    pub fn kind(&self) -> NsKind {
+    pub(crate) fn kind(&self) -> NsKind {
         self.kind
     }
 
     /// Always fails here.
-    pub fn prepare(
+    pub(crate) fn prepare(
         &self,
         _cmd: &mut std::process::Command,
         _plan: &Plan,
@@ -119,34 +119,37 @@ impl Confiner {
 }
 
 /// A confined child between `prepare` and `spawn` (never made here).
-pub struct PendingChild {
+pub(crate) struct PendingChild {
     _private: (),
 }
 
 impl PendingChild {
-    pub fn attach(self) -> Result<ConfinedChild, ConfineError> {
+    pub(crate) fn attach(self) -> Result<ConfinedChild, ConfineError> {
         Err(ConfineError::Unsupported(WHY))
     }
 
-    pub fn failure(self, _spawn_error: io::Error) -> ConfineError {
+    pub(crate) fn failure(self, _spawn_error: io::Error) -> ConfineError {
         ConfineError::Unsupported(WHY)
     }
 }
 
 /// A running confined child's end in forge (never made here).
 #[derive(Debug)]
-pub struct ConfinedChild {
+pub(crate) struct ConfinedChild {
     pub spare: Vec<(u16, std::net::TcpListener)>,
     pub dial: Vec<OwnedFd>,
 }
 
 impl ConfinedChild {
-    pub fn serve_spare(&mut self) -> Result<Option<u16>, ConfineError> {
+    pub(crate) fn serve_spare(&mut self) -> Result<Option<u16>, ConfineError> {
         Ok(None)
     }
 }
 
 /// Always fails here.
-pub async fn connect_inside(_sock: OwnedFd, _port: u16) -> io::Result<tokio::net::TcpStream> {
+pub(crate) async fn connect_inside(
+    _sock: OwnedFd,
+    _port: u16,
+) -> io::Result<tokio::net::TcpStream> {
     Err(io::Error::other(WHY))
 }

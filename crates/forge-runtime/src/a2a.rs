@@ -14,13 +14,13 @@
 //! the token is generated into `.forge/runtime.token` ([`load_or_create_token`]).
 
 mod cancel;
-pub mod files;
-pub mod forward;
-pub mod http;
+pub(crate) mod files;
+pub(crate) mod forward;
+pub(crate) mod http;
 mod scheduler;
-pub mod store;
-pub mod v1;
-pub mod wire;
+pub(crate) mod store;
+pub(crate) mod v1;
+pub(crate) mod wire;
 
 use std::path::Path;
 
@@ -30,7 +30,7 @@ pub use http::{serve, ServerHandle};
 pub use store::TaskStore;
 
 /// The A2A protocol version forge speaks.
-pub const PROTOCOL_VERSION: &str = "0.3.0";
+pub(crate) const PROTOCOL_VERSION: &str = "0.3.0";
 
 /// What the agent card says about the agent.
 #[derive(Debug, Clone)]

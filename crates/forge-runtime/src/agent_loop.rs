@@ -35,8 +35,8 @@
 //! [`tool_bridge`] adapts the runner's assembled tool set (guardrails, egress, browser) to the loop
 //! and turns guardrail and proxy events into audit events.
 
-pub mod browser_task;
-pub mod tool_bridge;
+pub(crate) mod browser_task;
+pub(crate) mod tool_bridge;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -310,10 +310,10 @@ pub struct AgentLoop {
 type CallResult = (Result<ToolOutput, ToolError>, u64);
 
 /// How long cancelled tools get to stop on their own before their futures are dropped.
-pub const CANCEL_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(3);
 
 /// The longest the final model turn (without tools, after a budget ran out) may take.
-pub const FINAL_TURN_LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const FINAL_TURN_LIMIT: Duration = Duration::from_secs(60);
 
 /// Per-task state shared by the loop's helpers.
 struct TaskCx<'a> {
@@ -338,7 +338,7 @@ fn is_browser_tool(name: &str) -> bool {
 }
 
 /// Cut `text` to at most `max` characters, keeping the head and the tail, with a note.
-pub fn truncate_output(text: &str, max: usize) -> String {
+pub(crate) fn truncate_output(text: &str, max: usize) -> String {
     let total = text.chars().count();
     if total <= max {
         return text.to_string();
@@ -1009,7 +1009,7 @@ impl AgentLoop {
 
 /// One skill as the system prompt shows it.
 #[derive(Debug, Clone)]
-pub struct PromptSkill {
+pub(crate) struct PromptSkill {
     /// Name.
     pub name: String,
     /// One-line description.
@@ -1019,7 +1019,7 @@ pub struct PromptSkill {
 }
 
 /// The system prompt: who the agent is, the skill catalog, then every skill's instructions.
-pub fn system_prompt(
+pub(crate) fn system_prompt(
     agent_id: &str,
     description: Option<&str>,
     skills: &[PromptSkill],

@@ -46,12 +46,12 @@ use serde_json::Value;
 
 use crate::guardrails::Guardrails;
 
-pub use call::{CallEvent, GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner};
-pub use deps::{
-    decide_confinement, egress_policy, mcp_egress_entry, BrowserParts, ConfinementStatus,
-    EgressParts,
-};
-pub use options::{AssembleError, AssembleOptions, DepOptions, EgressPolicyError, EnvLookup};
+pub(crate) use call::CallEvent;
+pub use call::{GuardrailEvent, GuardrailStage, ProgressFn, ToolEvents, ToolRunner};
+pub(crate) use deps::{decide_confinement, BrowserParts, EgressParts};
+pub use deps::{egress_policy, mcp_egress_entry, ConfinementStatus};
+pub use options::{AssembleError, AssembleOptions, EgressPolicyError};
+pub(crate) use options::{DepOptions, EnvLookup};
 
 /// Where a tool comes from (the tool plan's sources).
 pub use forge_skills::ToolSource;

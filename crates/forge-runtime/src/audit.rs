@@ -67,7 +67,8 @@ pub mod events {
 }
 
 /// The `prev_hash` of the first line of a log.
-pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS_HASH: &str =
+    "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Keys every line has; event fields with these names are dropped (they would be ambiguous).
 const RESERVED: [&str; 6] = ["hash", "prev_hash", "seq", "time", "event", "task_id"];
@@ -480,7 +481,7 @@ impl Scrubber {
 
 /// The current UTC time as RFC 3339 with milliseconds (`2026-11-22T17:45:07.123Z`; forge-time
 /// holds the one formatter).
-pub fn rfc3339_now() -> String {
+pub(crate) fn rfc3339_now() -> String {
     forge_time::now_rfc3339_millis()
 }
 

@@ -21,14 +21,14 @@ use tokio_util::sync::CancellationToken;
 use crate::assemble::ToolRunner;
 
 /// [`ToolHost`] over a [`ToolRunner`].
-pub struct RunnerToolHost {
+pub(crate) struct RunnerToolHost {
     runner: ToolRunner,
     instructions: String,
 }
 
 impl RunnerToolHost {
     /// A host over `runner`, describing `policy` in its instructions.
-    pub fn new(agent_id: &str, runner: ToolRunner, policy: &EgressPolicy) -> Self {
+    pub(crate) fn new(agent_id: &str, runner: ToolRunner, policy: &EgressPolicy) -> Self {
         Self {
             instructions: instructions(agent_id, policy),
             runner,
@@ -37,7 +37,7 @@ impl RunnerToolHost {
 }
 
 /// The `initialize` instructions: whose tools these are and where they may go.
-pub fn instructions(agent_id: &str, policy: &EgressPolicy) -> String {
+pub(crate) fn instructions(agent_id: &str, policy: &EgressPolicy) -> String {
     let hosts: Vec<&str> = policy.entries().iter().map(|e| e.text.as_str()).collect();
     let list = if hosts.is_empty() {
         "no host at all".to_string()
@@ -99,7 +99,7 @@ impl ToolHost for RunnerToolHost {
 }
 
 /// The host as forge-mcp takes it.
-pub fn host(agent_id: &str, runner: ToolRunner, policy: &EgressPolicy) -> Arc<dyn ToolHost> {
+pub(crate) fn host(agent_id: &str, runner: ToolRunner, policy: &EgressPolicy) -> Arc<dyn ToolHost> {
     Arc::new(RunnerToolHost::new(agent_id, runner, policy))
 }
 

@@ -231,7 +231,7 @@ pub struct DrainOutcome {
     pub interrupted: usize,
 }
 
-pub use crate::a2a::store::{INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN};
+pub(crate) use crate::a2a::store::{INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN};
 
 impl A2aServer {
     /// Stop accepting, cancel running tasks, wait for the server to end and for the state

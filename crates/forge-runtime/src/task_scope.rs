@@ -326,15 +326,15 @@ impl TaskResult {
 }
 
 /// Refusals kept per task (one per host and tool; past it they are not listed).
-pub const MAX_BLOCKED: usize = 100;
+pub(crate) const MAX_BLOCKED: usize = 100;
 
 /// The refusals of one task.
 #[derive(Debug, Clone, Default)]
-pub struct BlockedLog(Arc<Mutex<Vec<BlockedRecord>>>);
+pub(crate) struct BlockedLog(Arc<Mutex<Vec<BlockedRecord>>>);
 
 impl BlockedLog {
     /// Record a refusal of `host` for `tool` (once per pair).
-    pub fn push(&self, host: &str, tool: &str) {
+    pub(crate) fn push(&self, host: &str, tool: &str) {
         let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if v.len() >= MAX_BLOCKED || v.iter().any(|b| b.host == host && b.tool == tool) {
             return;
@@ -346,14 +346,14 @@ impl BlockedLog {
     }
 
     /// What was recorded, in order.
-    pub fn list(&self) -> Vec<BlockedRecord> {
+    pub(crate) fn list(&self) -> Vec<BlockedRecord> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
 /// Which tool a recorder names.
 #[derive(Debug, Clone)]
-pub enum ToolName {
+pub(crate) enum ToolName {
     /// Always this tool (the client of one tool call).
     Fixed(String),
     /// The browser tool in flight (the task's proxy listener; browser calls run one at a time).
@@ -361,7 +361,7 @@ pub enum ToolName {
 }
 
 /// An egress observer writing the refusals it sees into a task's [`BlockedLog`].
-pub struct BlockedRecorder {
+pub(crate) struct BlockedRecorder {
     /// The log.
     pub log: BlockedLog,
     /// The tool to name.
@@ -387,7 +387,7 @@ impl EgressObserver for BlockedRecorder {
 }
 
 /// The line of the system prompt naming the hosts the task may reach.
-pub fn hosts_line(policy: &EgressPolicy) -> String {
+pub(crate) fn hosts_line(policy: &EgressPolicy) -> String {
     use forge_egress::policy::EntrySource;
     if let Some(scope) = policy.scope() {
         return if scope.is_empty() {

@@ -30,9 +30,9 @@ use crate::SourceDiagnostic;
 /// Most live browser sessions `browser.max_sessions` accepts.
 pub const MAX_BROWSER_SESSIONS: usize = 64;
 /// Longest `browser.idle_timeout`.
-pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// Longest `browser.navigation_timeout` and `browser.action_timeout`.
-pub const MAX_ACTION_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const MAX_ACTION_TIMEOUT: Duration = Duration::from_secs(600);
 const BROWSER_KEYS: &[&str] = &[
     "max_sessions",
     "idle_timeout",

@@ -136,9 +136,9 @@ impl EgressMode {
 }
 
 /// Default of `egress.max_tunnels`.
-pub const DEFAULT_MAX_TUNNELS: u32 = 256;
+pub(crate) const DEFAULT_MAX_TUNNELS: u32 = 256;
 /// Largest `egress.max_tunnels` accepted.
-pub const MAX_TUNNELS_LIMIT: u32 = 16_384;
+pub(crate) const MAX_TUNNELS_LIMIT: u32 = 16_384;
 
 /// `egress`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -36,7 +36,7 @@ pub(crate) enum Seg<'a> {
 
 impl Node {
     /// The node at `path`, if the document has one there.
-    pub fn get(&self, path: &[Seg<'_>]) -> Option<&Node> {
+    pub(crate) fn get(&self, path: &[Seg<'_>]) -> Option<&Node> {
         let mut cur = self;
         for seg in path {
             cur = match (seg, &cur.kind) {
@@ -53,7 +53,7 @@ impl Node {
 
     /// The key node of the last `Seg::Key` in `path` (for "unknown key" style diagnostics).
     #[cfg(test)]
-    pub fn key_node(&self, path: &[Seg<'_>]) -> Option<&Node> {
+    pub(crate) fn key_node(&self, path: &[Seg<'_>]) -> Option<&Node> {
         let (last, parent) = path.split_last()?;
         let Seg::Key(k) = last else { return None };
         match &self.get(parent)?.kind {
@@ -66,7 +66,7 @@ impl Node {
     }
 
     /// Keys of a mapping node with their nodes, in document order.
-    pub fn map_keys(&self) -> Vec<(&str, &Node)> {
+    pub(crate) fn map_keys(&self) -> Vec<(&str, &Node)> {
         match &self.kind {
             Kind::Map(entries) => entries
                 .iter()
@@ -79,7 +79,7 @@ impl Node {
         }
     }
 
-    pub fn span(&self) -> (usize, usize) {
+    pub(crate) fn span(&self) -> (usize, usize) {
         (self.start, self.end.max(self.start))
     }
 }
@@ -253,7 +253,7 @@ pub(crate) struct Doc<'a> {
 
 impl<'a> Doc<'a> {
     /// Parse the marked tree; a syntax error becomes a diagnostic.
-    pub fn new(
+    pub(crate) fn new(
         path: &'a std::path::Path,
         src: std::sync::Arc<miette::NamedSource<String>>,
         base: usize,
@@ -285,13 +285,13 @@ impl<'a> Doc<'a> {
     }
 
     /// File byte span of `node`.
-    pub fn span_of(&self, node: &Node) -> (usize, usize) {
+    pub(crate) fn span_of(&self, node: &Node) -> (usize, usize) {
         let (s, e) = node.span();
         (self.base + s, self.base + e)
     }
 
     /// A diagnostic at the node found at `at` (or, failing that, at `fallback`, or the document).
-    pub fn diag(
+    pub(crate) fn diag(
         &self,
         code: &'static str,
         message: impl Into<String>,
@@ -305,7 +305,7 @@ impl<'a> Doc<'a> {
 
     /// Like [`Doc::diag`], narrowed to the first occurrence of `needle` inside the node (for one
     /// entry of a comma-separated scalar).
-    pub fn diag_within(
+    pub(crate) fn diag_within(
         &self,
         code: &'static str,
         message: impl Into<String>,
@@ -325,7 +325,7 @@ impl<'a> Doc<'a> {
     }
 
     /// Span of the deepest existing node along `at`.
-    pub fn locate(&self, at: &[Seg<'_>]) -> (usize, usize) {
+    pub(crate) fn locate(&self, at: &[Seg<'_>]) -> (usize, usize) {
         for n in (0..=at.len()).rev() {
             if let Some(node) = self.tree.get(&at[..n]) {
                 if n == 0 {
@@ -340,7 +340,7 @@ impl<'a> Doc<'a> {
     }
 
     /// A diagnostic for a key node (e.g. an unknown key).
-    pub fn key_diag(
+    pub(crate) fn key_diag(
         &self,
         code: &'static str,
         message: impl Into<String>,
@@ -360,7 +360,11 @@ impl<'a> Doc<'a> {
     }
 
     /// Turn a serde_norway error into a diagnostic at the location it reports.
-    pub fn serde_error(&self, err: &serde_norway::Error, what: &str) -> crate::SourceDiagnostic {
+    pub(crate) fn serde_error(
+        &self,
+        err: &serde_norway::Error,
+        what: &str,
+    ) -> crate::SourceDiagnostic {
         let raw = err.to_string();
         let message = friendly(&strip_location(&raw));
         let (start, end) = match err.location() {

@@ -15,20 +15,20 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Every test I/O step is bounded by this.
-pub const STEP: Duration = Duration::from_secs(10);
+pub(crate) const STEP: Duration = Duration::from_secs(10);
 
 /// Records every dial; dials loopback for real and refuses anything else without sending a packet.
 #[derive(Default, Clone)]
-pub struct LoopbackDialer {
+pub(crate) struct LoopbackDialer {
     count: Arc<AtomicUsize>,
     pub dialed: Arc<Mutex<Vec<SocketAddr>>>,
 }
 
 impl LoopbackDialer {
-    pub fn attempts(&self) -> usize {
+    pub(crate) fn attempts(&self) -> usize {
         self.count.load(Ordering::SeqCst)
     }
-    pub fn dialed(&self) -> Vec<SocketAddr> {
+    pub(crate) fn dialed(&self) -> Vec<SocketAddr> {
         self.dialed.lock().unwrap().clone()
     }
 }
@@ -50,7 +50,7 @@ impl Dialer for LoopbackDialer {
 
 /// Collects decisions.
 #[derive(Default)]
-pub struct Collect(pub Mutex<Vec<Decision>>);
+pub(crate) struct Collect(pub Mutex<Vec<Decision>>);
 
 impl EgressObserver for Collect {
     fn on_decision(&self, d: &Decision) {
@@ -59,11 +59,11 @@ impl EgressObserver for Collect {
 }
 
 impl Collect {
-    pub fn all(&self) -> Vec<Decision> {
+    pub(crate) fn all(&self) -> Vec<Decision> {
         self.0.lock().unwrap().clone()
     }
     /// Wait (bounded) until at least `n` decisions have arrived.
-    pub async fn wait_for(&self, n: usize) -> Vec<Decision> {
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Decision> {
         for _ in 0..200 {
             if self.0.lock().unwrap().len() >= n {
                 break;
@@ -76,7 +76,7 @@ impl Collect {
 
 /// A loopback HTTP/1.1 server answering every request with
 /// `upstream saw host=<Host> path=<path> headers=<names>` (and `Connection: close`).
-pub async fn http_upstream() -> SocketAddr {
+pub(crate) async fn http_upstream() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(async move {
@@ -129,7 +129,7 @@ pub async fn http_upstream() -> SocketAddr {
 }
 
 /// Read until the end of an HTTP head; returns the head without the final CRLFCRLF.
-pub async fn read_head(s: &mut TcpStream) -> io::Result<String> {
+pub(crate) async fn read_head(s: &mut TcpStream) -> io::Result<String> {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
@@ -148,14 +148,14 @@ pub async fn read_head(s: &mut TcpStream) -> io::Result<String> {
 
 /// A parsed response.
 #[derive(Debug)]
-pub struct Resp {
+pub(crate) struct Resp {
     pub status: u16,
     pub head: String,
     pub body: String,
 }
 
 impl Resp {
-    pub fn header(&self, name: &str) -> Option<String> {
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
         self.head.split("\r\n").skip(1).find_map(|l| {
             let (k, v) = l.split_once(':')?;
             k.trim()
@@ -166,7 +166,7 @@ impl Resp {
 }
 
 /// Read one response (head, then body to EOF or content-length).
-pub async fn read_response(s: &mut TcpStream) -> io::Result<Resp> {
+pub(crate) async fn read_response(s: &mut TcpStream) -> io::Result<Resp> {
     let head = read_head(s).await?;
     let status = head
         .split(' ')
@@ -192,7 +192,7 @@ pub async fn read_response(s: &mut TcpStream) -> io::Result<Resp> {
 }
 
 /// Send raw bytes to the proxy and read one response.
-pub async fn raw(proxy: SocketAddr, request: &str) -> Resp {
+pub(crate) async fn raw(proxy: SocketAddr, request: &str) -> Resp {
     tokio::time::timeout(STEP, async {
         let mut s = TcpStream::connect(proxy).await.unwrap();
         s.write_all(request.as_bytes()).await.unwrap();
@@ -203,7 +203,7 @@ pub async fn raw(proxy: SocketAddr, request: &str) -> Resp {
 }
 
 /// `GET <url>` through the proxy in absolute form.
-pub async fn get_via(proxy: SocketAddr, url: &str, host_header: &str) -> Resp {
+pub(crate) async fn get_via(proxy: SocketAddr, url: &str, host_header: &str) -> Resp {
     raw(
         proxy,
         &format!("GET {url} HTTP/1.1\r\nHost: {host_header}\r\nConnection: close\r\n\r\n"),
@@ -212,7 +212,7 @@ pub async fn get_via(proxy: SocketAddr, url: &str, host_header: &str) -> Resp {
 }
 
 /// CONNECT through the proxy; returns the response to the CONNECT and, on 200, the tunnel stream.
-pub async fn connect_via(proxy: SocketAddr, authority: &str) -> (Resp, Option<TcpStream>) {
+pub(crate) async fn connect_via(proxy: SocketAddr, authority: &str) -> (Resp, Option<TcpStream>) {
     tokio::time::timeout(STEP, async {
         let mut s = TcpStream::connect(proxy).await.unwrap();
         s.write_all(
@@ -245,13 +245,13 @@ pub async fn connect_via(proxy: SocketAddr, authority: &str) -> (Resp, Option<Tc
     .expect("proxy answered CONNECT within the step limit")
 }
 
-pub fn ip(s: &str) -> IpAddr {
+pub(crate) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
 /// A request as seen by [`routed_upstream`].
 #[derive(Debug, Clone)]
-pub struct SeenRequest {
+pub(crate) struct SeenRequest {
     pub method: String,
     pub path: String,
     pub headers: Vec<(String, String)>,
@@ -259,7 +259,7 @@ pub struct SeenRequest {
 }
 
 impl SeenRequest {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -268,11 +268,11 @@ impl SeenRequest {
 }
 
 /// A canned response: status, extra headers, body.
-pub type Reply = (u16, Vec<(String, String)>, Vec<u8>);
+pub(crate) type Reply = (u16, Vec<(String, String)>, Vec<u8>);
 
 /// A loopback HTTP/1.1 server (one request per connection) answering with `handler`. Over TLS when
 /// `tls` is set (the fixture certificate for localhost/secure.test/127.0.0.1).
-pub async fn routed_upstream<F>(handler: F, tls: bool) -> SocketAddr
+pub(crate) async fn routed_upstream<F>(handler: F, tls: bool) -> SocketAddr
 where
     F: Fn(&SeenRequest) -> Reply + Send + Sync + 'static,
 {
@@ -373,7 +373,7 @@ fn tls_acceptor() -> tokio_rustls::TlsAcceptor {
 }
 
 /// A root store holding only the fixture CA.
-pub fn test_roots() -> Arc<rustls::RootCertStore> {
+pub(crate) fn test_roots() -> Arc<rustls::RootCertStore> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
     let ca = CertificateDer::from_pem_file(concat!(

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 /// A 1x1 PNG.
-pub const PNG: &[u8] = &[
+pub(crate) const PNG: &[u8] = &[
     0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
     0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
     0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
@@ -49,7 +49,7 @@ impl Tool for Echo {
 }
 
 /// Sleeps `seconds` (default 10), in 50 ms steps, stopping when cancelled.
-pub struct Slow {
+pub(crate) struct Slow {
     pub cancelled: Arc<AtomicUsize>,
 }
 #[async_trait]
@@ -174,7 +174,7 @@ impl Tool for Stats {
 }
 
 /// The test host: a registry of the tools above, session bookkeeping.
-pub struct TestHost {
+pub(crate) struct TestHost {
     pub registry: Registry,
     pub files: PathBuf,
     pub opened: AtomicUsize,
@@ -183,7 +183,7 @@ pub struct TestHost {
 }
 
 impl TestHost {
-    pub fn new(files: PathBuf) -> Arc<TestHost> {
+    pub(crate) fn new(files: PathBuf) -> Arc<TestHost> {
         let cancelled = Arc::new(AtomicUsize::new(0));
         let mut registry = Registry::new();
         registry.register(Arc::new(Echo));
@@ -205,7 +205,7 @@ impl TestHost {
         })
     }
 
-    pub fn closed(&self) -> Vec<String> {
+    pub(crate) fn closed(&self) -> Vec<String> {
         self.closed.lock().unwrap().clone()
     }
 }
@@ -251,7 +251,7 @@ impl ToolHost for TestHost {
 }
 
 /// Poll `f` every 20 ms for at most `limit`.
-pub async fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(crate) async fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
     while tokio::time::Instant::now() < deadline {
         if f() {

@@ -11,9 +11,9 @@ use super::store::{lock, TaskStore};
 use super::wire::RpcError;
 
 /// How long `tasks/cancel` waits for the task to stop before answering.
-pub const CANCEL_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const CANCEL_WAIT: Duration = Duration::from_secs(10);
 /// How often a running task checks the store for a cancel asked on another replica.
-pub const CANCEL_POLL: Duration = Duration::from_millis(500);
+pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(500);
 
 impl TaskStore {
     /// Cancel a running task and wait (up to [`CANCEL_WAIT`]) for it to stop; returns the task.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 /// Largest file served from the local files dir at `/artifacts/...` (the state store has its own
 /// per-artifact cap).
-pub const MAX_SERVED_FILE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_SERVED_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Why `GET /artifacts/{task_id}/{name}` has nothing to give.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub enum ArtifactReadError {
 
 /// Whether `name` is a plain file name that can be served: not empty, at most 255 bytes, no `/`,
 /// `\`, `..` or NUL (nothing that could name another directory).
-pub fn is_servable_name(name: &str) -> bool {
+pub(crate) fn is_servable_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
         && !name.contains(['/', '\\', '\0'])

@@ -23,7 +23,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 /// Header that marks a request forwarded by another replica (its value: that replica's id).
-pub const FORWARDED_HEADER: &str = "x-forge-forwarded-by";
+pub(crate) const FORWARDED_HEADER: &str = "x-forge-forwarded-by";
 
 /// Time to connect to the owner replica.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,7 +34,7 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// Send `body` (a JSON-RPC request) to the replica at `address` (`http://host:port/`) and return
 /// its response. `token` is the bearer token the fleet shares; `from` this replica's id; `host`
 /// the client's `Host` (so the owner builds URIs the client can use), else the owner's address.
-pub async fn forward(
+pub(crate) async fn forward(
     address: &str,
     token: Option<&str>,
     from: &str,

@@ -32,11 +32,11 @@ use super::v1;
 use super::wire::RpcError;
 
 /// Largest request body accepted.
-pub const MAX_BODY: usize = 1 << 20;
+pub(crate) const MAX_BODY: usize = 1 << 20;
 /// Connections served at once.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// Interval of SSE keep-alive comments on an otherwise idle stream.
-pub const SSE_KEEPALIVE: Duration = Duration::from_secs(15);
+pub(crate) const SSE_KEEPALIVE: Duration = Duration::from_secs(15);
 
 type Body = BoxBody<Bytes, Infallible>;
 

@@ -35,17 +35,17 @@ pub const INTERRUPTED_BY_RESTART: &str = "interrupted by restart";
 pub const INTERRUPTED_BY_SHUTDOWN: &str = "interrupted by shutdown";
 
 /// Tasks remembered for `tasks/get`.
-pub const MAX_TASKS: usize = 1000;
+pub(crate) const MAX_TASKS: usize = 1000;
 /// Conversations (contexts) remembered.
-pub const MAX_CONTEXTS: usize = 200;
+pub(crate) const MAX_CONTEXTS: usize = 200;
 /// Tasks running at once; more wait in state `submitted`.
 pub const MAX_RUNNING: usize = 8;
 /// How often a replica reports itself alive in the store.
-pub const HEARTBEAT: Duration = Duration::from_secs(5);
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(5);
 /// A replica silent this long is gone: its unfinished tasks are marked failed.
-pub const REPLICA_GONE: Duration = Duration::from_secs(30);
+pub(crate) const REPLICA_GONE: Duration = Duration::from_secs(30);
 /// Longest a `tasks/resubscribe` of another replica's task is streamed from the store.
-pub const REMOTE_STREAM_LIMIT: Duration = Duration::from_secs(3600);
+pub(crate) const REMOTE_STREAM_LIMIT: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum State {

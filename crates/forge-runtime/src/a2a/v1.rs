@@ -8,7 +8,7 @@
 use serde_json::{json, Map, Value};
 
 /// The 0.3 method a 1.0 method name stands for.
-pub fn method_v03(method: &str) -> Option<&'static str> {
+pub(crate) fn method_v03(method: &str) -> Option<&'static str> {
     Some(match method {
         "SendMessage" => "message/send",
         "SendStreamingMessage" => "message/stream",
@@ -30,7 +30,7 @@ fn copy(from: &Value, to: &mut Map<String, Value>, keys: &[&str]) {
 }
 
 /// 1.0 params -> 0.3 params for `method` (a 1.0 name).
-pub fn params_from_v1(method: &str, params: &Value) -> Value {
+pub(crate) fn params_from_v1(method: &str, params: &Value) -> Value {
     match method {
         "SendMessage" | "SendStreamingMessage" => {
             let mut out =
@@ -194,7 +194,7 @@ fn artifact_to_v1(a: &Value) -> Value {
 }
 
 /// A 0.3 Task -> a 1.0 Task.
-pub fn task_to_v1(t: &Value) -> Value {
+pub(crate) fn task_to_v1(t: &Value) -> Value {
     let mut out = Map::new();
     copy(t, &mut out, &["id", "contextId", "metadata"]);
     out.insert(
@@ -217,7 +217,7 @@ pub fn task_to_v1(t: &Value) -> Value {
 }
 
 /// A 0.3 result of `method` (a 1.0 name) -> its 1.0 result.
-pub fn result_to_v1(method: &str, r: &Value) -> Value {
+pub(crate) fn result_to_v1(method: &str, r: &Value) -> Value {
     match method {
         "SendMessage" => json!({"task": task_to_v1(r)}),
         _ => task_to_v1(r),
@@ -225,7 +225,7 @@ pub fn result_to_v1(method: &str, r: &Value) -> Value {
 }
 
 /// A 0.3 stream event (Task, status-update, artifact-update) -> a 1.0 StreamResponse.
-pub fn event_to_v1(ev: &Value) -> Value {
+pub(crate) fn event_to_v1(ev: &Value) -> Value {
     match ev.get("kind").and_then(Value::as_str) {
         Some("status-update") => {
             let mut u = Map::new();

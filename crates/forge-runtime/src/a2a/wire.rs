@@ -37,11 +37,11 @@ impl RpcError {
 }
 
 /// JSON-RPC error code of a message refused because the server is draining (retry elsewhere).
-pub const DRAINING: i64 = -32050;
+pub(crate) const DRAINING: i64 = -32050;
 
 /// The text of an A2A message's text parts (0.3 `{kind: text, text}`; a part with a bare `text`
 /// is accepted too), joined by newlines.
-pub fn message_text(msg: &Value) -> String {
+pub(crate) fn message_text(msg: &Value) -> String {
     msg.get("parts")
         .and_then(Value::as_array)
         .map(|parts| {

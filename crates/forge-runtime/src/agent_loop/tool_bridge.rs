@@ -21,14 +21,14 @@ use crate::task_scope::NavigationRecord;
 use forge_llm::ToolSpec;
 
 /// [`LoopTools`] over the assembled tool set.
-pub struct AssembledLoopTools {
+pub(crate) struct AssembledLoopTools {
     runner: ToolRunner,
     guardrails: Arc<Guardrails>,
 }
 
 impl AssembledLoopTools {
     /// The loop's view of `tools` (the loop audits prompt/response guardrail hits itself).
-    pub fn new(tools: &AssembledTools) -> Self {
+    pub(crate) fn new(tools: &AssembledTools) -> Self {
         Self {
             runner: tools.runner(),
             guardrails: tools.guardrails().clone(),
@@ -66,7 +66,7 @@ impl LoopTools for AssembledLoopTools {
 }
 
 /// Writes `guardrail_check` audit events for tool guardrail hits.
-pub struct AuditToolEvents(pub AuditLog);
+pub(crate) struct AuditToolEvents(pub AuditLog);
 
 impl ToolEvents for AuditToolEvents {
     fn on_guardrail(&self, ev: &GuardrailEvent) {
@@ -111,14 +111,14 @@ impl ToolEvents for AuditToolEvents {
 
 /// Writes `egress_allowed` / `egress_blocked` audit events for the decisions of the egress proxy
 /// (`via: proxy`) or the egress HTTP client (`via: client`: http_request, web_fetch, model calls).
-pub struct AuditEgressObserver {
+pub(crate) struct AuditEgressObserver {
     audit: AuditLog,
     via: &'static str,
 }
 
 impl AuditEgressObserver {
     /// An observer for the egress proxy.
-    pub fn proxy(audit: AuditLog) -> Self {
+    pub(crate) fn proxy(audit: AuditLog) -> Self {
         Self {
             audit,
             via: "proxy",
@@ -126,7 +126,7 @@ impl AuditEgressObserver {
     }
 
     /// An observer for the egress HTTP client.
-    pub fn client(audit: AuditLog) -> Self {
+    pub(crate) fn client(audit: AuditLog) -> Self {
         Self {
             audit,
             via: "client",
@@ -163,7 +163,7 @@ impl EgressObserver for AuditEgressObserver {
 
 /// Closes a task's browser session through the assembled tools, and writes a `browser_launch`
 /// audit event whenever Chromium was (re)started (it starts lazily, on the first browser call).
-pub struct AssembledSessions {
+pub(crate) struct AssembledSessions {
     tools: Arc<AssembledTools>,
     audit: AuditLog,
     launches_seen: AtomicU64,
@@ -174,7 +174,7 @@ pub struct AssembledSessions {
 impl AssembledSessions {
     /// The browser side of `tools`, auditing to `audit`: a browser session that ends on its own
     /// (idle, shutdown, crash) is audited as `browser_session_close` with its reason.
-    pub fn new(tools: Arc<AssembledTools>, audit: AuditLog) -> Self {
+    pub(crate) fn new(tools: Arc<AssembledTools>, audit: AuditLog) -> Self {
         if let Some(b) = tools.browser() {
             b.manager()
                 .set_on_session_closed(audit_session_close(audit.clone(), None));
@@ -225,7 +225,7 @@ impl EgressObserver for SwitchObserver {
 /// end on their own (`idle`, `shutdown`, `crashed`; a close on request is audited by whoever asked:
 /// the task, or the `browser_close` tool call), then calling `then` for every close (the A2A
 /// server clears its record of which replica holds the conversation's browser).
-pub fn audit_session_close(
+pub(crate) fn audit_session_close(
     audit: AuditLog,
     then: Option<forge_browser::SessionClosedHook>,
 ) -> forge_browser::SessionClosedHook {

@@ -25,7 +25,7 @@ use crate::guardrails::{GuardrailHit, Guardrails};
 use forge_llm::ToolSpec;
 
 /// How often [`ToolRunner::call`] reports progress while a call runs.
-pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A call in progress, reported every [`PROGRESS_INTERVAL`] (first after one interval, so calls
 /// shorter than that report nothing).

@@ -22,7 +22,7 @@ use super::options::{AssembleError, AssembleOptions, EgressPolicyError};
 /// `egress_domains` (with `$VAR` entries expanded from the environment), plus forge's own entries
 /// (the caller's, e.g. the model host, and the host of every `http` server of forge.yaml
 /// `mcp.servers`, added like the model host: `forge: mcp server NAME`) and command-line entries.
-pub fn egress_settings(
+pub(crate) fn egress_settings(
     agent: Option<&Agent>,
     forge_entries: &[(String, String)],
     cli_entries: &[String],
@@ -267,7 +267,7 @@ impl ConfinementStatus {
 /// (`off`: proxy-only; `auto`: a namespace when the platform allows it, else proxy-only with a
 /// warning; `required`: a namespace or a startup error naming the reason and the fix).
 /// `FORGE_CONFINEMENT_UNAVAILABLE=<reason>` forces the fallback.
-pub fn decide_confinement(agent: &Agent) -> Result<ConfinementStatus, AssembleError> {
+pub(crate) fn decide_confinement(agent: &Agent) -> Result<ConfinementStatus, AssembleError> {
     use forge_egress::confine::{availability, Availability};
     use forge_skills::Confinement;
     let mode = agent.config.security.confinement;
@@ -307,7 +307,7 @@ impl EgressObserver for Fanout {
 
 /// The browser's configuration: forge's defaults, then forge.yaml `browser:` (`settings`), then
 /// the environment (`FORGE_BROWSER_BIN`, `FORGE_BROWSER_HEADLESS`), which still wins.
-pub fn browser_config(
+pub(crate) fn browser_config(
     proxy: SocketAddr,
     settings: &BrowserSettings,
     env: impl Fn(&str) -> Option<String>,

@@ -14,7 +14,7 @@ use super::call::ToolEvents;
 use crate::guardrails::GuardrailError;
 
 /// Reads an environment variable (MCP tokens and stdio servers' `env` names; tests pass their own).
-pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub(crate) type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Options for [`assemble`].
 #[derive(Clone, Default)]
