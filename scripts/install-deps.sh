@@ -8,7 +8,7 @@
 #   in the `forge mcp serve` smoke test (crates/forge-cli/tests/mcp_serve.rs; npx fetches the
 #   inspector from npm on first use and caches it);
 # - Debian's postgresql server binaries (initdb, pg_ctl), so the state store's tests run against a
-#   real PostgreSQL they start themselves (crates/forge-runtime/tests/state_store.rs); no cluster is
+#   real PostgreSQL they start themselves (crates/forge-state/tests/store.rs); no cluster is
 #   created or started here.
 # Usage: scripts/install-deps.sh [browser] [python] [node] [postgres]   (no argument: everything)
 set -euo pipefail
