@@ -238,6 +238,7 @@ pub struct TaskRun {
 
 /// Why a task did not finish with an answer.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoopError {
     /// The model call failed.
     #[error(transparent)]

@@ -77,6 +77,7 @@ const HASH_PREFIX: &str = "{\"hash\":\"";
 
 /// Why the audit log could not be opened.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AuditError {
     /// The file could not be opened or read.
     #[error("cannot open audit file {path}: {source}")]

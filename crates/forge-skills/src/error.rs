@@ -124,6 +124,7 @@ impl Diagnostic for SourceDiagnostic {
 
 /// Everything that can go wrong loading skills and agents.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A file could not be read.
     /// (The I/O error is part of the message, not a `source()`, so that renderers do not print

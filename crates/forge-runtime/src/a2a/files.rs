@@ -9,6 +9,7 @@ pub(crate) const MAX_SERVED_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Why `GET /artifacts/{task_id}/{name}` has nothing to give.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ArtifactReadError {
     /// The name (or task id) is not a plain file name: `/`, `\`, `..`, NUL, empty, too long.
     BadName(String),
