@@ -466,6 +466,16 @@ impl Canary {
         self.0.url(path)
     }
 
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.0.port()
+    }
+
+    /// The egress allowlist entry naming it (`127.0.0.1:PORT`).
+    pub fn entry(&self) -> String {
+        self.0.entry()
+    }
+
     /// Connections that reached it (should stay 0).
     pub fn hits(&self) -> usize {
         self.0.hits()
