@@ -37,4 +37,6 @@ pub mod pg;
 
 #[cfg(feature = "browser")]
 pub use gates::require_browser;
-pub use gates::{require, required, skip};
+#[cfg(feature = "egress")]
+pub use gates::require_namespace;
+pub use gates::{python_has, require, required, skip};

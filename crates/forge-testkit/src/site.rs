@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -321,7 +321,7 @@ impl Site {
 
 #[cfg(feature = "tls")]
 fn answer_tls(
-    mut sock: TcpStream,
+    mut sock: std::net::TcpStream,
     config: Arc<rustls::ServerConfig>,
     handler: &Handler,
     seen: &Seen,
