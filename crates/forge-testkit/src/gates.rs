@@ -18,6 +18,15 @@ pub fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
 }
 
+/// [`skip`], failing as well when the gate's own switch `var` is `1` (e.g.
+/// `FORGE_REQUIRE_MCP_SDK`): for a dependency one suite can demand without demanding them all.
+pub fn skip_unless_required_by(var: &str, why: &str) {
+    if std::env::var(var).as_deref() == Ok("1") {
+        panic!("{why}; {var}=1 requires this test to run");
+    }
+    skip(why);
+}
+
 /// `true` when `available`; otherwise [`skip`] with `why` (a panic under
 /// `FORGE_REQUIRE_BROWSER=1`) and `false`.
 pub fn require(available: bool, why: &str) -> bool {
