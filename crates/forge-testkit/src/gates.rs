@@ -47,6 +47,16 @@ pub fn python_has(import: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// True when `program args...` runs and exits 0 (e.g. `npx --version`), the probe for a tool.
+pub fn program_runs(program: &str, args: &[&str]) -> bool {
+    std::process::Command::new(program)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// The Chromium binary forge would launch (`forge_browser::find_browser_binary`: FORGE_BROWSER_BIN,
 /// then PATH), or `None` after a skip note naming `test`; panics under `FORGE_REQUIRE_BROWSER=1`.
 #[cfg(feature = "browser")]

@@ -39,4 +39,4 @@ pub mod pg;
 pub use gates::require_browser;
 #[cfg(feature = "egress")]
 pub use gates::require_namespace;
-pub use gates::{python_has, require, required, skip, skip_unless_required_by};
+pub use gates::{program_runs, python_has, require, required, skip, skip_unless_required_by};
