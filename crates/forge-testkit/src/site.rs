@@ -106,6 +106,14 @@ impl Response {
         }
     }
 
+    /// Any status and content type with a binary body.
+    pub fn bytes(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        Response {
+            body: body.into(),
+            ..Self::with(status, content_type, "")
+        }
+    }
+
     /// `status` and `body` with no default headers (add any with [`Response::header`]).
     pub fn bare(status: u16, body: impl Into<Vec<u8>>) -> Self {
         Response {
