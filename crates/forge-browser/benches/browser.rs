@@ -38,12 +38,7 @@ fn static_server_handler(root: PathBuf) -> Handler {
             .trim_start_matches('/');
         let path = root.join(rel);
         if rel.contains("..") || !path.starts_with(&root) {
-            return Response {
-                status: 403,
-                content_type: "text/plain".into(),
-                headers: vec![],
-                body: b"no".to_vec(),
-            };
+            return Response::with(403, "text/plain", "no");
         }
         match std::fs::read(&path) {
             Ok(body) => {
@@ -55,19 +50,9 @@ fn static_server_handler(root: PathBuf) -> Handler {
                     "json" => "application/json",
                     _ => "application/octet-stream",
                 };
-                Response {
-                    status: 200,
-                    content_type: ct.into(),
-                    headers: vec![],
-                    body,
-                }
+                Response::bytes(200, ct, body)
             }
-            Err(_) => Response {
-                status: 404,
-                content_type: "text/plain".into(),
-                headers: vec![],
-                body: b"not found".to_vec(),
-            },
+            Err(_) => Response::not_found(),
         }
     })
 }

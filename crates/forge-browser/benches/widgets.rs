@@ -707,12 +707,7 @@ fn handler(root: PathBuf, xframe: String) -> Handler {
             .unwrap_or("/")
             .trim_start_matches('/')
             .to_string();
-        let not_found = || Response {
-            status: 404,
-            content_type: "text/plain".into(),
-            headers: vec![],
-            body: b"not found".to_vec(),
-        };
+        let not_found = || Response::not_found();
         if rel.contains("..") || rel.contains('/') || rel.is_empty() {
             return not_found();
         }
@@ -732,12 +727,7 @@ fn handler(root: PathBuf, xframe: String) -> Handler {
         } else {
             body
         };
-        Response {
-            status: 200,
-            content_type: ct.into(),
-            headers: vec![],
-            body,
-        }
+        Response::bytes(200, ct, body)
     })
 }
 

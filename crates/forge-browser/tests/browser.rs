@@ -123,7 +123,7 @@ Object.defineProperty(window, 'forge', { value: 'FORGED' });
         "/alpha.html" => "<!doctype html><title>Alpha</title><button onclick=\"this.textContent = 'Alpha pressed'\">Alpha button</button> <a href=\"/beta.html\">To beta</a>".to_string(),
         "/beta.html" => "<!doctype html><title>Beta</title><button>Beta button</button>".to_string(),
         "/popup.html" => "<!doctype html><title>Popup opener</title><button onclick=\"window.open('/target.html')\">Open popup</button>".to_string(),
-        _ => return Response { status: 404, content_type: "text/plain".into(), headers: vec![], body: b"not found".to_vec() },
+        _ => return Response::not_found(),
     };
     Response::html(html)
 }

@@ -35,14 +35,7 @@ fn frame_page(path: &str) -> Response {
             r#"<!doctype html><title>Same site frame</title><button onclick="this.textContent = 'Same site clicked'">Same site button</button><span id=sl>Same site listener</span><script>document.getElementById('sl').addEventListener('click', (e) => { e.target.textContent = 'Same site listener ran'; });</script>"#
         }
         "/other.html" => "<!doctype html><title>Other frame page</title><p>the frame moved on</p>",
-        _ => {
-            return Response {
-                status: 404,
-                content_type: "text/plain".into(),
-                headers: vec![],
-                body: b"not found".to_vec(),
-            }
-        }
+        _ => return Response::not_found(),
     };
     Response::html(html)
 }
@@ -65,14 +58,7 @@ fn top_page(path: &str, site: &str, same: &str) -> Response {
             r#"<!doctype html><title>Low</title><div style="height:1500px">Spacer</div>
 <iframe src="{site}/pay.html" title="Payment" width="420" height="220"></iframe>"#
         ),
-        _ => {
-            return Response {
-                status: 404,
-                content_type: "text/plain".into(),
-                headers: vec![],
-                body: b"not found".to_vec(),
-            }
-        }
+        _ => return Response::not_found(),
     };
     Response::html(html)
 }

@@ -197,14 +197,7 @@ fn page(path: &str) -> Response {
         "/resize.html" => RESIZE.to_string(),
         "/slider.html" => SLIDER.to_string(),
         "/upload.html" => UPLOAD.to_string(),
-        _ => {
-            return Response {
-                status: 404,
-                content_type: "text/plain".into(),
-                headers: vec![],
-                body: b"not found".to_vec(),
-            }
-        }
+        _ => return Response::not_found(),
     };
     Response::html(html)
 }

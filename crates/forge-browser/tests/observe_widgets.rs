@@ -151,14 +151,7 @@ fn page(path: &str) -> Response {
         "/lframe.html" => LFRAME,
         "/dragtree.html" => DRAG_TREE,
         "/after.html" => "<!doctype html><title>After</title><button>After button</button>",
-        _ => {
-            return Response {
-                status: 404,
-                content_type: "text/plain".into(),
-                headers: vec![],
-                body: b"not found".to_vec(),
-            }
-        }
+        _ => return Response::not_found(),
     };
     Response::html(body)
 }

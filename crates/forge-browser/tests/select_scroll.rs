@@ -130,12 +130,7 @@ box.addEventListener('scroll', () => { document.getElementById('at').textContent
             s
         }
         _ => {
-            return Response {
-                status: 404,
-                content_type: "text/plain".into(),
-                headers: vec![],
-                body: b"not found".to_vec(),
-            }
+            return Response::not_found()
         }
     };
     Response::html(html)

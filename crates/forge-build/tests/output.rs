@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use forge_build::*;
+use forge_testkit::site::{Response, Site};
 
 fn spec(dir: &Path, browser: bool) -> BuildSpec {
     fs::create_dir_all(dir.join("skills/demo")).unwrap();
@@ -349,45 +350,12 @@ fn a_forge_binary_that_is_not_linux_is_warned_about() {
     );
 }
 
-/// Serves `status` to each of `n` connections on loopback, then stops.
-fn one_shot_server(status: &'static str, n: usize) -> (u16, std::thread::JoinHandle<Vec<String>>) {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let handle = std::thread::spawn(move || {
-        let mut requests = Vec::new();
-        listener.set_nonblocking(true).unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        for _ in 0..n {
-            // Bounded wait: a client that never connects ends the server after 10 s.
-            let mut sock = loop {
-                match listener.accept() {
-                    Ok((sock, _)) => break sock,
-                    Err(_) if std::time::Instant::now() < deadline => {
-                        std::thread::sleep(std::time::Duration::from_millis(10))
-                    }
-                    Err(_) => return requests,
-                }
-            };
-            sock.set_nonblocking(false).unwrap();
-            sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-                .unwrap();
-            let mut reader = BufReader::new(&sock);
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            requests.push(line.trim_end().to_string());
-            // Read the rest of the head (closing with unread data would reset the connection).
-            for _ in 0..100 {
-                let mut h = String::new();
-                if reader.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
-                    break;
-                }
-            }
-            let _ = write!(sock, "HTTP/1.0 {status}\r\nContent-Length: 2\r\n\r\nok");
-        }
-        requests
-    });
-    (port, handle)
+/// A loopback site answering `status` (HTTP/1.0, verbatim) to each of `n` connections, then
+/// closing its listener.
+fn one_shot_server(status: &'static str, n: usize) -> Site {
+    Site::builder()
+        .max_connections(n)
+        .start(move |_| Response::raw(format!("HTTP/1.0 {status}\r\nContent-Length: 2\r\n\r\nok")))
 }
 
 #[test]
@@ -403,7 +371,8 @@ fn the_healthcheck_command_asks_healthz_and_fails_on_errors() {
     let argv: Vec<String> = serde_json::from_str(cmd_json).unwrap();
     assert_eq!(argv[0], "bash");
     for (status, ok) in [("200 OK", true), ("503 Service Unavailable", false)] {
-        let (port, server) = one_shot_server(status, 1);
+        let server = one_shot_server(status, 1);
+        let port = server.port();
         // The image's command, pointed at this test's server instead of port 8080.
         let args: Vec<String> = argv[1..]
             .iter()
@@ -411,7 +380,11 @@ fn the_healthcheck_command_asks_healthz_and_fails_on_errors() {
             .collect();
         let st = Command::new(&argv[0]).args(&args).status().unwrap();
         assert_eq!(st.success(), ok, "healthcheck against a {status} answer");
-        let requests = server.join().unwrap();
+        let requests: Vec<String> = server
+            .requests()
+            .iter()
+            .map(|r| r.request_line().to_string())
+            .collect();
         assert_eq!(requests, vec!["GET /healthz HTTP/1.0".to_string()]);
     }
 }

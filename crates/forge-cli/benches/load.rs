@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use forge_testkit::pg;
+use forge_testkit::site::{Response, Site};
 
 /// How long a task holds its page open on the slow page, so that all concurrent contexts are
 /// alive at once when memory is sampled.
@@ -79,45 +80,29 @@ fn parse_args() -> Result<Args, String> {
 }
 
 /// Pages: `/p/N` a small page with a form and a list; `/hold` answers after [`HOLD_MS`].
-async fn serve_site() -> std::net::SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a loopback port");
-    let addr = l.local_addr().expect("a bound listener has an address");
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let Ok(Ok(n)) =
-                    tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await
-                else {
-                    return;
-                };
-                let head = String::from_utf8_lossy(&buf[..n]).to_string();
-                let path = head.split(' ').nth(1).unwrap_or("/").to_string();
-                let body = if path.starts_with("/hold") {
-                    tokio::time::sleep(Duration::from_millis(HOLD_MS)).await;
-                    "<!doctype html><title>held</title><p>done waiting</p>".to_string()
-                } else {
-                    let items: String = (0..40)
-                        .map(|i| {
-                            format!(
-                                "<li><a href=\"/p/{i}\">Item {i}</a> <button>Add {i}</button></li>"
-                            )
-                        })
-                        .collect();
-                    format!("<!doctype html><title>Page {path}</title><h1>Catalogue {path}</h1><form><label>Search <input name=q></label><button>Go</button></form><ul>{items}</ul>")
-                };
-                let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
-                let _ = s.write_all(resp.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
-        }
-    });
-    addr
+/// Unbounded (as many connections as the run makes): the bench's own site.
+fn serve_site() -> std::net::SocketAddr {
+    Site::builder()
+        .max_connections(usize::MAX)
+        .start(|r| {
+            let path = &r.path;
+            if path.starts_with("/hold") {
+                return Response::bare(
+                    200,
+                    "<!doctype html><title>held</title><p>done waiting</p>",
+                )
+                .header("content-type", "text/html")
+                .delayed(Duration::from_millis(HOLD_MS));
+            }
+            let items: String = (0..40)
+                .map(|i| {
+                    format!("<li><a href=\"/p/{i}\">Item {i}</a> <button>Add {i}</button></li>")
+                })
+                .collect();
+            Response::bare(200, format!("<!doctype html><title>Page {path}</title><h1>Catalogue {path}</h1><form><label>Search <input name=q></label><button>Go</button></form><ul>{items}</ul>"))
+                .header("content-type", "text/html")
+        })
+        .addr
 }
 
 fn write_agent(dir: &Path, site: std::net::SocketAddr, cap: Option<usize>) -> PathBuf {
@@ -486,7 +471,7 @@ async fn main() {
         );
         std::process::exit(2);
     }
-    let site = serve_site().await;
+    let site = serve_site();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at start: {}", load.trim());
     for store in args.stores.clone() {

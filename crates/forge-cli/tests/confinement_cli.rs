@@ -63,8 +63,7 @@ fn forced_fallback_is_shown_in_tool_list() {
 
 #[test]
 fn tool_list_says_namespace_when_available() {
-    if !namespaces_available() {
-        eprintln!("SKIP tool_list_says_namespace_when_available: no network namespace here");
+    if forge_testkit::require_namespace("tool_list_says_namespace_when_available").is_none() {
         return;
     }
     let dir = agent_copy("tools-cli");
@@ -121,8 +120,7 @@ fn required_without_namespaces_is_a_startup_error_with_reason_and_fix() {
 
 #[test]
 fn confined_cli_execute_gets_the_namespace_proxy() {
-    if !namespaces_available() {
-        eprintln!("SKIP confined_cli_execute_gets_the_namespace_proxy: no network namespace here");
+    if forge_testkit::require_namespace("confined_cli_execute_gets_the_namespace_proxy").is_none() {
         return;
     }
     let dir = agent_copy("tools-cli");

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::CommandCargoExt;
+use forge_testkit::site::{Response, Site};
 use predicates::prelude::*;
 
 /// `forge` run in an empty directory, so that no ./forge.yaml is picked up implicitly.
@@ -184,28 +185,12 @@ fn bad_allow_entry_is_a_clear_error() {
         .stderr(predicate::str::contains("write just the host"));
 }
 
-/// A one-shot loopback HTTP server answering `hello through forge`.
+/// A loopback site answering `hello through forge` (at most 4 connections).
 fn upstream() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for s in l.incoming().take(4) {
-            let Ok(mut s) = s else { continue };
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let mut buf = Vec::new();
-            let mut b = [0u8; 1];
-            while !buf.ends_with(b"\r\n\r\n") && s.read(&mut b).map(|n| n == 1).unwrap_or(false) {
-                buf.push(b[0]);
-            }
-            let body = "hello through forge";
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
+    Site::builder()
+        .max_connections(4)
+        .start(|_| Response::bare(200, "hello through forge"))
+        .port()
 }
 
 #[test]

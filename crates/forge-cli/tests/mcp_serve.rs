@@ -15,44 +15,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use forge_testkit::site::{Response, Site};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn required() -> bool {
-    std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1")
-}
-
-fn skip(msg: &str) {
-    if required() {
-        panic!("{msg}; FORGE_REQUIRE_BROWSER=1 requires every MCP interop test to run");
-    }
-    eprintln!("SKIPPED: {msg}");
-}
-
 fn browser_available() -> bool {
-    match forge_browser::find_browser_binary() {
-        Ok(_) => true,
-        Err(e) => {
-            skip(&format!(
-                "no Chromium found (searched {:?}); install it with scripts/install-deps.sh browser",
-                e.searched
-            ));
-            false
-        }
-    }
+    forge_testkit::require_browser("forge mcp serve with a browser agent").is_some()
 }
 
 fn python_sdk() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import mcp, uvicorn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        skip("python3 with the MCP SDK (`mcp` 2.x) not found; run scripts/install-deps.sh python");
-    }
-    ok
+    forge_testkit::require(
+        forge_testkit::python_has("import mcp, uvicorn"),
+        "python3 with the MCP SDK (`mcp` 2.x) not found; run scripts/install-deps.sh python",
+    )
 }
 
 fn client_script() -> PathBuf {
@@ -64,59 +39,38 @@ fn forge() -> Command {
 }
 
 /// A loopback site: `/` shows `token` and the Cookie header it got; `/set?v=X` sets cookie `v=X`;
-/// `/slow` never answers.
-async fn serve_site(token: String) -> SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        for _ in 0..500 {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            let token = token.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 16384];
-                let n = match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await
-                {
-                    Ok(Ok(n)) => n,
-                    _ => return,
-                };
-                let head = String::from_utf8_lossy(&buf[..n]).to_string();
-                let path = head.split(' ').nth(1).unwrap_or("/").to_string();
-                if path.starts_with("/slow") {
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                    return;
-                }
-                let cookie = head
-                    .lines()
-                    .find_map(|l| {
-                        let (k, v) = l.split_once(':')?;
-                        k.eq_ignore_ascii_case("cookie")
-                            .then(|| v.trim().to_string())
-                    })
-                    .unwrap_or_else(|| "none".into());
-                let (status, extra, body) = if let Some(v) = path.strip_prefix("/set?v=") {
-                    (
-                        "200 OK",
-                        format!("set-cookie: v={v}; Path=/\r\n"),
-                        format!("<!doctype html><title>Set</title><p>cookie set to {v}</p>"),
-                    )
-                } else if path == "/" {
-                    (
-                        "200 OK",
-                        String::new(),
-                        format!("<!doctype html><title>Token page {token}</title><h1>The secret word is {token}</h1><p>cookies: [{cookie}]</p>"),
-                    )
-                } else {
-                    ("404 Not Found", String::new(), "not found".to_string())
-                };
-                let resp = format!("HTTP/1.1 {status}\r\ncontent-type: text/html\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
-                let _ = s.write_all(resp.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
-        }
-    });
-    addr
+/// `/slow` never answers (closes after 60 s). Bounded: at most 500 connections.
+fn serve_site(token: String) -> SocketAddr {
+    Site::builder()
+        .max_connections(500)
+        .start(move |r| {
+            if r.path.starts_with("/slow") {
+                return Response::raw(Vec::new()).delayed(Duration::from_secs(60));
+            }
+            let cookie = r
+                .head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("cookie")
+                        .then(|| v.trim().to_string())
+                })
+                .unwrap_or_else(|| "none".into());
+            if let Some(v) = r.path.strip_prefix("/set?v=") {
+                Response::bare(
+                    200,
+                    format!("<!doctype html><title>Set</title><p>cookie set to {v}</p>"),
+                )
+                .header("content-type", "text/html")
+                .header("set-cookie", &format!("v={v}; Path=/"))
+            } else if r.path == "/" {
+                Response::bare(200, format!("<!doctype html><title>Token page {token}</title><h1>The secret word is {token}</h1><p>cookies: [{cookie}]</p>"))
+                    .header("content-type", "text/html")
+            } else {
+                Response::bare(404, "not found").header("content-type", "text/html")
+            }
+        })
+        .addr
 }
 
 /// A browser agent whose skill allowlists `site` (and only it).
@@ -281,7 +235,7 @@ async fn python_sdk_drives_the_browser_over_stdio() {
         return;
     }
     let token = unique_token();
-    let site = serve_site(token.clone()).await;
+    let site = serve_site(token.clone());
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_browser_agent(dir.path(), site);
     let audit = dir.path().join("audit.ndjson");
@@ -323,7 +277,7 @@ async fn python_sdk_drives_the_browser_over_http_with_separate_sessions() {
         return;
     }
     let token = unique_token();
-    let site = serve_site(token.clone()).await;
+    let site = serve_site(token.clone());
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_browser_agent(dir.path(), site);
     let audit = dir.path().join("audit.ndjson");
@@ -742,14 +696,10 @@ async fn mcp_servers_of_forge_yaml_become_confined_tools() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_inspector_cli_lists_forges_tools() {
-    let npx = Command::new("npx")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !npx {
-        skip("npx not found; install node and npm (scripts/install-deps.sh node)");
+    if !forge_testkit::require(
+        forge_testkit::program_runs("npx", &["--version"]),
+        "npx not found; install node and npm (scripts/install-deps.sh node)",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -771,7 +721,7 @@ async fn the_mcp_inspector_cli_lists_forges_tools() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() && (stderr.contains("ENOTFOUND") || stderr.contains("EAI_AGAIN")) {
-        skip(&format!(
+        forge_testkit::skip(&format!(
             "npx could not fetch @modelcontextprotocol/inspector (no registry access): {stderr}"
         ));
         return;

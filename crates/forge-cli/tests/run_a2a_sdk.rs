@@ -15,13 +15,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 fn sdk_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import a2a.client, httpx"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+    forge_testkit::python_has("import a2a.client, httpx")
 }
 
 /// Kills the server when the test ends, however it ends.
@@ -59,12 +53,10 @@ fn parts_text(msg: &Value) -> String {
 
 #[test]
 fn the_a2a_python_sdk_talks_to_forge_run() {
-    if !sdk_available() {
-        let msg = "a2a-sdk for python3 is not installed (run scripts/install-deps.sh python)";
-        if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("{msg}; FORGE_REQUIRE_BROWSER=1 requires every interop test to run");
-        }
-        eprintln!("SKIPPED: {msg}");
+    if !forge_testkit::require(
+        sdk_available(),
+        "a2a-sdk for python3 is not installed (run scripts/install-deps.sh python)",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -21,6 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use fixture_agents::copy_dir;
 use forge_testkit::agents as fixture_agents;
+use forge_testkit::site::{Response, Site};
 
 fn browser_available() -> bool {
     forge_testkit::require_browser("forge run with a browser agent").is_some()
@@ -48,66 +49,44 @@ fn audit_events(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// A loopback site: `/` shows `token` in its title and body; `/slow` never answers.
-async fn serve_site(token: String) -> std::net::SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        for _ in 0..200 {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            let token = token.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let n = match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await
-                {
-                    Ok(Ok(n)) => n,
-                    _ => return,
-                };
-                let head = String::from_utf8_lossy(&buf[..n]).to_string();
-                let path = head.split(' ').nth(1).unwrap_or("/").to_string();
-                if path.starts_with("/slow") {
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                    return;
-                }
-                if path == "/c" {
-                    // Says which cookie the browser sent, and sets one: two visits from one
-                    // browser context show the first visit's cookie on the second.
-                    let cookie = head
-                        .lines()
-                        .find_map(|l| {
-                            l.strip_prefix("cookie: ")
-                                .or_else(|| l.strip_prefix("Cookie: "))
-                        })
-                        .unwrap_or("none")
-                        .trim()
-                        .to_string();
-                    let body = format!(
-                        "<!doctype html><title>Cookie page</title><p>cookie before: {cookie}</p>"
-                    );
-                    let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nset-cookie: visits=1; Path=/\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
-                    let _ = s.write_all(resp.as_bytes()).await;
-                    let _ = s.shutdown().await;
-                    return;
-                }
-                let body = if path == "/" {
-                    format!("<!doctype html><title>Token page {token}</title><h1>The secret word is {token}</h1><a href=\"/slow\">slow</a>")
-                } else {
-                    "not found".to_string()
-                };
-                let status = if path == "/" {
-                    "200 OK"
-                } else {
-                    "404 Not Found"
-                };
-                let resp = format!("HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
-                let _ = s.write_all(resp.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
-        }
-    });
-    addr
+/// A loopback site: `/` shows `token` in its title and body; `/slow` never answers (closes after
+/// 60 s); `/c` says which cookie it got and sets one. Bounded: at most 200 connections.
+fn serve_site(token: String) -> std::net::SocketAddr {
+    Site::builder()
+        .max_connections(200)
+        .start(move |r| {
+            let path = r.path.as_str();
+            if path.starts_with("/slow") {
+                return Response::raw(Vec::new()).delayed(Duration::from_secs(60));
+            }
+            if path == "/c" {
+                // Says which cookie the browser sent, and sets one: two visits from one
+                // browser context show the first visit's cookie on the second.
+                let cookie = r
+                    .head
+                    .lines()
+                    .find_map(|l| {
+                        l.strip_prefix("cookie: ")
+                            .or_else(|| l.strip_prefix("Cookie: "))
+                    })
+                    .unwrap_or("none")
+                    .trim()
+                    .to_string();
+                return Response::bare(
+                    200,
+                    format!("<!doctype html><title>Cookie page</title><p>cookie before: {cookie}</p>"),
+                )
+                .header("content-type", "text/html")
+                .header("set-cookie", "visits=1; Path=/");
+            }
+            if path == "/" {
+                Response::bare(200, format!("<!doctype html><title>Token page {token}</title><h1>The secret word is {token}</h1><a href=\"/slow\">slow</a>"))
+                    .header("content-type", "text/html")
+            } else {
+                Response::bare(404, "not found").header("content-type", "text/html")
+            }
+        })
+        .addr
 }
 
 /// A browser agent whose skill allowlists `site` (and only it).
@@ -208,7 +187,7 @@ async fn a_fake_openai_model_drives_the_browser_in_two_steps() {
         return;
     }
     let token = unique_token();
-    let site = serve_site(token.clone()).await;
+    let site = serve_site(token.clone());
     let respond: Responder = Arc::new(move |i, req| match i {
         0 => Reply::Json(
             200,
@@ -271,7 +250,7 @@ async fn a_fake_anthropic_model_drives_the_browser_in_two_steps() {
         return;
     }
     let token = unique_token();
-    let site = serve_site(token.clone()).await;
+    let site = serve_site(token.clone());
     let respond: Responder = Arc::new(move |i, req| match i {
         0 => Reply::Json(
             200,
@@ -365,7 +344,7 @@ async fn cancelling_an_a2a_task_stops_its_browser_call_and_closes_its_session() 
     if !browser_available() {
         return;
     }
-    let site = serve_site(unique_token()).await;
+    let site = serve_site(unique_token());
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("s.yaml"),
@@ -531,7 +510,7 @@ async fn sigterm_drains_refuses_new_tasks_interrupts_the_running_one_and_leaves_
     if !browser_available() {
         return;
     }
-    let site = serve_site(unique_token()).await;
+    let site = serve_site(unique_token());
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("s.yaml"),
@@ -745,7 +724,7 @@ async fn tasks_survive_kill_9_and_a_task_cut_off_is_failed_interrupted_by_restar
         return;
     }
     let token = unique_token();
-    let site = serve_site(token.clone()).await;
+    let site = serve_site(token.clone());
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_browser_agent(
         dir.path(),
@@ -946,7 +925,7 @@ async fn two_replicas_on_postgres_share_tasks_cancel_and_resubscribe() {
         return;
     }
     let pg = pg::PgServer::start();
-    let site = serve_site(unique_token()).await;
+    let site = serve_site(unique_token());
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("s.yaml"),
@@ -1046,7 +1025,7 @@ async fn a_conversation_continued_on_another_replica_is_forwarded_to_its_browser
         return;
     }
     let pg = pg::PgServer::start();
-    let site = serve_site(unique_token()).await;
+    let site = serve_site(unique_token());
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("s.yaml"),

@@ -17,12 +17,12 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use forge_testkit::llm as fake_llm;
+use forge_testkit::site::{Response, Site};
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,46 +47,21 @@ fn browser_available() -> bool {
     forge_testkit::require_browser("forge run with a browser agent").is_some()
 }
 
-/// A loopback site answering `/` with a page naming `name`; counts the requests for `/`.
-/// Bounded: at most 200 connections.
-async fn serve_site(name: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    tokio::spawn(async move {
-        for _ in 0..200 {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            let h = h.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let n = match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await
-                {
-                    Ok(Ok(n)) => n,
-                    _ => return,
-                };
-                let head = String::from_utf8_lossy(&buf[..n]).to_string();
-                let path = head.split(' ').nth(1).unwrap_or("/").to_string();
-                let (status, body) = if path == "/" {
-                    h.fetch_add(1, Ordering::SeqCst);
-                    (
-                        "200 OK",
-                        format!(
-                            "<!doctype html><title>Site {name}</title><h1>This is site {name}</h1>"
-                        ),
-                    )
-                } else {
-                    ("404 Not Found", "not found".to_string())
-                };
-                let resp = format!("HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{body}", body.len());
-                let _ = s.write_all(resp.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
+/// A loopback site answering `/` with a page naming `name` (the requests for `/` are its
+/// `hits_for("/")`). Bounded: at most 200 connections.
+fn serve_site(name: &'static str) -> (SocketAddr, Site) {
+    let site = Site::builder().max_connections(200).start(move |r| {
+        if r.path == "/" {
+            Response::with(
+                200,
+                "text/html",
+                format!("<!doctype html><title>Site {name}</title><h1>This is site {name}</h1>"),
+            )
+        } else {
+            Response::with(404, "text/html", "not found")
         }
     });
-    (addr, hits)
+    (site.addr, site)
 }
 
 /// An agent allowlisting both sites, with the scripted model playing `script`; `browser` adds
@@ -130,8 +105,8 @@ fn write_agent_with_model(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_hosts_narrow_http_request_and_the_json_result_lists_the_refusal() {
-    let (a, a_hits) = serve_site("A").await;
-    let (b, b_hits) = serve_site("B").await;
+    let (a, a_hits) = serve_site("A");
+    let (b, b_hits) = serve_site("B");
     let dir = tempfile::tempdir().unwrap();
     let script = format!(
         "turns:\n  - tool_calls:\n      - {{name: http_request, arguments: {{url: \"http://{a}/\"}}}}\n      - {{name: http_request, arguments: {{url: \"http://{b}/\"}}}}\n  - text: \"checked both\"\n"
@@ -160,16 +135,8 @@ async fn task_hosts_narrow_http_request_and_the_json_result_lists_the_refusal() 
     );
     assert_eq!(r["navigations"], json!([]));
     assert_eq!(r["artifacts"], json!([]));
-    assert_eq!(
-        a_hits.load(Ordering::SeqCst),
-        1,
-        "the task reached its own site"
-    );
-    assert_eq!(
-        b_hits.load(Ordering::SeqCst),
-        0,
-        "the other site saw no request"
-    );
+    assert_eq!(a_hits.hits_for("/"), 1, "the task reached its own site");
+    assert_eq!(b_hits.hits_for("/"), 0, "the other site saw no request");
     // The audit log's session_end carries the same object.
     let log = std::fs::read_to_string(&audit).unwrap();
     let end: Value = log
@@ -183,7 +150,7 @@ async fn task_hosts_narrow_http_request_and_the_json_result_lists_the_refusal() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_host_outside_the_agent_policy_exits_2_naming_it() {
-    let (a, _) = serve_site("A").await;
+    let (a, _) = serve_site("A");
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_agent(dir.path(), &[a], "turns:\n  - text: never\n", false);
     let mut c = forge();
@@ -307,8 +274,8 @@ async fn two_concurrent_a2a_tasks_each_reach_only_their_own_site_in_the_browser(
     if !browser_available() {
         return;
     }
-    let (a, a_hits) = serve_site("A").await;
-    let (b, b_hits) = serve_site("B").await;
+    let (a, a_hits) = serve_site("A");
+    let (b, b_hits) = serve_site("B");
     let dir = tempfile::tempdir().unwrap();
     // Both tasks play the same script: open A, then B, then answer.
     let script = format!(
@@ -391,8 +358,8 @@ async fn two_concurrent_a2a_tasks_each_reach_only_their_own_site_in_the_browser(
         (Some(2), Some(2))
     );
     // Each site served its page once: to its own task only.
-    assert_eq!(a_hits.load(Ordering::SeqCst), 1, "site A saw only task A");
-    assert_eq!(b_hits.load(Ordering::SeqCst), 1, "site B saw only task B");
+    assert_eq!(a_hits.hits_for("/"), 1, "site A saw only task A");
+    assert_eq!(b_hits.hits_for("/"), 1, "site B saw only task B");
 
     // Task A's conversation keeps its browser, and its scope: a later message in it asking for
     // another scope is refused (naming both) rather than given a browser outside the first; one
@@ -428,7 +395,7 @@ async fn two_concurrent_a2a_tasks_each_reach_only_their_own_site_in_the_browser(
         "the conversation's scope still holds in its browser: {same}"
     );
     assert_eq!(
-        b_hits.load(Ordering::SeqCst),
+        b_hits.hits_for("/"),
         1,
         "site B never saw task A's conversation"
     );
@@ -447,7 +414,7 @@ async fn two_concurrent_a2a_tasks_each_reach_only_their_own_site_in_the_browser(
         nav_ok(&r, a) && nav_ok(&r, b),
         "both sites load at first: {wide}"
     );
-    let (a_before, b_before) = (a_hits.load(Ordering::SeqCst), b_hits.load(Ordering::SeqCst));
+    let (a_before, b_before) = (a_hits.hits_for("/"), b_hits.hits_for("/"));
     let ctx2 = wide["result"]["contextId"]
         .as_str()
         .expect("a contextId")
@@ -465,13 +432,9 @@ async fn two_concurrent_a2a_tasks_each_reach_only_their_own_site_in_the_browser(
         json!([{"host": b.to_string(), "tool": "browser_navigate"}]),
         "the narrowed conversation is refused B: {narrowed}"
     );
+    assert_eq!(a_hits.hits_for("/"), a_before + 1, "A loads once more");
     assert_eq!(
-        a_hits.load(Ordering::SeqCst),
-        a_before + 1,
-        "A loads once more"
-    );
-    assert_eq!(
-        b_hits.load(Ordering::SeqCst),
+        b_hits.hits_for("/"),
         b_before,
         "B saw nothing after the narrowing"
     );
@@ -483,7 +446,7 @@ async fn browser_task_returns_only_the_result_and_the_page_stays_out_of_the_call
     if !browser_available() {
         return;
     }
-    let (a, a_hits) = serve_site("A").await;
+    let (a, a_hits) = serve_site("A");
     let site_url = format!("http://{a}/");
     let u = site_url.clone();
     let responder: Responder = Arc::new(move |_, r| {
@@ -544,7 +507,7 @@ async fn browser_task_returns_only_the_result_and_the_page_stays_out_of_the_call
     assert_eq!(r["answer"], "found the heading");
     assert_eq!(r["steps"], 1);
     assert_eq!(r["navigations"], json!([{"url": site_url, "status": 200}]));
-    assert_eq!(a_hits.load(Ordering::SeqCst), 1);
+    assert_eq!(a_hits.hits_for("/"), 1);
     // The page's text reached the sub-agent's model, never the caller's.
     let (mut sub_saw, mut caller_saw) = (false, false);
     for i in 0..fake.count() {

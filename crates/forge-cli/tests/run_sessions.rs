@@ -26,28 +26,20 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use forge_testkit::site::{Response, Site};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// [`forge_testkit::require`] naming what is missing.
 fn require(what: &str, ok: bool) -> bool {
-    if ok {
-        return true;
-    }
-    if std::env::var("FORGE_REQUIRE_BROWSER").as_deref() == Ok("1") {
-        panic!("{what} is missing; FORGE_REQUIRE_BROWSER=1 requires this test to run");
-    }
-    eprintln!("SKIPPED: {what} is missing (scripts/install-deps.sh browser python)");
-    false
+    forge_testkit::require(
+        ok,
+        &format!("{what} is missing (scripts/install-deps.sh browser python)"),
+    )
 }
 
 fn sdk_available() -> bool {
-    Command::new("python3")
-        .args(["-c", "import a2a.client, httpx"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+    forge_testkit::python_has("import a2a.client, httpx")
 }
 
 /// Kills the server when the test ends, however it ends (SIGTERM first, so Chromium goes too).
@@ -71,45 +63,31 @@ impl Drop for Server {
 }
 
 /// A loopback site: `/visit` counts visits in a `visits` cookie and shows the cookie it got.
-async fn serve_visits() -> std::net::SocketAddr {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        for _ in 0..200 {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let n = match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await
-                {
-                    Ok(Ok(n)) => n,
-                    _ => return,
-                };
-                let head = String::from_utf8_lossy(&buf[..n]).to_string();
-                let path = head.split(' ').nth(1).unwrap_or("/").to_string();
-                let before: Option<u32> = head
-                    .lines()
-                    .filter(|l| l.to_ascii_lowercase().starts_with("cookie:"))
-                    .flat_map(|l| l[7..].split(';').map(str::trim).collect::<Vec<_>>())
-                    .find_map(|c| c.strip_prefix("visits=").and_then(|v| v.parse().ok()));
-                let resp = if path == "/visit" {
-                    let n = before.unwrap_or(0) + 1;
-                    let seen = before
-                        .map(|b| format!("visits={b}"))
-                        .unwrap_or_else(|| "none".into());
-                    let body = format!("<!doctype html><title>Visit {n}</title><h1>visit number {n}, cookie before: {seen}</h1>");
-                    format!("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\nset-cookie: visits={n}; Path=/\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len())
-                } else {
-                    "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                        .into()
-                };
-                let _ = s.write_all(resp.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
-        }
-    });
-    addr
+/// Bounded: at most 200 connections.
+fn serve_visits() -> std::net::SocketAddr {
+    Site::builder()
+        .max_connections(200)
+        .start(|r| {
+            let before: Option<u32> = r
+                .head
+                .lines()
+                .filter(|l| l.to_ascii_lowercase().starts_with("cookie:"))
+                .flat_map(|l| l[7..].split(';').map(str::trim).collect::<Vec<_>>())
+                .find_map(|c| c.strip_prefix("visits=").and_then(|v| v.parse().ok()));
+            if r.path == "/visit" {
+                let n = before.unwrap_or(0) + 1;
+                let seen = before
+                    .map(|b| format!("visits={b}"))
+                    .unwrap_or_else(|| "none".into());
+                let body = format!("<!doctype html><title>Visit {n}</title><h1>visit number {n}, cookie before: {seen}</h1>");
+                Response::bare(200, body)
+                    .header("content-type", "text/html")
+                    .header("set-cookie", &format!("visits={n}; Path=/"))
+            } else {
+                Response::bare(404, Vec::new())
+            }
+        })
+        .addr
 }
 
 /// A raw GET on `addr` with an exact (unnormalised) `path`: (status, body).
@@ -155,7 +133,7 @@ async fn a_conversation_keeps_its_browser_until_closed_or_idle_and_its_screensho
     {
         return;
     }
-    let site = serve_visits().await;
+    let site = serve_visits();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("skills/visit")).unwrap();
     std::fs::write(

@@ -5,11 +5,7 @@
 // Test: prints skip notes and diagnostics (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use assert_cmd::Command;
@@ -17,6 +13,7 @@ use serde_json::Value;
 
 use fixture_agents::fixture_copy as agent_copy;
 use forge_testkit::agents as fixture_agents;
+use forge_testkit::site::{Canary, Response, Site};
 
 fn forge() -> Command {
     forge_testkit::forge_assert!()
@@ -26,37 +23,14 @@ fn has_browser(test: &str) -> bool {
     forge_testkit::require_browser(test).is_some()
 }
 
-/// A loopback HTTP server on its own thread: `handler(path) -> (content type, body)`; counts hits.
+/// A loopback site: `handler(path) -> (content type, body)`; counts hits.
 /// Bounded: stops after 40 connections or when the test process ends.
-fn serve(handler: fn(&str) -> (&'static str, String)) -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    std::thread::spawn(move || {
-        for s in listener.incoming().take(40) {
-            let Ok(mut s) = s else { return };
-            h.fetch_add(1, Ordering::SeqCst);
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 65536 {
-                match s.read(&mut chunk) {
-                    Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-                    _ => break,
-                }
-            }
-            let head = String::from_utf8_lossy(&buf).to_string();
-            let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-            let (ctype, body) = handler(&path);
-            let resp = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = s.write_all(resp.as_bytes());
-        }
+fn serve(handler: fn(&str) -> (&'static str, String)) -> (u16, Site) {
+    let site = Site::builder().max_connections(40).start(move |r| {
+        let (ctype, body) = handler(&r.path);
+        Response::with(200, ctype, body)
     });
-    (port, hits)
+    (site.port(), site)
 }
 
 fn library(path: &str) -> (&'static str, String) {
@@ -248,7 +222,8 @@ fn call_script_drives_the_browser_through_the_proxy() {
         return;
     }
     let (site, site_hits) = serve(library);
-    let (canary, canary_hits) = serve(|_| ("text/plain", "canary".to_string()));
+    let canary_site = Canary::start();
+    let canary = canary_site.port();
     let dir = agent_copy("tools-browser");
     let script = dir.path().join("calls.jsonl");
     std::fs::write(
@@ -336,13 +311,9 @@ fn call_script_drives_the_browser_through_the_proxy() {
         host_err.contains("not-allowed.example is not in this agent's allowlist"),
         "{host_err}"
     );
-    assert_eq!(
-        canary_hits.load(Ordering::SeqCst),
-        0,
-        "the non-allowlisted loopback port saw nothing"
-    );
+    canary_site.assert_untouched("the non-allowlisted loopback port");
     assert!(
-        site_hits.load(Ordering::SeqCst) >= 2,
+        site_hits.hits() >= 2,
         "the page and the form result were fetched"
     );
     assert_eq!(

@@ -8,39 +8,21 @@
 
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use forge_egress::confine::{self, Availability, Confiner, NsKind, Plan};
 use forge_egress::policy::EgressPolicy;
 use forge_egress::proxy::{EgressProxy, ProxyHandle, ProxyOptions};
+use forge_testkit::site::{Canary, Response, Site};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Set in the re-executed child that runs the unprivileged scenario.
 const UNPRIV_CHILD: &str = "FORGE_TEST_CONFINE_UNPRIV_CHILD";
 
-/// A loopback HTTP server answering `body` to every request and counting connections.
-async fn counting_server(body: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            h.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(resp.as_bytes()).await;
-            });
-        }
-    });
-    (addr, hits)
+/// A loopback site answering `body` to every request (and counting connections).
+fn counting_server(body: &'static str) -> Site {
+    Site::start(move |_| Response::bare(200, body))
 }
 
 async fn proxy_allowing(site: SocketAddr) -> ProxyHandle {
@@ -106,9 +88,9 @@ async fn run_confined(confiner: &Confiner, program: &str, args: &[&str]) -> Ran 
 
 /// The scenario both paths run: own netns, canary 0 hits, allowlisted site through the proxy.
 async fn scenario(kind: NsKind) {
-    let (canary, canary_hits) = counting_server("canary").await;
-    let (site, site_hits) = counting_server("hello from the allowlisted site").await;
-    let proxy = proxy_allowing(site).await;
+    let canary = Canary::start();
+    let site = counting_server("hello from the allowlisted site");
+    let proxy = proxy_allowing(site.addr).await;
     let confiner = Confiner::new(proxy.entry(), kind);
 
     // Direct, ignoring the proxy variables: nothing answers in the child's namespace.
@@ -142,7 +124,7 @@ async fn scenario(kind: NsKind) {
     let ok = run_confined(&confiner, "curl", &["-sS", "--max-time", "10", &url]).await;
     assert_eq!(ok.code, 0, "curl through the proxy: {}", ok.stderr);
     assert_eq!(ok.stdout, "hello from the allowlisted site");
-    assert_eq!(site_hits.load(Ordering::SeqCst), 1);
+    assert_eq!(site.hits(), 1);
 
     // The proxy's policy still decides: the canary is not allowlisted, so 403 through the proxy.
     let refused = run_confined(
@@ -161,7 +143,7 @@ async fn scenario(kind: NsKind) {
     )
     .await;
     assert_eq!(refused.stdout, "403", "{}", refused.stderr);
-    assert_eq!(canary_hits.load(Ordering::SeqCst), 0, "canary was reached");
+    canary.assert_untouched("the confined child and the proxy's policy");
     proxy.shutdown().await;
 }
 
@@ -178,7 +160,7 @@ async fn confined_child_has_its_own_network_namespace() {
     let Some(kind) = kind_or_skip("confined_child_has_its_own_network_namespace") else {
         return;
     };
-    let (site, _) = counting_server("x").await;
+    let site = counting_server("x").addr;
     let proxy = proxy_allowing(site).await;
     let confiner = Confiner::new(proxy.entry(), kind);
     let mut cmd = tokio::process::Command::new("sleep");
@@ -203,7 +185,7 @@ async fn spare_listeners_and_dial_sockets_live_in_the_child_namespace() {
     let Some(kind) = kind_or_skip("spare_listeners_and_dial_sockets") else {
         return;
     };
-    let (site, _) = counting_server("x").await;
+    let site = counting_server("x").addr;
     let proxy = proxy_allowing(site).await;
     let confiner = Confiner::new(proxy.entry(), kind);
     let mut cmd = tokio::process::Command::new("sleep");

@@ -15,6 +15,7 @@ use forge_mcp::{
     connect, serve_http, serve_io, EgressDeps, HttpOptions, McpError, ServeOptions, ServerSpec,
     ServerTransport,
 };
+use forge_testkit::site::{Response, Site};
 use forge_tools::{ToolContext, ToolError};
 use rmcp::model::{
     CallToolRequestParams, ContentBlock, NumberOrString, ProgressNotificationParam, ProgressToken,
@@ -301,31 +302,18 @@ async fn a_task_scope_that_does_not_name_an_http_server_refuses_its_tools() {
     s.handle.shutdown().await;
 }
 
-/// A loopback server that answers every request with a redirect to `location`.
-async fn redirector(location: &'static str) -> (String, Arc<AtomicUsize>) {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    tokio::spawn(async move {
-        for _ in 0..20 {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            h.fetch_add(1, Ordering::SeqCst);
-            let mut buf = vec![0u8; 8192];
-            let _ = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await;
-            let resp = format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-            let _ = s.write_all(resp.as_bytes()).await;
-        }
-    });
-    (format!("127.0.0.1:{}", addr.port()), hits)
+/// A loopback site that answers every request (at most 20) with a redirect to `location`.
+fn redirector(location: String) -> (String, Site) {
+    let site = Site::builder()
+        .max_connections(20)
+        .start(move |_| Response::bare(307, Vec::new()).header("Location", &location));
+    (site.entry(), site)
 }
 
 #[tokio::test]
 async fn a_redirect_is_refused_not_followed() {
     let target = server(HttpOptions::default()).await;
-    let (entry, hits) = redirector(Box::leak(target.url.clone().into_boxed_str())).await;
+    let (entry, hits) = redirector(target.url.clone());
     // Both hosts allowed by the policy: the redirect is still not followed.
     let err = connect(
         spec(&format!("http://{entry}/mcp"), Some("tok")),
@@ -338,7 +326,7 @@ async fn a_redirect_is_refused_not_followed() {
         msg.contains("redirect") && msg.contains(&target.url),
         "{msg}"
     );
-    assert!(hits.load(Ordering::SeqCst) >= 1);
+    assert!(hits.hits() >= 1);
     assert_eq!(target.host.opened.load(Ordering::SeqCst), 0);
     target.handle.shutdown().await;
 }

@@ -20,7 +20,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,15 +56,12 @@ fn main() {
                 python_client_of_forge_server(&py).await;
                 python_servers_for_forge_client(&py).await;
             }
-            None => {
-                // CI sets FORGE_REQUIRE_BROWSER=1 (scripts/test.sh): there, as with
-                // FORGE_REQUIRE_MCP_SDK=1, a missing SDK fails instead of skipping.
-                let required = |k: &str| std::env::var(k).as_deref() == Ok("1");
-                if required("FORGE_REQUIRE_MCP_SDK") || required("FORGE_REQUIRE_BROWSER") {
-                    panic!("the MCP Python SDK is required (FORGE_REQUIRE_MCP_SDK=1 or FORGE_REQUIRE_BROWSER=1): run scripts/install-deps.sh python");
-                }
-                eprintln!("SKIPPED: Python MCP SDK interop (python3 with the `mcp` package not found; run scripts/install-deps.sh python)");
-            }
+            // CI sets FORGE_REQUIRE_BROWSER=1 (scripts/test.sh): there, as with
+            // FORGE_REQUIRE_MCP_SDK=1, a missing SDK fails instead of skipping.
+            None => forge_testkit::skip_unless_required_by(
+                "FORGE_REQUIRE_MCP_SDK",
+                "Python MCP SDK interop (python3 with the `mcp` package not found; run scripts/install-deps.sh python)",
+            ),
         }
     });
     eprintln!("stdio_child: all checks passed");
@@ -76,13 +72,7 @@ fn script() -> PathBuf {
 }
 
 fn python_sdk() -> Option<String> {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import mcp.server.mcpserver, uvicorn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then(|| "python3".to_string())
+    forge_testkit::python_has("import mcp.server.mcpserver, uvicorn").then(|| "python3".to_string())
 }
 
 fn ctx() -> ToolContext {

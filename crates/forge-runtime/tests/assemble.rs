@@ -12,6 +12,7 @@ use serde_json::json;
 
 use fixture_agents::fixture_copy;
 use forge_testkit::agents as fixture_agents;
+use forge_testkit::site::{Canary, Response, Site};
 
 /// A private copy of a fixture agent (so `.forge/files` lands in a temp dir).
 fn agent_copy(name: &str) -> (tempfile::TempDir, Agent) {
@@ -226,25 +227,12 @@ async fn cli_execute_traffic_goes_through_the_egress_proxy() {
         );
         return;
     }
-    let allowed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let canary = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let (allowed_port, canary_port) = (
-        allowed.local_addr().unwrap().port(),
-        canary.local_addr().unwrap().port(),
-    );
-    canary.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        use std::io::{Read, Write};
-        // Bounded: serves at most 4 connections.
-        for s in allowed.incoming().take(4) {
-            let Ok(mut s) = s else { return };
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
-            );
-        }
-    });
+    // Bounded: serves at most 4 connections.
+    let allowed = Site::builder()
+        .max_connections(4)
+        .start(|_| Response::bare(200, "hello"));
+    let canary = Canary::start();
+    let (allowed_port, canary_port) = (allowed.port(), canary.port());
     let (_d, agent) = agent_from(
         "agent_id: curl-agent\nversion: 0.1.0\ntools:\n  - name: cli_execute\n    config:\n      allowed_binaries: [curl]\negress:\n  mode: allowlist\n  allowed_domains: []\n",
         &[],
@@ -279,7 +267,7 @@ async fn cli_execute_traffic_goes_through_the_egress_proxy() {
             .contains("x-forge-egress-reason"),
         "{stdout}"
     );
-    assert!(canary.accept().is_err(), "the canary was never contacted");
+    canary.assert_untouched("the egress proxy in front of cli_execute");
     tools.shutdown().await;
 }
 

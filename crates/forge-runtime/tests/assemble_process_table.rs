@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use forge_runtime::{assemble, AssembleOptions};
 use forge_skills::Agent;
+use forge_testkit::site::{Response, Site};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use fixture_agents::fixture_copy;
 use forge_testkit::agents as fixture_agents;
@@ -101,24 +101,18 @@ fn chromium_descendants() -> Vec<(u32, String)> {
     out
 }
 
-async fn page_server() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        for _ in 0..20 {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
-                let body = "<html><head><title>t</title></head><body><p>hello</p></body></html>";
-                let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
-                let _ = s.write_all(resp.as_bytes()).await;
-            });
-        }
-    });
-    port
+/// A loopback site serving one small page (at most 20 connections).
+fn page_server() -> u16 {
+    Site::builder()
+        .max_connections(20)
+        .start(|_| {
+            Response::bare(
+                200,
+                "<html><head><title>t</title></head><body><p>hello</p></body></html>",
+            )
+            .header("content-type", "text/html")
+        })
+        .port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,7 +176,7 @@ async fn no_browser_skill_means_no_listener_and_no_chromium() {
     if forge_testkit::require_browser("the Chromium positive control").is_none() {
         return;
     }
-    let site = page_server().await;
+    let site = page_server();
     let (_d3, agent) = load("tools-browser");
     let opts = AssembleOptions {
         cli_egress_entries: vec![format!("127.0.0.1:{site}")],

@@ -217,27 +217,14 @@ async fn deny_output_also_applies_to_tool_errors_that_quote_page_content() {
     {
         return;
     }
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                let _ = s.read(&mut buf).await;
-                let body = "<!doctype html><title>Shelf</title><p>code LIBRARY-SECRET-4242 here</p><p>BEGIN-BLOCKED-MARK</p>";
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(resp.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
-        }
-    });
+    let port = forge_testkit::site::Site::start(|_| {
+        forge_testkit::site::Response::bare(
+            200,
+            "<!doctype html><title>Shelf</title><p>code LIBRARY-SECRET-4242 here</p><p>BEGIN-BLOCKED-MARK</p>",
+        )
+        .header("Content-Type", "text/html")
+    })
+    .port();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("forge.yaml"),

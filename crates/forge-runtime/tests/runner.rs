@@ -8,9 +8,7 @@
 // Test: prints skip notes (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use fixture_agents::fixture_copy;
 use forge_testkit::agents as fixture_agents;
+use forge_testkit::site::{Canary, Response, Site};
 
 use forge_testkit::llm as fake_llm;
 
@@ -71,34 +70,13 @@ impl Buf {
     }
 }
 
-/// A loopback HTTP server on its own thread answering `body` as HTML; counts connections.
+/// A loopback site answering `body` as HTML (and counting connections).
 /// Bounded: stops after 20 connections or when the test process ends.
-fn serve(body: &'static str) -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    std::thread::spawn(move || {
-        for s in listener.incoming().take(20) {
-            let Ok(mut s) = s else { return };
-            h.fetch_add(1, Ordering::SeqCst);
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 65536 {
-                match s.read(&mut chunk) {
-                    Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-                    _ => break,
-                }
-            }
-            let resp = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = s.write_all(resp.as_bytes());
-        }
-    });
-    (port, hits)
+fn serve(body: &'static str) -> (u16, Site) {
+    let site = Site::builder()
+        .max_connections(20)
+        .start(move |_| Response::with(200, "text/html", body));
+    (site.port(), site)
 }
 
 fn env(vars: &[(&str, &str)]) -> forge_runtime::EnvFn {
@@ -198,7 +176,8 @@ async fn a_plain_agent_starts_without_a_proxy_and_calls_tools_through_the_runner
 #[tokio::test]
 async fn egress_refusals_come_from_the_one_policy_for_tools_and_the_runner_client() {
     let (site, site_hits) = serve("<html><body>hello from upstream</body></html>");
-    let (canary, canary_hits) = serve("never");
+    let canary_site = Canary::start();
+    let canary = canary_site.port();
     let (_d, agent) = agent_copy("tools-plain");
     let audit = Buf::default();
     let runner = Runner::start(
@@ -233,7 +212,7 @@ async fn egress_refusals_come_from_the_one_policy_for_tools_and_the_runner_clien
         "outside content is fenced: {}",
         ok.text
     );
-    assert_eq!(site_hits.load(Ordering::SeqCst), 1);
+    assert_eq!(site_hits.hits(), 1);
     let err = tools
         .call(
             "s1",
@@ -258,7 +237,7 @@ async fn egress_refusals_come_from_the_one_policy_for_tools_and_the_runner_clien
         direct.to_string().starts_with("blocked by egress policy: "),
         "{direct}"
     );
-    assert_eq!(canary_hits.load(Ordering::SeqCst), 0, "never contacted");
+    canary_site.assert_untouched("the one egress policy (tools and the runner's client)");
     // The decisions are audited (the client's observer), the refusal included.
     let events = audit.events();
     assert!(events

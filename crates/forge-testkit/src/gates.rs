@@ -18,6 +18,15 @@ pub fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
 }
 
+/// [`skip`], failing as well when the gate's own switch `var` is `1` (e.g.
+/// `FORGE_REQUIRE_MCP_SDK`): for a dependency one suite can demand without demanding them all.
+pub fn skip_unless_required_by(var: &str, why: &str) {
+    if std::env::var(var).as_deref() == Ok("1") {
+        panic!("{why}; {var}=1 requires this test to run");
+    }
+    skip(why);
+}
+
 /// `true` when `available`; otherwise [`skip`] with `why` (a panic under
 /// `FORGE_REQUIRE_BROWSER=1`) and `false`.
 pub fn require(available: bool, why: &str) -> bool {
@@ -36,6 +45,16 @@ pub fn python_has(import: &str) -> bool {
         .status()
         .map(|s| s.success())
         .unwrap_or(false)
+}
+
+/// True when `program args...` runs and exits 0 (e.g. `npx --version`), the probe for a tool.
+pub fn program_runs(program: &str, args: &[&str]) -> bool {
+    std::process::Command::new(program)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The Chromium binary forge would launch (`forge_browser::find_browser_binary`: FORGE_BROWSER_BIN,

@@ -6,7 +6,8 @@
 //! - gates (gates.rs): require-or-skip for optional dependencies (Chromium, Python SDKs, ...):
 //!   a note on stderr and a skip, or a panic under `FORGE_REQUIRE_BROWSER=1` (CI).
 //! - site (site.rs): the loopback HTTP site with hit counting ([`site::Site`]) and the canary
-//!   that must never be reached ([`site::Canary`]).
+//!   that must never be reached ([`site::Canary`]); [`site::Site::builder`] for another bind,
+//!   fewer connections or HTTPS (feature `tls`); bare, raw and delayed answers.
 //! - llm (llm.rs, feature `llm`): the fake OpenAI / Anthropic servers and their reply builders.
 //! - pg (pg.rs, feature `pg`): a PostgreSQL server of a test's own in a temp dir.
 //! - agents (agents.rs, feature `agents`): private copies of the fixture agents.
@@ -36,4 +37,6 @@ pub mod pg;
 
 #[cfg(feature = "browser")]
 pub use gates::require_browser;
-pub use gates::{require, required, skip};
+#[cfg(feature = "egress")]
+pub use gates::require_namespace;
+pub use gates::{program_runs, python_has, require, required, skip, skip_unless_required_by};

@@ -5,64 +5,36 @@
 // Test: prints skip notes.
 #![allow(clippy::print_stderr)]
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use forge_egress::confine::{self, Availability, Confiner};
+use forge_egress::confine::{self, Confiner};
 use forge_egress::policy::EgressPolicy;
 use forge_egress::proxy::{EgressProxy, ProxyOptions};
+use forge_testkit::require_namespace;
+use forge_testkit::site::{Canary, Response, Site};
 use forge_tools::builtins::cli_execute::{CliConfig, CliExecute};
 use forge_tools::builtins::script::{find_script, ScriptLookup, ScriptTool};
 use forge_tools::{Tool, ToolContext};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A loopback HTTP server answering `body` and counting connections.
-async fn counting_server(body: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            h.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(resp.as_bytes()).await;
-            });
-        }
-    });
-    (addr, hits)
-}
-
-fn kind_or_skip(test: &str) -> Option<confine::NsKind> {
-    match confine::availability() {
-        Availability::Namespace(k) => Some(k),
-        Availability::ProxyOnly(why) => {
-            eprintln!("SKIP {test}: no network namespace on this machine: {why}");
-            None
-        }
-    }
+/// A loopback site answering `body` (and counting connections).
+fn counting_server(body: &'static str) -> Site {
+    Site::start(move |_| Response::bare(200, body))
 }
 
 #[tokio::test]
 async fn cli_execute_curl_ignoring_the_proxy_reaches_nothing() {
-    let Some(kind) = kind_or_skip("cli_execute_curl_ignoring_the_proxy_reaches_nothing") else {
+    let Some(kind) = require_namespace("cli_execute_curl_ignoring_the_proxy_reaches_nothing")
+    else {
         return;
     };
     if which("curl").is_none() {
         eprintln!("SKIP: curl is not installed");
         return;
     }
-    let (canary, canary_hits) = counting_server("canary").await;
-    let (site, site_hits) = counting_server("allowlisted site").await;
+    let canary = Canary::start();
+    let site = counting_server("allowlisted site");
     let entry = format!("127.0.0.1:{}", site.port());
     let policy = Arc::new(EgressPolicy::allowlist([entry.as_str()]).unwrap());
     let (_, proxy) = EgressProxy::serve(policy, ProxyOptions::default())
@@ -101,7 +73,7 @@ async fn cli_execute_curl_ignoring_the_proxy_reaches_nothing() {
         .await
         .unwrap();
     assert_ne!(out.data.unwrap()["exit_code"], json!(0));
-    assert_eq!(site_hits.load(Ordering::SeqCst), 0);
+    assert_eq!(site.hits(), 0);
 
     let out = tool
         .execute(
@@ -113,21 +85,18 @@ async fn cli_execute_curl_ignoring_the_proxy_reaches_nothing() {
     let data = out.data.unwrap();
     assert_eq!(data["exit_code"], json!(0), "{data}");
     assert_eq!(data["stdout"], json!("allowlisted site"));
-    assert_eq!(site_hits.load(Ordering::SeqCst), 1);
-    assert_eq!(
-        canary_hits.load(Ordering::SeqCst),
-        0,
-        "the canary was reached"
-    );
+    assert_eq!(site.hits(), 1);
+    canary.assert_untouched("the confined cli_execute child ignoring the proxy");
     proxy.shutdown().await;
 }
 
 #[tokio::test]
 async fn skill_script_runs_confined_with_the_namespace_proxy() {
-    let Some(kind) = kind_or_skip("skill_script_runs_confined_with_the_namespace_proxy") else {
+    let Some(kind) = require_namespace("skill_script_runs_confined_with_the_namespace_proxy")
+    else {
         return;
     };
-    let (site, _) = counting_server("x").await;
+    let site = counting_server("x");
     let policy =
         Arc::new(EgressPolicy::allowlist([format!("127.0.0.1:{}", site.port()).as_str()]).unwrap());
     let (_, proxy) = EgressProxy::serve(policy, ProxyOptions::default())

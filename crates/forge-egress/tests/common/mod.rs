@@ -1,4 +1,5 @@
-//! Test support: loopback upstream servers, a raw proxy client, a dialer that records attempts and
+//! Test support specific to egress tests: upstreams shaped for the proxy and client tests (on the
+//! testkit's loopback [`Site`]), the fixture TLS certificate, a raw proxy client, a dialer that records attempts and
 //! never leaves loopback, and an observer that collects decisions.
 #![allow(dead_code)]
 
@@ -11,8 +12,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use forge_egress::connect::{Dialer, TcpDialer};
 use forge_egress::proxy::{Decision, EgressObserver};
+use forge_testkit::site::{Request, Response, Site};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Every test I/O step is bounded by this.
 pub(crate) const STEP: Duration = Duration::from_secs(10);
@@ -74,58 +76,20 @@ impl Collect {
     }
 }
 
-/// A loopback HTTP/1.1 server answering every request with
-/// `upstream saw host=<Host> path=<path> headers=<names>` (and `Connection: close`).
+/// A loopback site ([`forge_testkit::site::Site`]) answering every request with
+/// `upstream saw host=<Host> path=<path> headers=<names> body=<body>` (and `x-upstream: yes`).
 pub(crate) async fn http_upstream() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = l.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let head = match tokio::time::timeout(STEP, read_head(&mut s)).await {
-                    Ok(Ok(h)) => h,
-                    _ => return,
-                };
-                let mut lines = head.split("\r\n");
-                let request_line = lines.next().unwrap_or("").to_string();
-                let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
-                let mut host = String::new();
-                let mut names = Vec::new();
-                let mut content_length = 0usize;
-                for l in lines {
-                    if let Some((k, v)) = l.split_once(':') {
-                        let k = k.trim().to_ascii_lowercase();
-                        if k == "host" {
-                            host = v.trim().to_string();
-                        }
-                        if k == "content-length" {
-                            content_length = v.trim().parse().unwrap_or(0);
-                        }
-                        names.push(k);
-                    }
-                }
-                let mut body = vec![0u8; content_length];
-                if content_length > 0 {
-                    let _ = tokio::time::timeout(STEP, s.read_exact(&mut body)).await;
-                }
-                let text = format!(
-                    "upstream saw host={host} path={path} headers={} body={}",
-                    names.join(","),
-                    String::from_utf8_lossy(&body)
-                );
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\nx-upstream: yes\r\n\r\n{text}",
-                    text.len()
-                );
-                let _ = s.write_all(resp.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
-        }
-    });
-    addr
+    Site::start(|r| {
+        let text = format!(
+            "upstream saw host={} path={} headers={} body={}",
+            r.headers.get("host").map(String::as_str).unwrap_or(""),
+            r.path,
+            r.header_names().join(","),
+            String::from_utf8_lossy(&r.body)
+        );
+        Response::bare(200, text).header("x-upstream", "yes")
+    })
+    .addr
 }
 
 /// Read until the end of an HTTP head; returns the head without the final CRLFCRLF.
@@ -249,7 +213,7 @@ pub(crate) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// A request as seen by [`routed_upstream`].
+/// A request as seen by [`routed_upstream`]: headers in the order sent, repeats kept.
 #[derive(Debug, Clone)]
 pub(crate) struct SeenRequest {
     pub method: String,
@@ -265,97 +229,47 @@ impl SeenRequest {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
+
+    fn of(r: &Request) -> Self {
+        SeenRequest {
+            method: r.method.clone(),
+            path: r.path.clone(),
+            headers: r
+                .head
+                .split("\r\n")
+                .skip(1)
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                .collect(),
+            body: r.body.clone(),
+        }
+    }
 }
 
 /// A canned response: status, extra headers, body.
 pub(crate) type Reply = (u16, Vec<(String, String)>, Vec<u8>);
 
-/// A loopback HTTP/1.1 server (one request per connection) answering with `handler`. Over TLS when
-/// `tls` is set (the fixture certificate for localhost/secure.test/127.0.0.1).
+/// A loopback site ([`forge_testkit::site::Site`]) answering with `handler` and no default headers.
+/// Over TLS when `tls` is set (the fixture certificate for localhost/secure.test/127.0.0.1).
 pub(crate) async fn routed_upstream<F>(handler: F, tls: bool) -> SocketAddr
 where
     F: Fn(&SeenRequest) -> Reply + Send + Sync + 'static,
 {
-    let handler = Arc::new(handler);
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let acceptor = tls.then(tls_acceptor);
-    tokio::spawn(async move {
-        loop {
-            let Ok((s, _)) = l.accept().await else { return };
-            let handler = handler.clone();
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                match acceptor {
-                    Some(a) => {
-                        if let Ok(Ok(t)) = tokio::time::timeout(STEP, a.accept(s)).await {
-                            serve_one(t, &*handler).await;
-                        }
-                    }
-                    None => serve_one(s, &*handler).await,
-                }
-            });
-        }
-    });
-    addr
+    let mut site = Site::builder();
+    if tls {
+        site = site.tls(tls_config());
+    }
+    site.start(move |r| {
+        let (status, headers, body) = handler(&SeenRequest::of(r));
+        let mut resp = Response::bare(status, body);
+        resp.headers = headers;
+        resp
+    })
+    .addr
 }
 
-async fn serve_one<S, F>(mut s: S, handler: &F)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    F: Fn(&SeenRequest) -> Reply,
-{
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        match tokio::time::timeout(STEP, s.read(&mut byte)).await {
-            Ok(Ok(1)) => buf.push(byte[0]),
-            _ => return,
-        }
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let mut lines = head.split("\r\n");
-    let rl: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
-    let mut seen = SeenRequest {
-        method: rl.first().unwrap_or(&"").to_string(),
-        path: rl.get(1).unwrap_or(&"").to_string(),
-        headers: Vec::new(),
-        body: Vec::new(),
-    };
-    for l in lines {
-        if let Some((k, v)) = l.split_once(':') {
-            seen.headers
-                .push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    let cl: usize = seen
-        .header("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0u8; cl];
-    if cl > 0
-        && tokio::time::timeout(STEP, s.read_exact(&mut body))
-            .await
-            .is_err()
-    {
-        return;
-    }
-    seen.body = body;
-    let (status, headers, body) = handler(&seen);
-    let mut resp = format!(
-        "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        resp.push_str(&format!("{k}: {v}\r\n"));
-    }
-    resp.push_str("\r\n");
-    let _ = s.write_all(resp.as_bytes()).await;
-    let _ = s.write_all(&body).await;
-    let _ = s.shutdown().await;
-}
-
-fn tls_acceptor() -> tokio_rustls::TlsAcceptor {
+/// The server side of the fixture certificate (tests/fixtures: leaf.pem, leaf.key).
+fn tls_config() -> Arc<rustls::ServerConfig> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
@@ -369,7 +283,7 @@ fn tls_acceptor() -> tokio_rustls::TlsAcceptor {
     .with_no_client_auth()
     .with_single_cert(certs, key)
     .unwrap();
-    tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
+    Arc::new(cfg)
 }
 
 /// A root store holding only the fixture CA.
