@@ -121,10 +121,11 @@ impl Drop for ProvisionalCleanup {
     }
 }
 
-/// Spawn Chromium, confined in a network namespace of its own when `confine` is given (its
-/// spare proxy listeners and dial sockets are returned then).
-pub(crate) fn spawn_browser(
-    cmd: &mut tokio::process::Command,
+/// Spawn Chromium from the lifeline's thread with a parent-death signal (`lifeline.rs`: it dies
+/// with forge), confined in a network namespace of its own when `confine` is given (its spare
+/// proxy listeners and dial sockets are returned then).
+pub(crate) async fn spawn_browser(
+    cmd: tokio::process::Command,
     confine: Option<&forge_egress::confine::Confiner>,
 ) -> Result<
     (
@@ -135,14 +136,14 @@ pub(crate) fn spawn_browser(
 > {
     match confine {
         Some(c) => {
-            let (child, confined) = crate::devtools_relay::spawn_confined(cmd, c)?;
+            let (child, confined) = crate::devtools_relay::spawn_confined(cmd, c).await?;
             Ok((
                 child,
                 Some(Arc::new(crate::devtools_relay::SpareProxies::new(confined))),
             ))
         }
-        None => cmd
-            .spawn()
+        None => crate::lifeline::spawn(cmd)
+            .await
             .map(|c| (c, None))
             .map_err(|e| format!("cannot execute it: {e}")),
     }
