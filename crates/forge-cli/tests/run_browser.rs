@@ -757,7 +757,9 @@ fn browser_dirs(pid: u32) -> Vec<String> {
 fn processes_of(dirs: &[String]) -> Vec<i32> {
     let mut out = Vec::new();
     for d in dirs {
-        out.extend(forge_testkit::browser::processes_mentioning(&format!("{d}/")));
+        out.extend(forge_testkit::browser::processes_mentioning(&format!(
+            "{d}/"
+        )));
     }
     out
 }
@@ -839,7 +841,10 @@ async fn chromium_never_outlives_forge_killed_with_sigkill_20_times() {
         )
         .await;
         assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
-        assert!(done.to_string().contains(&token), "the page was opened: {done}");
+        assert!(
+            done.to_string().contains(&token),
+            "the page was opened: {done}"
+        );
         // The conversation's session keeps the page open: a renderer runs under forge.
         let pid = server.0.id();
         let mut renderer = false;
@@ -866,7 +871,11 @@ async fn chromium_never_outlives_forge_killed_with_sigkill_20_times() {
     }
     // Nothing of the 20 runs is left, nor came back.
     let left = processes_of(&all_dirs);
-    assert!(left.is_empty(), "left after 20 kill -9:\n{}", describe(&left));
+    assert!(
+        left.is_empty(),
+        "left after 20 kill -9:\n{}",
+        describe(&left)
+    );
     assert_eq!(all_dirs.len(), 20);
 }
 
