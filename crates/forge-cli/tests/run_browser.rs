@@ -790,7 +790,7 @@ async fn chromium_never_outlives_forge_killed_with_sigkill_20_times() {
         return;
     }
     let token = unique_token();
-    let site = serve_site(token.clone()).await;
+    let site = serve_site(token.clone());
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_browser_agent(
         dir.path(),
