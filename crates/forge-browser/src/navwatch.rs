@@ -116,12 +116,7 @@ impl NavWatch {
                     }
                 }
                 Some(r) = self.responses.next() => {
-                    if r.r#type == ResourceType::Document && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str()) {
-                        out.status = Some(r.response.status);
-                        if let Some(code) = egress_reason(&r.response.headers) {
-                            out.blocked = blocked_from_code(mgr, &r.response.url, r.response.status, &code);
-                        }
-                    }
+                    self.take_response(mgr, &r, &mut out);
                 }
                 Some(f) = self.failures.next() => {
                     if f.r#type == ResourceType::Document {
@@ -137,20 +132,71 @@ impl NavWatch {
                 _ = tokio::time::sleep_until(deadline) => break,
             }
         }
-        // Drain what already arrived (responses can come before stoppedLoading is read).
-        while let Some(Some(r)) = self.responses.now_or_never_opt() {
-            if r.r#type == ResourceType::Document
-                && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str())
-            {
-                out.status = Some(r.response.status);
-                if let Some(code) = egress_reason(&r.response.headers) {
-                    out.blocked = blocked_from_code(mgr, &r.response.url, r.response.status, &code);
+        // The frame's document response (or failure) can still be on its way: each CDP event kind
+        // comes through its own listener, so `stoppedLoading` may be read before the response that
+        // preceded it. A refused navigation is told by its response (the proxy's 403 and reason
+        // header), so wait for it, briefly and only when the load finished without one.
+        if out.finished && out.status.is_none() && out.failed.is_none() {
+            let grace = tokio::time::Instant::now() + DOCUMENT_EVENT_GRACE;
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(r) = self.requests.next() => {
+                        if r.r#type == Some(ResourceType::Document) && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str()) {
+                            urls.insert(r.request_id.as_ref().to_string(), r.request.url.clone());
+                        }
+                    }
+                    Some(r) = self.responses.next() => {
+                        if self.take_response(mgr, &r, &mut out) {
+                            break;
+                        }
+                    }
+                    Some(f) = self.failures.next() => {
+                        if f.r#type == ResourceType::Document {
+                            if let Some(url) = urls.get(f.request_id.as_ref()) {
+                                out.failed = Some(f.error_text.clone());
+                                out.blocked = blocked_from_error(mgr, url, &f.error_text);
+                                break;
+                            }
+                        }
+                    }
+                    _ = tokio::time::sleep_until(grace) => break,
                 }
             }
+        }
+        // Drain what already arrived (responses can come before stoppedLoading is read).
+        while let Some(Some(r)) = self.responses.now_or_never_opt() {
+            self.take_response(mgr, &r, &mut out);
         }
         out
     }
 }
+
+impl NavWatch {
+    /// Note the frame's document response (its status, and the proxy's refusal behind it, if any);
+    /// whether `r` was that response.
+    fn take_response(
+        &self,
+        mgr: &BrowserManager,
+        r: &EventResponseReceived,
+        out: &mut NavOutcome,
+    ) -> bool {
+        if r.r#type != ResourceType::Document
+            || r.frame_id.as_ref().map(|f| f.as_ref()) != Some(self.frame.as_str())
+        {
+            return false;
+        }
+        out.status = Some(r.response.status);
+        if let Some(code) = egress_reason(&r.response.headers) {
+            out.blocked = blocked_from_code(mgr, &r.response.url, r.response.status, &code);
+        }
+        true
+    }
+}
+
+/// How long [`NavWatch::settle`] waits, after the frame stopped loading, for the document response
+/// whose event has not been read yet.
+const DOCUMENT_EVENT_GRACE: Duration = Duration::from_secs(1);
 
 trait NowOrNever {
     type Out;

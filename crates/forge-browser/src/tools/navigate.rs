@@ -81,9 +81,15 @@ impl BrowserAction for Navigate {
             // Let the error page settle, then report.
             return Err(failed(format!("navigation to {url} failed: {err}")));
         }
-        let out = watch
-            .settle(cx.manager, Duration::from_secs(2), limit * 3 / 5)
-            .await;
+        // A new document is on its way when Chromium names its loader (a same-document navigation
+        // has none): then its start is certain, and a machine under load may deliver the event
+        // late, so wait longer for it than for a navigation that may not happen at all.
+        let quick = if nav.loader_id.is_some() {
+            (limit / 5).clamp(Duration::from_secs(2), Duration::from_secs(10))
+        } else {
+            Duration::from_secs(2)
+        };
+        let out = watch.settle(cx.manager, quick, limit * 3 / 5).await;
         if let Some(b) = out.blocked {
             return Err(ActionError::Tool(ToolError::Blocked(b)));
         }
