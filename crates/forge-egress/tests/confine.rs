@@ -34,21 +34,6 @@ async fn proxy_allowing(site: SocketAddr) -> ProxyHandle {
     handle
 }
 
-/// The namespace kind this machine offers, or `None` (with a message) where it forbids them.
-fn kind_or_skip(test: &str) -> Option<NsKind> {
-    match confine::availability() {
-        Availability::Namespace(k) => Some(k),
-        Availability::ProxyOnly(why) => {
-            assert!(
-                std::env::var_os("FORGE_REQUIRE_CONFINEMENT").is_none(),
-                "FORGE_REQUIRE_CONFINEMENT is set but confinement is unavailable: {why}"
-            );
-            eprintln!("SKIP {test}: this machine offers no network namespace: {why}");
-            None
-        }
-    }
-}
-
 struct Ran {
     code: i32,
     stdout: String,
@@ -149,7 +134,8 @@ async fn scenario(kind: NsKind) {
 
 #[tokio::test]
 async fn confined_curl_reaches_only_the_proxy() {
-    let Some(kind) = kind_or_skip("confined_curl_reaches_only_the_proxy") else {
+    let Some(kind) = forge_testkit::require_namespace("confined_curl_reaches_only_the_proxy")
+    else {
         return;
     };
     scenario(kind).await;
@@ -157,7 +143,9 @@ async fn confined_curl_reaches_only_the_proxy() {
 
 #[tokio::test]
 async fn confined_child_has_its_own_network_namespace() {
-    let Some(kind) = kind_or_skip("confined_child_has_its_own_network_namespace") else {
+    let Some(kind) =
+        forge_testkit::require_namespace("confined_child_has_its_own_network_namespace")
+    else {
         return;
     };
     let site = counting_server("x").addr;
@@ -182,7 +170,7 @@ async fn confined_child_has_its_own_network_namespace() {
 
 #[tokio::test]
 async fn spare_listeners_and_dial_sockets_live_in_the_child_namespace() {
-    let Some(kind) = kind_or_skip("spare_listeners_and_dial_sockets") else {
+    let Some(kind) = forge_testkit::require_namespace("spare_listeners_and_dial_sockets") else {
         return;
     };
     let site = counting_server("x").addr;

@@ -73,13 +73,17 @@ pub fn require_browser(test: &str) -> Option<std::path::PathBuf> {
 }
 
 /// The network-namespace kind this machine offers for confinement, or `None` after a skip note
-/// naming `test` (never a failure: CI machines may forbid namespaces; `FORGE_REQUIRE_CONFINEMENT`
-/// is the per-test switch where a test wants one).
+/// naming `test`. A skip, not a failure (CI machines may forbid namespaces), unless
+/// `FORGE_REQUIRE_CONFINEMENT` is set: then a missing namespace fails the test.
 #[cfg(feature = "egress")]
 pub fn require_namespace(test: &str) -> Option<forge_egress::confine::NsKind> {
     match forge_egress::confine::availability() {
         forge_egress::confine::Availability::Namespace(k) => Some(k),
         forge_egress::confine::Availability::ProxyOnly(why) => {
+            assert!(
+                std::env::var_os("FORGE_REQUIRE_CONFINEMENT").is_none(),
+                "{test}: FORGE_REQUIRE_CONFINEMENT is set but confinement is unavailable: {why}"
+            );
             eprintln!("SKIP {test}: no network namespace on this machine: {why}");
             None
         }
