@@ -299,7 +299,8 @@ pub struct AgentLoop {
     pub audit: AuditLog,
     /// Limits.
     pub config: LoopConfig,
-    /// Where tools write files (`.forge/files`).
+    /// The agent's files dir (`.forge/files`); each task's calls get the workspace of its browser
+    /// session key under it (the conversation's, or the task's own; see crate::workspace).
     pub files_dir: PathBuf,
     /// The egress client tools use.
     pub egress: Option<Arc<forge_egress::client::EgressClient>>,
@@ -896,7 +897,8 @@ impl AgentLoop {
         cancel: &CancellationToken,
         send: &(dyn Fn(LoopEvent) + Sync),
     ) -> Vec<CallResult> {
-        let mut ctx = ToolContext::new(cx.session_key, self.files_dir.clone());
+        let files_dir = crate::workspace::workspace_dir(&self.files_dir, cx.session_key);
+        let mut ctx = ToolContext::new(cx.session_key, files_dir);
         ctx.cancel = cancel.clone();
         ctx.timeout = self.config.tool_timeout;
         let ctx = &ctx;

@@ -19,6 +19,8 @@
 //! - a2a (a2a.rs: card, token): the A2A 0.3 JSON-RPC server of `forge run`; a2a/http.rs: routes,
 //!   SSE; a2a/store.rs: the task store (cache, durable writes); a2a/scheduler.rs: starting and running tasks; a2a/cancel.rs: cancelling them, across replicas too; a2a/wire.rs: the JSON shapes; a2a/forward.rs: forwarding to the replica that holds a
 //!   task; a2a/v1.rs: the A2A 1.0 method names and shapes.
+//! - workspace (workspace.rs): one files directory per conversation, MCP session or one-off run
+//!   (`.forge/files/ws-<hash>/`), its forge-made id and the retention sweep.
 //! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps, max_seconds) and
 //!   result object.
 //!
@@ -32,6 +34,7 @@ mod guardrails;
 mod mcp_host;
 mod runner;
 mod task_scope;
+mod workspace;
 
 pub use a2a::store::{
     ArtifactOptions, INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN, MAX_RUNNING,
@@ -55,3 +58,4 @@ pub use runner::{
     RunnerOptions, ServeError, ServeOptions, StartError, TokenOrigin,
 };
 pub use task_scope::{ResultStatus, SpecFields, TaskSpec};
+pub use workspace::{sweep as sweep_workspaces, workspace_dir, workspace_id};

@@ -163,8 +163,11 @@ async fn file_artifacts_are_served_from_the_task_file_with_a_uri_on_the_callers_
     // The file swapped for a symlink to a file outside: not followed.
     let outside = dir.path().join("secret.txt");
     std::fs::write(&outside, "outside the files dir").expect("write");
-    let target = std::fs::read_dir(&files)
-        .expect("files dir")
+    // The task's files are in its conversation's workspace (`files/ws-<id>/`), not a shared dir.
+    let ctx_id = task["contextId"].as_str().expect("contextId");
+    let workspace = files.join(forge_runtime::workspace_id(ctx_id));
+    let target = std::fs::read_dir(&workspace)
+        .expect("the task's workspace")
         .flatten()
         .map(|e| e.path())
         .find(|p| p.file_name().is_some_and(|n| n == "big.md"))
