@@ -367,11 +367,74 @@ fn artifact_paths(out: &ToolOutput) -> Vec<PathBuf> {
     if let Some(d) = data {
         if let Some(p) = d.get("path").and_then(Value::as_str) {
             if d.get("size_bytes").is_some() || d.get("mime_type").is_some() {
-                v.push(PathBuf::from(p));
+                // The immutable copy captured when the tool returned, when there is one.
+                let captured = d.get("artifact_path").and_then(Value::as_str);
+                v.push(PathBuf::from(captured.unwrap_or(p)));
             }
         }
     }
     v
+}
+
+/// Capture the files `out` reports (see crate::workspace::capture) right after the tool returned:
+/// the data gets `sha256` and `artifact_path` (the read-only copy every artifact reader uses).
+pub(crate) fn capture_artifacts(files_root: &std::path::Path, out: &mut ToolOutput) {
+    let Some(mut data) = out
+        .data
+        .clone()
+        .or_else(|| serde_json::from_str::<Value>(&out.text).ok())
+    else {
+        return;
+    };
+    let Some(p) = data.get("path").and_then(Value::as_str).map(PathBuf::from) else {
+        return;
+    };
+    if data.get("size_bytes").is_none() && data.get("mime_type").is_none() {
+        return;
+    }
+    let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
+        return;
+    };
+    if let Some(c) = crate::workspace::capture(files_root, &p, &name) {
+        data["sha256"] = json!(c.sha256);
+        data["artifact_path"] = json!(c.path.to_string_lossy());
+        out.data = Some(data);
+    }
+}
+
+/// Add the artifacts of one tool output to the task's list: the same copy once; a different
+/// file under a name already listed is kept too, under a distinct name (`report-2.txt`).
+fn collect_artifacts(files_root: &std::path::Path, out: &ToolOutput, artifacts: &mut Vec<PathBuf>) {
+    for p in artifact_paths(out) {
+        if artifacts.contains(&p) {
+            continue;
+        }
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let taken: Vec<String> = artifacts
+            .iter()
+            .filter_map(|a| a.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        let unique = crate::workspace::distinct_name(&name, &taken);
+        if unique == name {
+            artifacts.push(p);
+        } else if let Some(c) = crate::workspace::capture(files_root, &p, &unique) {
+            artifacts.push(c.path);
+        } else {
+            artifacts.push(p);
+        }
+    }
+}
+
+/// The SHA-256 of a captured artifact copy (`.artifacts/<sha256>/<name>`), else `None`.
+pub(crate) fn captured_sha256(p: &std::path::Path) -> Option<String> {
+    let dir = p.parent()?;
+    let top = dir.parent()?.file_name()?;
+    (top == crate::workspace::ARTIFACTS_DIR)
+        .then(|| dir.file_name()?.to_str().map(str::to_string))
+        .flatten()
 }
 
 /// The result object's entry for a file a tool wrote.
@@ -384,6 +447,7 @@ fn artifact_record(p: &std::path::Path) -> ArtifactRecord {
         name,
         mime_type: crate::task_scope::mime_for(p).to_string(),
         size_bytes: std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+        sha256: captured_sha256(p),
         uri: url::Url::from_file_path(p)
             .map(|u| u.to_string())
             .unwrap_or_else(|_| p.display().to_string()),
@@ -858,11 +922,7 @@ impl AgentLoop {
             }
             for (out, _) in &results {
                 if let Ok(o) = out {
-                    for p in artifact_paths(o) {
-                        if !artifacts.contains(&p) {
-                            artifacts.push(p);
-                        }
-                    }
+                    collect_artifacts(&self.files_dir, o, &mut artifacts);
                 }
             }
             let tool_results = calls
@@ -974,6 +1034,12 @@ impl AgentLoop {
             }
         };
         let ms = t0.elapsed().as_millis() as u64;
+        // A file the tool made is captured now: later writes to the same path change nothing
+        // that this task reports.
+        let result = result.map(|mut o| {
+            capture_artifacts(&self.files_dir, &mut o);
+            o
+        });
         if is_browser_tool(&call.name) {
             if let Some(s) = &self.sessions {
                 s.after_browser_call(cx.session_key).await;
