@@ -197,7 +197,17 @@ impl ToolRunner {
         ctx.cancel = cancel;
         let input_bytes = args.to_string().len();
         let started = Instant::now();
-        let run = self.execute(name, args, &ctx);
+        let files_root = self.env.files_dir.clone();
+        // A file the tool made is captured as soon as it returns (bytes + SHA-256; see
+        // crate::workspace::capture): the MCP result's image content reads that copy.
+        let run = async {
+            self.execute(name, args, &ctx).await.map(|mut o| {
+                if !files_root.as_os_str().is_empty() {
+                    crate::agent_loop::capture_artifacts(&files_root, &mut o);
+                }
+                o
+            })
+        };
         tokio::pin!(run);
         let result = match &progress {
             None => run.await,
