@@ -778,10 +778,7 @@ async fn mcp_post(port: u16, session: Option<&str>, body: &str) -> (String, Stri
         .contains("transfer-encoding: chunked")
     {
         let mut out = Vec::new();
-        loop {
-            let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else {
-                break;
-            };
+        while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
             let size_text = String::from_utf8_lossy(&raw[..eol]).into_owned();
             let size =
                 usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap_or(0);
