@@ -266,6 +266,9 @@ pub struct BrowserUse {
     /// Keep the session open when the task ends (an A2A conversation's browser). A cancelled
     /// task closes it anyway.
     pub keep: bool,
+    /// The files dir the task's tools use, when not the workspace of `session` (a browser_task
+    /// sub-agent writes into its caller's workspace).
+    pub files_dir: Option<PathBuf>,
 }
 
 impl BrowserUse {
@@ -274,7 +277,14 @@ impl BrowserUse {
         Self {
             session: task_id.to_string(),
             keep: false,
+            files_dir: None,
         }
+    }
+
+    /// The same, with the task's tools writing into `files_dir` (its caller's workspace).
+    pub fn with_files_dir(mut self, files_dir: PathBuf) -> Self {
+        self.files_dir = Some(files_dir);
+        self
     }
 
     /// The conversation `context_id`'s session; `keep: false` closes it when this task ends
@@ -283,6 +293,7 @@ impl BrowserUse {
         Self {
             session: context_id.to_string(),
             keep,
+            files_dir: None,
         }
     }
 }
@@ -322,6 +333,8 @@ struct TaskCx<'a> {
     task_id: &'a str,
     /// The browser session the task's browser calls use (its own, or its conversation's).
     session_key: &'a str,
+    /// The files dir given by the caller ([`BrowserUse::files_dir`]), else the session's workspace.
+    files_dir: Option<&'a std::path::Path>,
     spec: &'a ResolvedSpec,
     deadline: tokio::time::Instant,
     blocked: BlockedLog,
@@ -534,6 +547,7 @@ impl AgentLoop {
         let cx = TaskCx {
             task_id,
             session_key: &browser.session,
+            files_dir: browser.files_dir.as_deref(),
             spec,
             deadline: tokio::time::Instant::now() + Duration::from_secs(spec.max_seconds),
             blocked: BlockedLog::default(),
@@ -957,7 +971,10 @@ impl AgentLoop {
         cancel: &CancellationToken,
         send: &(dyn Fn(LoopEvent) + Sync),
     ) -> Vec<CallResult> {
-        let files_dir = crate::workspace::workspace_dir(&self.files_dir, cx.session_key);
+        let files_dir = match cx.files_dir {
+            Some(d) => d.to_path_buf(),
+            None => crate::workspace::workspace_dir(&self.files_dir, cx.session_key),
+        };
         let mut ctx = ToolContext::new(cx.session_key, files_dir);
         ctx.cancel = cancel.clone();
         ctx.timeout = self.config.tool_timeout;
