@@ -49,16 +49,16 @@ pub fn inside_proxy() -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, confine::CHILD_PROXY_PORT))
 }
 
-/// Spawn `cmd` confined by `confiner`; the confined child's handle keeps the proxy serving
-/// Chromium's 127.0.0.1:3128 while it lives.
-pub(crate) fn spawn_confined(
-    cmd: &mut tokio::process::Command,
+/// Spawn `cmd` confined by `confiner` (through the lifeline, `lifeline.rs`); the confined
+/// child's handle keeps the proxy serving Chromium's 127.0.0.1:3128 while it lives.
+pub(crate) async fn spawn_confined(
+    mut cmd: tokio::process::Command,
     confiner: &Confiner,
 ) -> Result<(tokio::process::Child, ConfinedChild), String> {
     let pending = confiner
         .prepare(cmd.as_std_mut(), &plan())
         .map_err(|e| e.to_string())?;
-    let child = match cmd.spawn() {
+    let child = match crate::lifeline::spawn(cmd).await {
         Ok(c) => c,
         Err(e) => {
             return Err(format!(

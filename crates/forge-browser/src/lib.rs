@@ -6,6 +6,8 @@
 //!   browser context, tabs (dialogs, navigations) and the idle reaper.
 //! - `process.rs`: Chromium as an OS process: its flags and environment, spawning (confined or
 //!   not), the process-group registry and kill checks the manager uses.
+//! - `lifeline.rs`: Chromium dies with forge (`kill -9` included): spawned from one long-lived
+//!   thread with a parent-death signal.
 //! - [`CrashObserver`], [`BrowserCrash`] (`crash.rs`): after a crash, each session's next result
 //!   says once that its pages are gone; observers (the audit log) are told of every crash.
 //! - [`BrowserConfig`] (`config.rs`): proxy address, binary, headless, limits and timeouts.
@@ -41,6 +43,7 @@ pub mod devtools_relay;
 pub mod error;
 mod frames;
 pub mod keys;
+mod lifeline;
 pub mod manager;
 mod navwatch;
 pub mod observe;

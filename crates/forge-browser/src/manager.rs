@@ -581,7 +581,8 @@ impl BrowserManager {
             .stderr(std::process::Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let (mut child, spare) = spawn_browser(&mut cmd, self.config.confine.as_ref())
+        let (mut child, spare) = spawn_browser(cmd, self.config.confine.as_ref())
+            .await
             .map_err(|e| launch_err(&binary, e))?;
         let pid = child.id().unwrap_or(0);
         let pgid = pid as i32;

@@ -1,8 +1,9 @@
 //! Chromium as an OS process: its command line ([`launch_args`]: every flag and why) and
-//! environment ([`browser_env`]), spawning it (confined in a network namespace or not), cleaning
-//! up a half-started one, and its process group: registered so that process exit kills it as a
-//! last resort, and watched ([`group_alive`]) until a kill has taken effect. The manager
-//! (`manager.rs`) launches through these and keeps the live browser.
+//! environment ([`browser_env`]), spawning it (confined in a network namespace or not, always
+//! through the lifeline: `lifeline.rs`), cleaning up a half-started one, and its process group:
+//! registered so that process exit kills it as a last resort, and watched ([`group_alive`]) until
+//! a kill has taken effect, with its crash handlers outside the group ([`end_strays`]). The
+//! manager (`manager.rs`) launches through these and keeps the live browser.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex};
@@ -34,6 +35,7 @@ extern "C" fn kill_live_browsers() {
         while group_alive(*pgid) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
+        end_strays(dir, deadline);
         let _ = std::fs::remove_dir_all(dir);
     }
 }
@@ -87,6 +89,66 @@ pub(crate) fn group_alive(pgid: i32) -> bool {
     false
 }
 
+/// Processes of a browser outside its process group: Chromium's crashpad handlers (Debian's
+/// build starts two despite `--disable-breakpad`; `--disable-crashpad-for-testing`, which would
+/// start none, makes Chromium 156's network service crash). They run detached (parent 1, groups
+/// of their own), outlive a killed browser by up to a second, and are found by their command line,
+/// which names the browser's throwaway `dir` (`--database=<dir>/home/.config/chromium/...`).
+fn strays(dir: &std::path::Path) -> Vec<i32> {
+    let mut needle = dir.as_os_str().as_encoded_bytes().to_vec();
+    needle.push(b'/');
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if !cmd.windows(needle.len()).any(|w| w == needle.as_slice()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next())
+            .unwrap_or("");
+        if state != "Z" && state != "X" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Kill the processes of the browser whose throwaway dir is `dir` that are outside its group
+/// ([`strays`]) and wait until none is left (or `deadline`). Call after the group is gone.
+pub(crate) fn end_strays(dir: &std::path::Path, deadline: Instant) {
+    if dir.as_os_str().is_empty() {
+        return;
+    }
+    loop {
+        let left = strays(dir);
+        if left.is_empty() || Instant::now() > deadline {
+            return;
+        }
+        for pid in left {
+            // SAFETY: plain syscall; the pid was just seen running a command line that names
+            // this browser's own throwaway dir (a fresh random name).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Cleans up a half-started browser when launch fails.
 pub(crate) struct ProvisionalCleanup {
     pub(crate) pgid: i32,
@@ -108,6 +170,9 @@ impl Drop for ProvisionalCleanup {
             while group_alive(self.pgid) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
+            if let Some(d) = &self.dir {
+                end_strays(d.path(), deadline);
+            }
         }
         for t in self.tasks.drain(..) {
             t.abort();
@@ -121,10 +186,11 @@ impl Drop for ProvisionalCleanup {
     }
 }
 
-/// Spawn Chromium, confined in a network namespace of its own when `confine` is given (its
-/// spare proxy listeners and dial sockets are returned then).
-pub(crate) fn spawn_browser(
-    cmd: &mut tokio::process::Command,
+/// Spawn Chromium from the lifeline's thread with a parent-death signal (`lifeline.rs`: it dies
+/// with forge), confined in a network namespace of its own when `confine` is given (its spare
+/// proxy listeners and dial sockets are returned then).
+pub(crate) async fn spawn_browser(
+    cmd: tokio::process::Command,
     confine: Option<&forge_egress::confine::Confiner>,
 ) -> Result<
     (
@@ -135,14 +201,14 @@ pub(crate) fn spawn_browser(
 > {
     match confine {
         Some(c) => {
-            let (child, confined) = crate::devtools_relay::spawn_confined(cmd, c)?;
+            let (child, confined) = crate::devtools_relay::spawn_confined(cmd, c).await?;
             Ok((
                 child,
                 Some(Arc::new(crate::devtools_relay::SpareProxies::new(confined))),
             ))
         }
-        None => cmd
-            .spawn()
+        None => crate::lifeline::spawn(cmd)
+            .await
             .map(|c| (c, None))
             .map_err(|e| format!("cannot execute it: {e}")),
     }

@@ -24,7 +24,7 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::crash::BrowserCrash;
 use crate::error::BrowserError;
-use crate::process::{group_alive, unregister_live};
+use crate::process::{end_strays, group_alive, unregister_live};
 /// One tab of a session.
 pub struct Tab {
     /// Stable id within the session (`t1`, `t2`, ...).
@@ -206,6 +206,8 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Its crash handlers run outside the group: shutdown returns when they are gone too.
+        end_strays(&self.profile_path, deadline);
         for t in self
             .tasks
             .lock()

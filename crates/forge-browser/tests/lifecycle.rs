@@ -889,3 +889,52 @@ async fn a_session_with_its_own_proxy_goes_through_it_and_is_never_reused_under_
         .expect("a fresh session after close");
     m.shutdown().await;
 }
+
+/// Chromium's parent-death signal (it dies with forge) is tied to the thread that forks it, and
+/// tokio's threads come and go: a browser launched from a blocking-pool thread that then ends
+/// (idle for longer than its keep-alive) must keep running, answering and unkilled.
+#[test]
+fn a_browser_launched_from_a_thread_that_then_ends_keeps_running() {
+    if forge_testkit::require_browser("lifeline thread").is_none() {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_keep_alive(Duration::from_millis(50))
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (server, _proxy, m) = rt.block_on(async {
+        let server = simple_server().await;
+        let (addr, proxy, log) = proxy(&[format!("127.0.0.1:{}", server.addr.port())]).await;
+        (server, proxy, Arc::new(manager(addr, log, tmp.path())))
+    });
+    let launcher = m.clone();
+    rt.block_on(async {
+        tokio::task::spawn_blocking(move || {
+            tokio::runtime::Handle::current()
+                .block_on(launcher.session("a"))
+                .map(|_| ())
+        })
+        .await
+    })
+    .expect("the blocking task ran")
+    .expect("launch from a blocking-pool thread");
+    let profile = rt.block_on(m.profile_dir()).expect("profile");
+    // The blocking-pool thread ends 50 ms after going idle; give it (and a parent-death signal
+    // that would follow) ample time.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !processes_mentioning(&profile.display().to_string()).is_empty(),
+        "Chromium still runs after the thread that launched it ended"
+    );
+    let ctx = ToolContext::new("a", tmp.path().join("files"));
+    let out = rt
+        .block_on(tool(&m, "browser_navigate").execute(&ctx, json!({"url": server.url("/")})))
+        .expect("the same browser still answers");
+    assert!(out.text.contains("Simple"), "{}", out.text);
+    assert_eq!(m.launch_count(), 1, "no relaunch");
+    rt.block_on(m.shutdown());
+    assert!(processes_mentioning(&profile.display().to_string()).is_empty());
+}

@@ -305,6 +305,10 @@ struct Server(std::process::Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // Already ended (and reaped: its pid may be another process's now).
+        if let Ok(Some(_)) = self.0.try_wait() {
+            return;
+        }
         // SIGTERM first so forge shuts its browser down (no orphaned Chromium), then make sure.
         let _ = Command::new("kill")
             .arg("-TERM")
@@ -705,17 +709,153 @@ async fn serve_agent_with(
     (server, url)
 }
 
-/// SIGKILL forge, as a crash would; then its Chromium too (forge cannot clean up after a
-/// SIGKILL, and the test must not leave browsers running on the machine).
-fn kill_9(server: &mut Server) {
-    let left = descendants(server.0.id());
+/// The throwaway dirs of the Chromium processes under `pid` (their `--user-data-dir` is
+/// `<dir>/profile`): every process of that browser names its dir on its command line (the
+/// browser, zygotes, renderers, GPU and utility processes, and the crash handlers, which run
+/// detached with parent 1), and no process of another run does.
+fn browser_dirs(pid: u32) -> Vec<String> {
+    let mut dirs = Vec::new();
+    for p in descendants(pid) {
+        let Ok(cmd) = std::fs::read(format!("/proc/{p}/cmdline")) else {
+            continue;
+        };
+        for arg in cmd.split(|b| *b == 0) {
+            let arg = String::from_utf8_lossy(arg);
+            if let Some(d) = arg.strip_prefix("--user-data-dir=") {
+                let d = d.trim_end_matches("/profile").to_string();
+                if !dirs.contains(&d) {
+                    dirs.push(d);
+                }
+            }
+        }
+    }
+    dirs
+}
+
+/// Processes (not zombies) whose command line names one of `dirs`.
+fn processes_of(dirs: &[String]) -> Vec<i32> {
+    let mut out = Vec::new();
+    for d in dirs {
+        out.extend(forge_testkit::browser::processes_mentioning(&format!(
+            "{d}/"
+        )));
+    }
+    out
+}
+
+/// `ps`-style lines for `pids`, for failure messages.
+fn describe(pids: &[i32]) -> String {
+    pids.iter()
+        .map(|p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            format!("{p}: {}", cmd.chars().take(160).collect::<String>())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// SIGKILL forge, as a crash would (forge cannot clean up), and assert that its Chromium (every
+/// process of it, found by its throwaway dir) is gone within 2 s: the parent-death signal forge
+/// sets on the browser process takes it down, and its children follow. Whatever is still there
+/// then is killed (a failing test must not leave browsers running) and named in the failure.
+/// Returns how many browser dirs forge had.
+fn kill_9(server: &mut Server) -> usize {
+    let dirs = browser_dirs(server.0.id());
     let _ = server.0.kill();
     let _ = server.0.wait();
-    for pid in left {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut left = processes_of(&dirs);
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        left = processes_of(&dirs);
+    }
+    let seen = describe(&left);
+    for pid in &left {
         let _ = Command::new("kill")
             .args(["-KILL", &pid.to_string()])
             .status();
     }
+    assert!(
+        left.is_empty(),
+        "{} Chromium process(es) outlived a kill -9 of forge by 2 s:\n{seen}",
+        left.len()
+    );
+    dirs.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_never_outlives_forge_killed_with_sigkill_20_times() {
+    if !browser_available() {
+        return;
+    }
+    let token = unique_token();
+    let site = serve_site(token.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_browser_agent(
+        dir.path(),
+        site,
+        "model:\n  provider: scripted\n  name: s.yaml\n",
+    );
+    std::fs::write(
+        dir.path().join("s.yaml"),
+        format!("turns:\n  - tool_calls:\n      - {{name: browser_navigate, arguments: {{url: \"http://{site}/\"}}}}\n  - text: \"the page says {{{{result:browser_navigate}}}}\"\n"),
+    )
+    .unwrap();
+    let audit = dir.path().join("audit.ndjson");
+    let stderr_path = dir.path().join("stderr.txt");
+    let started = std::time::Instant::now();
+    let mut all_dirs = Vec::new();
+    for cycle in 0..20 {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "20 cycles take well under 10 minutes; at cycle {cycle} after {:?}",
+            started.elapsed()
+        );
+        let (server, url) = serve_agent(&cfg, &audit, &stderr_path).await;
+        let msg = json!({"kind": "message", "role": "user", "messageId": format!("m{cycle}"), "contextId": format!("ctx-{cycle}"), "parts": [{"kind": "text", "text": "look"}]});
+        let done = rpc(
+            &url,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": msg}}),
+        )
+        .await;
+        assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
+        assert!(
+            done.to_string().contains(&token),
+            "the page was opened: {done}"
+        );
+        // The conversation's session keeps the page open: a renderer runs under forge.
+        let pid = server.0.id();
+        let mut renderer = false;
+        for _ in 0..100 {
+            renderer = descendants(pid).iter().any(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains("--type=renderer"))
+                    .unwrap_or(false)
+            });
+            if renderer {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(renderer, "a page is open in cycle {cycle}");
+        all_dirs.extend(browser_dirs(pid));
+        let n = tokio::task::spawn_blocking(move || {
+            let mut server = server;
+            kill_9(&mut server)
+        })
+        .await
+        .unwrap();
+        assert_eq!(n, 1, "one Chromium under forge in cycle {cycle}");
+    }
+    // Nothing of the 20 runs is left, nor came back.
+    let left = processes_of(&all_dirs);
+    assert!(
+        left.is_empty(),
+        "left after 20 kill -9:\n{}",
+        describe(&left)
+    );
+    assert_eq!(all_dirs.len(), 20);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

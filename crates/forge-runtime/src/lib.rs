@@ -7,8 +7,8 @@
 //!   options and errors.
 //! - assemble (assemble.rs): which tools an agent gets (builtins, cli_execute, skill scripts, the
 //!   opt-in browser) and why, with `denied_tools` applied last; egress policy and confinement
-//!   (assemble/deps.rs); its options and errors (assemble/options.rs); the per-call path with guardrails and progress (assemble/call.rs,
-//!   [`ToolRunner`]).
+//!   (assemble/deps.rs); its options and errors (assemble/options.rs); the per-call path with
+//!   guardrails and progress (assemble/call.rs, [`ToolRunner`]).
 //! - guardrails (guardrails.rs): skill guardrails on tool input/output, prompts and responses.
 //! - agent_loop (agent_loop.rs): the tool-calling loop and system prompt; its bridge to the
 //!   assembled tools and the audit observers (agent_loop/tool_bridge.rs); the browser task tools
@@ -16,13 +16,19 @@
 //! - audit (audit.rs): the hash-chained NDJSON audit log and its verifier.
 //! - mcp_host (mcp_host.rs): the agent's tools as an MCP server (forge-mcp's `ToolHost` over the
 //!   `ToolRunner`).
-//! - a2a (a2a.rs: card, token): the A2A 0.3 JSON-RPC server of `forge run`; a2a/http.rs: routes,
-//!   SSE; a2a/store.rs: the task store (cache, durable writes); a2a/scheduler.rs: starting and running tasks; a2a/cancel.rs: cancelling them, across replicas too; a2a/wire.rs: the JSON shapes; a2a/forward.rs: forwarding to the replica that holds a
-//!   task; a2a/v1.rs: the A2A 1.0 method names and shapes.
+//! - a2a (a2a.rs: card, token): the A2A 0.3 JSON-RPC server of `forge run`:
+//!   - a2a/http.rs: routes, SSE;
+//!   - a2a/store.rs: the task store (cache, durable writes);
+//!   - a2a/scheduler.rs: starting and running tasks;
+//!   - a2a/cancel.rs: cancelling them, across replicas too;
+//!   - a2a/wire.rs: the JSON shapes; a2a/files.rs: which files a task may serve, reading them;
+//!   - a2a/forward.rs: forwarding to the replica that holds a task;
+//!   - a2a/v1.rs: the A2A 1.0 method names and shapes.
 //! - workspace (workspace.rs): one files directory per conversation, MCP session or one-off run
-//!   (`.forge/files/ws-<hash>/`), its forge-made id and the retention sweep.
-//! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps, max_seconds) and
-//!   result object.
+//!   (`.forge/files/ws-<hash>/`), its forge-made id, the retention sweep and artifact capture
+//!   (bytes + SHA-256, a read-only content-addressed copy).
+//! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps,
+//!   max_seconds) and result object.
 //!
 //! Model providers live in forge-llm, the durable store in forge-state.
 
