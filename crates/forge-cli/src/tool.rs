@@ -180,7 +180,8 @@ async fn run_async(cmd: ToolCommand) -> ExitCode {
                 Ok(x) => x,
                 Err(code) => return code,
             };
-            let tools = runner.tools();
+            // One run is one workspace (its own files directory), whatever --session says.
+            let tools = runner.tools().in_new_workspace();
             let code = call_all(&tools, &session, calls).await;
             tools.close_session(&session).await;
             runner.shutdown().await;

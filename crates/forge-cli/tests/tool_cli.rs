@@ -276,12 +276,18 @@ fn call_script_drives_the_browser_through_the_proxy() {
     assert!(extract.contains("[REDACTED BY POLICY]"), "{extract}");
     assert!(!extract.contains("LIBRARY-SECRET"), "{extract}");
     assert!(extract.contains("UNTRUSTED_CONTENT_START"), "{extract}");
-    // The screenshot is a PNG in the agent's .forge/files.
+    // The screenshot is a PNG in this run's workspace under the agent's .forge/files.
     let shot = &lines[3]["data"];
     assert_eq!(shot["mime_type"], "image/png");
     let path = PathBuf::from(shot["path"].as_str().unwrap());
     let files = dir.path().join(".forge/files").canonicalize().unwrap();
-    assert_eq!(path.parent().unwrap().canonicalize().unwrap(), files);
+    let workspace = path.parent().unwrap().canonicalize().unwrap();
+    assert_eq!(workspace.parent().unwrap(), files);
+    let ws_name = workspace.file_name().unwrap().to_str().unwrap();
+    assert!(
+        ws_name.starts_with("ws-") && ws_name.len() == 35,
+        "{ws_name}"
+    );
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     assert_eq!(shot["size_bytes"], bytes.len());

@@ -211,7 +211,13 @@ fn screenshot_image(data: Option<&Value>, cap: u64) -> Result<Option<ContentBloc
     ) else {
         return Ok(None);
     };
-    let meta = std::fs::metadata(path)
+    // The immutable copy forge captured when the tool returned, when there is one: the bytes
+    // served are the ones the tool made, whatever happened to `path` since.
+    let read_from = d
+        .get("artifact_path")
+        .and_then(Value::as_str)
+        .unwrap_or(path);
+    let meta = std::fs::metadata(read_from)
         .map_err(|e| format!("[the screenshot {path} could not be read for image content: {e}]"))?;
     if meta.len() > cap {
         return Err(format!(
@@ -219,7 +225,7 @@ fn screenshot_image(data: Option<&Value>, cap: u64) -> Result<Option<ContentBloc
             meta.len()
         ));
     }
-    let bytes = std::fs::read(path)
+    let bytes = std::fs::read(read_from)
         .map_err(|e| format!("[the screenshot {path} could not be read for image content: {e}]"))?;
     if bytes.len() as u64 > cap || !bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         return Err(format!(

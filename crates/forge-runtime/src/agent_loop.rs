@@ -266,6 +266,9 @@ pub struct BrowserUse {
     /// Keep the session open when the task ends (an A2A conversation's browser). A cancelled
     /// task closes it anyway.
     pub keep: bool,
+    /// The files dir the task's tools use, when not the workspace of `session` (a browser_task
+    /// sub-agent writes into its caller's workspace).
+    pub files_dir: Option<PathBuf>,
 }
 
 impl BrowserUse {
@@ -274,7 +277,14 @@ impl BrowserUse {
         Self {
             session: task_id.to_string(),
             keep: false,
+            files_dir: None,
         }
+    }
+
+    /// The same, with the task's tools writing into `files_dir` (its caller's workspace).
+    pub fn with_files_dir(mut self, files_dir: PathBuf) -> Self {
+        self.files_dir = Some(files_dir);
+        self
     }
 
     /// The conversation `context_id`'s session; `keep: false` closes it when this task ends
@@ -283,6 +293,7 @@ impl BrowserUse {
         Self {
             session: context_id.to_string(),
             keep,
+            files_dir: None,
         }
     }
 }
@@ -299,7 +310,8 @@ pub struct AgentLoop {
     pub audit: AuditLog,
     /// Limits.
     pub config: LoopConfig,
-    /// Where tools write files (`.forge/files`).
+    /// The agent's files dir (`.forge/files`); each task's calls get the workspace of its browser
+    /// session key under it (the conversation's, or the task's own; see crate::workspace).
     pub files_dir: PathBuf,
     /// The egress client tools use.
     pub egress: Option<Arc<forge_egress::client::EgressClient>>,
@@ -321,6 +333,8 @@ struct TaskCx<'a> {
     task_id: &'a str,
     /// The browser session the task's browser calls use (its own, or its conversation's).
     session_key: &'a str,
+    /// The files dir given by the caller ([`BrowserUse::files_dir`]), else the session's workspace.
+    files_dir: Option<&'a std::path::Path>,
     spec: &'a ResolvedSpec,
     deadline: tokio::time::Instant,
     blocked: BlockedLog,
@@ -366,11 +380,74 @@ fn artifact_paths(out: &ToolOutput) -> Vec<PathBuf> {
     if let Some(d) = data {
         if let Some(p) = d.get("path").and_then(Value::as_str) {
             if d.get("size_bytes").is_some() || d.get("mime_type").is_some() {
-                v.push(PathBuf::from(p));
+                // The immutable copy captured when the tool returned, when there is one.
+                let captured = d.get("artifact_path").and_then(Value::as_str);
+                v.push(PathBuf::from(captured.unwrap_or(p)));
             }
         }
     }
     v
+}
+
+/// Capture the files `out` reports (see crate::workspace::capture) right after the tool returned:
+/// the data gets `sha256` and `artifact_path` (the read-only copy every artifact reader uses).
+pub(crate) fn capture_artifacts(files_root: &std::path::Path, out: &mut ToolOutput) {
+    let Some(mut data) = out
+        .data
+        .clone()
+        .or_else(|| serde_json::from_str::<Value>(&out.text).ok())
+    else {
+        return;
+    };
+    let Some(p) = data.get("path").and_then(Value::as_str).map(PathBuf::from) else {
+        return;
+    };
+    if data.get("size_bytes").is_none() && data.get("mime_type").is_none() {
+        return;
+    }
+    let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
+        return;
+    };
+    if let Some(c) = crate::workspace::capture(files_root, &p, &name) {
+        data["sha256"] = json!(c.sha256);
+        data["artifact_path"] = json!(c.path.to_string_lossy());
+        out.data = Some(data);
+    }
+}
+
+/// Add the artifacts of one tool output to the task's list: the same copy once; a different
+/// file under a name already listed is kept too, under a distinct name (`report-2.txt`).
+fn collect_artifacts(files_root: &std::path::Path, out: &ToolOutput, artifacts: &mut Vec<PathBuf>) {
+    for p in artifact_paths(out) {
+        if artifacts.contains(&p) {
+            continue;
+        }
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let taken: Vec<String> = artifacts
+            .iter()
+            .filter_map(|a| a.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        let unique = crate::workspace::distinct_name(&name, &taken);
+        if unique == name {
+            artifacts.push(p);
+        } else if let Some(c) = crate::workspace::capture(files_root, &p, &unique) {
+            artifacts.push(c.path);
+        } else {
+            artifacts.push(p);
+        }
+    }
+}
+
+/// The SHA-256 of a captured artifact copy (`.artifacts/<sha256>/<name>`), else `None`.
+pub(crate) fn captured_sha256(p: &std::path::Path) -> Option<String> {
+    let dir = p.parent()?;
+    let top = dir.parent()?.file_name()?;
+    (top == crate::workspace::ARTIFACTS_DIR)
+        .then(|| dir.file_name()?.to_str().map(str::to_string))
+        .flatten()
 }
 
 /// The result object's entry for a file a tool wrote.
@@ -383,6 +460,7 @@ fn artifact_record(p: &std::path::Path) -> ArtifactRecord {
         name,
         mime_type: crate::task_scope::mime_for(p).to_string(),
         size_bytes: std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+        sha256: captured_sha256(p),
         uri: url::Url::from_file_path(p)
             .map(|u| u.to_string())
             .unwrap_or_else(|_| p.display().to_string()),
@@ -469,6 +547,7 @@ impl AgentLoop {
         let cx = TaskCx {
             task_id,
             session_key: &browser.session,
+            files_dir: browser.files_dir.as_deref(),
             spec,
             deadline: tokio::time::Instant::now() + Duration::from_secs(spec.max_seconds),
             blocked: BlockedLog::default(),
@@ -857,11 +936,7 @@ impl AgentLoop {
             }
             for (out, _) in &results {
                 if let Ok(o) = out {
-                    for p in artifact_paths(o) {
-                        if !artifacts.contains(&p) {
-                            artifacts.push(p);
-                        }
-                    }
+                    collect_artifacts(&self.files_dir, o, &mut artifacts);
                 }
             }
             let tool_results = calls
@@ -896,7 +971,11 @@ impl AgentLoop {
         cancel: &CancellationToken,
         send: &(dyn Fn(LoopEvent) + Sync),
     ) -> Vec<CallResult> {
-        let mut ctx = ToolContext::new(cx.session_key, self.files_dir.clone());
+        let files_dir = match cx.files_dir {
+            Some(d) => d.to_path_buf(),
+            None => crate::workspace::workspace_dir(&self.files_dir, cx.session_key),
+        };
+        let mut ctx = ToolContext::new(cx.session_key, files_dir);
         ctx.cancel = cancel.clone();
         ctx.timeout = self.config.tool_timeout;
         let ctx = &ctx;
@@ -972,6 +1051,12 @@ impl AgentLoop {
             }
         };
         let ms = t0.elapsed().as_millis() as u64;
+        // A file the tool made is captured now: later writes to the same path change nothing
+        // that this task reports.
+        let result = result.map(|mut o| {
+            capture_artifacts(&self.files_dir, &mut o);
+            o
+        });
         if is_browser_tool(&call.name) {
             if let Some(s) = &self.sessions {
                 s.after_browser_call(cx.session_key).await;

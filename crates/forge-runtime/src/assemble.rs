@@ -639,8 +639,7 @@ fn plan_cli(agent: &Agent) -> Result<cli_execute::CliConfig, AssembleError> {
         message,
     };
     if let Some(entry) = agent.config.tools.iter().find(|t| t.name == "cli_execute") {
-        let mut cfg = parse_cli_config(&entry.config).map_err(err)?;
-        cfg.workdir = Some(agent.dir.clone());
+        let cfg = parse_cli_config(&entry.config).map_err(err)?;
         if cfg.allowed_binaries.is_empty() {
             return Err(err(
                 "config.allowed_binaries is empty; list the programs the agent may run".into(),
@@ -658,7 +657,6 @@ fn plan_cli(agent: &Agent) -> Result<cli_execute::CliConfig, AssembleError> {
             .map(Duration::from_secs)
             .unwrap_or(cli_execute::DEFAULT_TIMEOUT),
         max_output_bytes: cli_execute::DEFAULT_MAX_OUTPUT_BYTES,
-        workdir: Some(agent.dir.clone()),
     };
     Ok(cfg)
 }
@@ -713,7 +711,7 @@ fn plan_scripts(agent: &Agent, plan: &ToolPlan, timeout: Option<Duration>) -> Ve
         let ScriptBinding {
             skill: skill_name,
             script: path,
-            dir,
+            ..
         } = binding;
         let Some(skill) = agent.skills.iter().find(|s| &s.name == skill_name) else {
             continue;
@@ -767,7 +765,6 @@ fn plan_scripts(agent: &Agent, plan: &ToolPlan, timeout: Option<Duration>) -> Ve
                         timeout: skill_timeout
                             .or(timeout)
                             .unwrap_or(script::DEFAULT_SCRIPT_TIMEOUT),
-                        workdir: Some(dir.clone()),
                     }),
                     reason,
                 });

@@ -24,6 +24,9 @@
 //!   - a2a/wire.rs: the JSON shapes; a2a/files.rs: which files a task may serve, reading them;
 //!   - a2a/forward.rs: forwarding to the replica that holds a task;
 //!   - a2a/v1.rs: the A2A 1.0 method names and shapes.
+//! - workspace (workspace.rs): one files directory per conversation, MCP session or one-off run
+//!   (`.forge/files/ws-<hash>/`), its forge-made id, the retention sweep and artifact capture
+//!   (bytes + SHA-256, a read-only content-addressed copy).
 //! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps,
 //!   max_seconds) and result object.
 //!
@@ -37,6 +40,7 @@ mod guardrails;
 mod mcp_host;
 mod runner;
 mod task_scope;
+mod workspace;
 
 pub use a2a::store::{
     ArtifactOptions, INTERRUPTED_BY_RESTART, INTERRUPTED_BY_SHUTDOWN, MAX_RUNNING,
@@ -60,3 +64,4 @@ pub use runner::{
     RunnerOptions, ServeError, ServeOptions, StartError, TokenOrigin,
 };
 pub use task_scope::{ResultStatus, SpecFields, TaskSpec};
+pub use workspace::{sweep as sweep_workspaces, workspace_dir, workspace_id};

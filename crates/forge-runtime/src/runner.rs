@@ -334,6 +334,7 @@ struct AgentInfo {
     state: forge_skills::StateConfig,
     a2a: forge_skills::A2aSettings,
     tasks: forge_skills::TasksConfig,
+    workspaces: forge_skills::WorkspacesConfig,
 }
 
 /// The model side: the resolved model, its client and the loop.
@@ -612,6 +613,7 @@ impl Runner {
             .filter(|u| !u.trim().is_empty())
             .unwrap_or_else(|| url.clone());
         store.keep_alive(address, handle.shutdown_token());
+        self.sweep_workspaces(handle.shutdown_token());
         Ok(A2aServer {
             url,
             addr: local,
@@ -621,6 +623,25 @@ impl Runner {
             store,
             state: Some(state),
         })
+    }
+
+    /// Remove the workspaces idle for longer than `workspaces.retention` (see crate::workspace):
+    /// now, then every `retention / 4` (at least a minute, at most an hour) until `stop`.
+    fn sweep_workspaces(&self, stop: tokio_util::sync::CancellationToken) {
+        let root = self.tools.files_dir().to_path_buf();
+        let retention = self.agent.workspaces.retention;
+        let period = (retention / 4).clamp(Duration::from_secs(60), Duration::from_secs(3600));
+        tokio::spawn(async move {
+            loop {
+                let r = root.clone();
+                let _ = tokio::task::spawn_blocking(move || crate::workspace::sweep(&r, retention))
+                    .await;
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(period) => {}
+                }
+            }
+        });
     }
 
     /// Open the state store (`FORGE_STATE_URL`, else forge.yaml `state.url`, else
@@ -752,6 +773,7 @@ fn agent_info(agent: &Agent) -> AgentInfo {
         state: agent.config.state.clone(),
         a2a: agent.config.a2a.clone(),
         tasks: agent.config.tasks,
+        workspaces: agent.config.workspaces,
         skills: agent
             .skills
             .iter()

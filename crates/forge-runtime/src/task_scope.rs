@@ -273,6 +273,10 @@ pub struct ArtifactRecord {
     pub mime_type: String,
     /// Its size.
     pub size_bytes: u64,
+    /// The SHA-256 (hex) of the bytes captured when it was made (absent when it could not be
+    /// captured: too large, not a plain file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     /// Where it is.
     pub uri: String,
 }

@@ -1,6 +1,6 @@
 //! forge.yaml: the agent file (`agent_id`, `version`, `model`, `tools`, `skills.path`, `egress`,
 //! `security.policy_path`, `security.confinement`, `denied_tools`, `mcp.servers` (read in `mcp.rs`), `state` and `deploy`
-//! (checked in `fleet.rs`), `browser` and `a2a` (read in `browser.rs`)). Errors are diagnostics pointing at the YAML; unknown keys are warnings
+//! (checked in `fleet.rs`), `browser` and `a2a` (read in `browser.rs`), `workspaces.retention`). Errors are diagnostics pointing at the YAML; unknown keys are warnings
 //! that name them.
 
 use std::path::{Path, PathBuf};
@@ -58,6 +58,9 @@ pub struct ForgeConfig {
     /// Per-task budgets: defaults and caps (`tasks`; see `tasks.rs`).
     #[serde(default)]
     pub tasks: crate::tasks::TasksConfig,
+    /// The per-conversation files directories (`workspaces`): how long an idle one is kept.
+    #[serde(default)]
+    pub workspaces: WorkspacesConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -67,6 +70,31 @@ pub struct ForgeConfig {
     /// The file's text, for diagnostics raised after parsing ([`ForgeConfig::check_mcp_env`]).
     #[serde(skip)]
     source: Option<Arc<NamedSource<String>>>,
+}
+
+/// `workspaces`: each conversation, MCP session or one-off run writes into its own files
+/// directory under `.forge/files`; one idle for longer than `retention` (the one duration
+/// grammar, e.g. `24h`, `90m`) is removed. Its artifacts live on in the task store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspacesConfig {
+    #[serde(with = "crate::duration::text", default = "default_retention")]
+    pub retention: std::time::Duration,
+}
+
+/// Default of `workspaces.retention`: 24 hours.
+pub const DEFAULT_WORKSPACE_RETENTION: std::time::Duration =
+    std::time::Duration::from_secs(24 * 3600);
+
+fn default_retention() -> std::time::Duration {
+    DEFAULT_WORKSPACE_RETENTION
+}
+
+impl Default for WorkspacesConfig {
+    fn default() -> Self {
+        Self {
+            retention: DEFAULT_WORKSPACE_RETENTION,
+        }
+    }
 }
 
 /// `model`.
@@ -228,8 +256,10 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "browser",
             "a2a",
             "tasks",
+            "workspaces",
         ],
     ),
+    (&["workspaces"], &["retention"]),
     (
         &["tasks"],
         &[
@@ -530,4 +560,32 @@ fn unknown_keys(doc: &Doc<'_>) -> Vec<SourceDiagnostic> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod workspace_tests {
+    use super::*;
+
+    const HEAD: &str = "agent_id: a\nversion: 0.1.0\n";
+
+    #[test]
+    fn workspaces_retention_defaults_to_24h_and_takes_the_duration_grammar() {
+        let c = ForgeConfig::parse(HEAD, Path::new("forge.yaml")).expect("parses");
+        assert_eq!(c.workspaces.retention, DEFAULT_WORKSPACE_RETENTION);
+        let c = ForgeConfig::parse(
+            &format!("{HEAD}workspaces:\n  retention: 90m\n"),
+            Path::new("forge.yaml"),
+        )
+        .expect("parses");
+        assert_eq!(
+            c.workspaces.retention,
+            std::time::Duration::from_secs(90 * 60)
+        );
+        assert!(c.warnings.is_empty());
+        assert!(ForgeConfig::parse(
+            &format!("{HEAD}workspaces:\n  retention: soon\n"),
+            Path::new("forge.yaml"),
+        )
+        .is_err());
+    }
 }

@@ -44,7 +44,7 @@ pub use aggregate::{
 pub use browser::{BrowserSettings, TaskModel, MAX_BROWSER_SESSIONS};
 pub use config::{
     Confinement, EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,
-    SkillsConfig, ToolConfig,
+    SkillsConfig, ToolConfig, WorkspacesConfig, DEFAULT_WORKSPACE_RETENTION,
 };
 pub use discovery::{discover, load_skill_file, read_limited, Discovery, MAX_SKILL_BYTES};
 pub use duration::{format_duration, parse_duration};

@@ -18,7 +18,9 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The egress HTTP client (the one policy); `None` only in tests of tools that need no network.
     pub egress: Option<Arc<forge_egress::client::EgressClient>>,
-    /// Where tools write artifacts (`.forge/files` under the agent dir).
+    /// This call's workspace: the files directory of its conversation, MCP session or one-off run
+    /// (`.forge/files/ws-<id>/` under the agent dir), chosen by the runtime. Tools read and write
+    /// files only here, and run programs here.
     pub files_dir: PathBuf,
     /// The time limit for this call (from the skill's `timeout_hint` when given).
     pub timeout: Option<Duration>,

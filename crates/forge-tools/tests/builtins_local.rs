@@ -380,7 +380,6 @@ async fn a_child_that_escapes_the_process_group_does_not_hang_the_call() {
         proxy_url: None,
         confine: None,
         timeout: Duration::from_secs(60),
-        workdir: Some(skill.path().to_path_buf()),
     };
     let start = std::time::Instant::now();
     let out = tokio::time::timeout(
@@ -423,7 +422,6 @@ async fn dropping_a_running_call_kills_the_whole_process_group() {
         proxy_url: None,
         confine: None,
         timeout: Duration::from_secs(60),
-        workdir: Some(skill.path().to_path_buf()),
     };
     let c = ctx(skill.path());
     // Like the runner's time limit: the call's future is dropped.
@@ -519,7 +517,6 @@ async fn script_tools_get_json_args_skill_env_and_proxy_env() {
         proxy_url: Some("http://127.0.0.1:1234".into()),
         confine: None,
         timeout: Duration::from_secs(20),
-        workdir: Some(skill.path().to_path_buf()),
     };
     let out = tool
         .execute(&ctx(skill.path()), json!({"q": "it's \"quoted\""}))

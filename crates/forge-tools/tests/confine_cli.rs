@@ -128,7 +128,6 @@ async fn skill_script_runs_confined_with_the_namespace_proxy() {
         proxy_url: Some(proxy.url()),
         confine: Some(Confiner::new(proxy.entry(), kind)),
         timeout: Duration::from_secs(20),
-        workdir: Some(skill.path().to_path_buf()),
     };
     let out = tool
         .execute(&ToolContext::new("t", skill.path().join("f")), json!({}))

@@ -1,4 +1,4 @@
-//! `browser_upload`: put a file from the agent's files dir into a page's file input
+//! `browser_upload`: put a file from this conversation's files dir into a page's file input
 //! (`DOM.setFileInputFiles`; the page gets its `input` and `change` events).
 //!
 //! Only a file inside the files dir can be given: absolute paths, `..`, a symlink that resolves
@@ -29,7 +29,7 @@ impl BrowserAction for Upload {
     }
 
     fn description(&self) -> &'static str {
-        "Fill a file input with a file from the agent's files dir."
+        "Fill a file input with a file from this conversation's files dir."
     }
 
     fn input_schema(&self) -> Value {
@@ -46,7 +46,9 @@ impl BrowserAction for Upload {
         let name = str_arg(input, "filename")
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .ok_or_else(|| invalid("`filename` (a file in the agent's files dir) is required"))?;
+            .ok_or_else(|| {
+                invalid("`filename` (a file in this conversation's files dir) is required")
+            })?;
         let path = resolve_in_files_dir(&cx.ctx.files_dir, name)?;
         let page = cx.page()?;
         let v = observe::call(&page, "uploadTarget", &target).await?;
@@ -90,7 +92,7 @@ impl BrowserAction for Upload {
 
 /// The real path of `name` inside `files_dir`, or why it is refused.
 fn resolve_in_files_dir(files_dir: &Path, name: &str) -> R<PathBuf> {
-    let rule = "browser_upload takes only a file inside the agent's files dir, named relative to it (e.g. report.pdf or exports/data.csv)";
+    let rule = "browser_upload takes only a file inside this conversation's files dir, named relative to it (e.g. report.pdf or exports/data.csv)";
     if name.contains('\0') {
         return Err(invalid(format!(
             "{name:?} is not a usable file name; {rule}"
@@ -110,13 +112,13 @@ fn resolve_in_files_dir(files_dir: &Path, name: &str) -> R<PathBuf> {
     }
     let dir_meta = std::fs::symlink_metadata(files_dir).map_err(|_| {
         failed(format!(
-            "the agent's files dir {} does not exist yet, so there is nothing to upload; create the file there first (file_create, or a screenshot)",
+            "this conversation's files dir {} does not exist yet, so there is nothing to upload; create the file there first (file_create, or a screenshot)",
             files_dir.display()
         ))
     })?;
     if !dir_meta.is_dir() {
         return Err(ActionError::Tool(ToolError::Guardrail(format!(
-            "the agent's files dir {} is not a real directory (a symlink or a file); nothing is uploaded from it",
+            "this conversation's files dir {} is not a real directory (a symlink or a file); nothing is uploaded from it",
             files_dir.display()
         ))));
     }
@@ -140,7 +142,7 @@ fn resolve_in_files_dir(files_dir: &Path, name: &str) -> R<PathBuf> {
                 .unwrap_or_default();
             names.sort();
             return Err(failed(format!(
-                "no file {name:?} in the agent's files dir; it holds: {}",
+                "no file {name:?} in this conversation's files dir; it holds: {}",
                 if names.is_empty() {
                     "(no files)".to_string()
                 } else {
@@ -151,7 +153,7 @@ fn resolve_in_files_dir(files_dir: &Path, name: &str) -> R<PathBuf> {
     };
     if !real.starts_with(&base) {
         return Err(ActionError::Tool(ToolError::Guardrail(format!(
-            "{name:?} is a symlink to a file outside the agent's files dir; {rule}"
+            "{name:?} is a symlink to a file outside this conversation's files dir; {rule}"
         ))));
     }
     let meta =

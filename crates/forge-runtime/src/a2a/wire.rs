@@ -108,10 +108,15 @@ pub(super) fn file_artifact(
             );
         }
     }
-    json!({
+    let mut artifact = json!({
         "artifactId": new_id(),
         "name": name,
         "description": format!("file written by the agent ({} bytes)", size.unwrap_or(0)),
         "parts": parts,
-    })
+    });
+    // The bytes were captured when the tool made the file: their SHA-256.
+    if let Some(sha) = crate::agent_loop::captured_sha256(path) {
+        artifact["metadata"] = json!({"sha256": sha});
+    }
+    artifact
 }

@@ -131,7 +131,9 @@ impl WithBrowserTask {
             .sub
             .run_task_with(
                 &key,
-                &super::BrowserUse::own(&key),
+                // Its own browser session, but the caller's workspace: its screenshots are the
+                // caller's files.
+                &super::BrowserUse::own(&key).with_files_dir(ctx.files_dir.clone()),
                 &prompt,
                 vec![],
                 ctx.cancel.child_token(),

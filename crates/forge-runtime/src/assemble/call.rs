@@ -86,6 +86,7 @@ pub trait ToolEvents: Send + Sync {
 /// the browser whose per-session contexts [`ToolRunner::close_session`] closes.
 #[derive(Clone, Default)]
 pub(crate) struct CallEnv {
+    /// The agent's files dir; each call gets its workspace under it (see crate::workspace).
     pub files_dir: PathBuf,
     pub egress: Option<Arc<EgressClient>>,
     pub timeout: Option<Duration>,
@@ -102,6 +103,9 @@ pub struct ToolRunner {
     guardrails: Arc<Guardrails>,
     events: Option<Arc<dyn ToolEvents>>,
     env: CallEnv,
+    /// The workspace key of every call, when set ([`ToolRunner::in_workspace`]); else each
+    /// session key is its own workspace.
+    workspace: Option<String>,
 }
 
 impl ToolRunner {
@@ -116,7 +120,20 @@ impl ToolRunner {
             guardrails,
             events,
             env: CallEnv::default(),
+            workspace: None,
         }
+    }
+
+    /// This runner with every call in the workspace keyed `key` whatever its session key (one
+    /// `forge tool call` run is one workspace, however its session is named).
+    pub fn in_workspace(mut self, key: impl Into<String>) -> Self {
+        self.workspace = Some(key.into());
+        self
+    }
+
+    /// This runner with every call in a new workspace of its own (forge-made id).
+    pub fn in_new_workspace(self) -> Self {
+        self.in_workspace(format!("run-{}", forge_state::new_id()))
     }
 
     pub(crate) fn with_env(mut self, env: CallEnv) -> Self {
@@ -143,9 +160,13 @@ impl ToolRunner {
             .collect()
     }
 
-    /// A context for calls in session `session_key` (one browser context per session key).
+    /// A context for calls in session `session_key` (one browser context per session key), with
+    /// the files directory of its workspace (see crate::workspace).
     pub fn context(&self, session_key: impl Into<String>) -> ToolContext {
-        let mut ctx = ToolContext::new(session_key, self.env.files_dir.clone());
+        let session_key = session_key.into();
+        let key = self.workspace.as_deref().unwrap_or(&session_key);
+        let files_dir = crate::workspace::workspace_dir(&self.env.files_dir, key);
+        let mut ctx = ToolContext::new(session_key, files_dir);
         ctx.egress = self.env.egress.clone();
         ctx.timeout = self.env.timeout;
         ctx
@@ -176,7 +197,17 @@ impl ToolRunner {
         ctx.cancel = cancel;
         let input_bytes = args.to_string().len();
         let started = Instant::now();
-        let run = self.execute(name, args, &ctx);
+        let files_root = self.env.files_dir.clone();
+        // A file the tool made is captured as soon as it returns (bytes + SHA-256; see
+        // crate::workspace::capture): the MCP result's image content reads that copy.
+        let run = async {
+            self.execute(name, args, &ctx).await.map(|mut o| {
+                if !files_root.as_os_str().is_empty() {
+                    crate::agent_loop::capture_artifacts(&files_root, &mut o);
+                }
+                o
+            })
+        };
         tokio::pin!(run);
         let result = match &progress {
             None => run.await,

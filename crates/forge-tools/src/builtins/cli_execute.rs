@@ -127,8 +127,6 @@ pub struct CliConfig {
     pub env_passthrough: Vec<String>,
     pub timeout: Duration,
     pub max_output_bytes: usize,
-    /// Working directory of the child (the agent dir); `None` keeps forge's.
-    pub workdir: Option<PathBuf>,
 }
 
 impl Default for CliConfig {
@@ -138,7 +136,6 @@ impl Default for CliConfig {
             env_passthrough: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
-            workdir: None,
         }
     }
 }
@@ -412,7 +409,8 @@ impl Tool for CliExecute {
             program,
             args,
             env: process::child_env(&self.config.env_passthrough, &extra),
-            cwd: self.config.workdir.clone(),
+            // The call's workspace, never a directory shared with other conversations.
+            cwd: Some(process::workspace_cwd(&ctx.files_dir)?),
             stdin,
             timeout,
             max_output_bytes: self.config.max_output_bytes,

@@ -73,6 +73,18 @@ pub fn child_env(passthrough: &[String], extra: &[(String, String)]) -> Vec<(Str
     env
 }
 
+/// The working directory of a child run for a call: the call's workspace (`ctx.files_dir`),
+/// created when missing, so programs see and write only that workspace's files by default.
+pub fn workspace_cwd(files_dir: &std::path::Path) -> Result<PathBuf, crate::tool::ToolError> {
+    std::fs::create_dir_all(files_dir).map_err(|e| {
+        crate::tool::ToolError::Failed(format!(
+            "could not create the workspace directory {}: {e}",
+            files_dir.display()
+        ))
+    })?;
+    Ok(files_dir.to_path_buf())
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RunSpec {

@@ -105,8 +105,6 @@ pub struct ScriptTool {
     /// When set, the script runs confined (its own network namespace, the proxy only).
     pub confine: Option<forge_egress::confine::Confiner>,
     pub timeout: Duration,
-    /// Working directory (the skill dir).
-    pub workdir: Option<PathBuf>,
 }
 
 #[async_trait]
@@ -130,14 +128,13 @@ impl Tool for ScriptTool {
     async fn execute(&self, ctx: &ToolContext, input: Value) -> Result<ToolOutput, ToolError> {
         let extra = process::child_proxy_env(self.confine.as_ref(), self.proxy_url.as_deref());
         let timeout = ctx.timeout.unwrap_or(self.timeout);
+        // The script runs in the call's workspace, so its path must not depend on the cwd.
+        let script = std::path::absolute(&self.script).unwrap_or_else(|_| self.script.clone());
         let spec = RunSpec {
             program: self.interpreter.clone(),
-            args: vec![
-                self.script.to_string_lossy().into_owned(),
-                input.to_string(),
-            ],
+            args: vec![script.to_string_lossy().into_owned(), input.to_string()],
             env: process::child_env(&self.env_passthrough, &extra),
-            cwd: self.workdir.clone(),
+            cwd: Some(process::workspace_cwd(&ctx.files_dir)?),
             stdin: None,
             timeout,
             max_output_bytes: SCRIPT_MAX_OUTPUT_BYTES,
