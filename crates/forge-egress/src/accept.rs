@@ -330,7 +330,10 @@ async fn read_head(stream: &mut TcpStream) -> Option<Vec<u8>> {
         let from = buf.len();
         buf.extend_from_slice(&chunk[..n]);
         // Leading empty lines before the request line are allowed (and skipped by hyper).
-        let skipped = buf.iter().take_while(|b| matches!(b, b'\r' | b'\n')).count();
+        let skipped = buf
+            .iter()
+            .take_while(|b| matches!(b, b'\r' | b'\n'))
+            .count();
         if skipped < buf.len() && head_complete(&buf[skipped..], from.saturating_sub(skipped)) {
             return Some(buf);
         }

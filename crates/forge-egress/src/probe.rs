@@ -51,10 +51,7 @@ async fn answer(ready: ReadyCheck, req: Request<Incoming>) -> Response<Full<Byte
         }
         (&Method::GET | &Method::HEAD, "/readyz") => match ready().await {
             Ok(()) => json(StatusCode::OK, r#"{"status":"ready"}"#.into()),
-            Err(why) => json(
-                StatusCode::SERVICE_UNAVAILABLE,
-                not_ready_json(&why),
-            ),
+            Err(why) => json(StatusCode::SERVICE_UNAVAILABLE, not_ready_json(&why)),
         },
         _ => json(
             StatusCode::NOT_FOUND,

@@ -529,13 +529,7 @@ pub fn serve_http(
                     Ok(service.handle(req).await)
                 }
             });
-            serve_http1(
-                stream,
-                svc,
-                HEAD_TIMEOUT,
-                stop,
-                Duration::from_secs(2),
-            )
+            serve_http1(stream, svc, HEAD_TIMEOUT, stop, Duration::from_secs(2))
         },
     ));
     Ok(HttpServerHandle {

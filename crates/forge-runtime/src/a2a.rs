@@ -26,8 +26,8 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-pub use http::{serve, ServerHandle};
 pub(crate) use http::serve_probe;
+pub use http::{serve, ServerHandle};
 pub use store::TaskStore;
 
 /// The A2A protocol version forge speaks.

@@ -99,20 +99,26 @@ pub fn serve(
     let join = tokio::spawn(async move {
         let serving = shared.clone();
         let serving_stop = stop.clone();
-        accept_http(listener, options, HeadGate::default(), stop.clone(), move |stream| {
-            let shared = serving.clone();
-            let svc = service_fn(move |req| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(handle(shared, req).await) }
-            });
-            serve_http1(
-                stream,
-                svc,
-                HEAD_TIMEOUT,
-                serving_stop.clone(),
-                Duration::from_secs(2),
-            )
-        })
+        accept_http(
+            listener,
+            options,
+            HeadGate::default(),
+            stop.clone(),
+            move |stream| {
+                let shared = serving.clone();
+                let svc = service_fn(move |req| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                });
+                serve_http1(
+                    stream,
+                    svc,
+                    HEAD_TIMEOUT,
+                    serving_stop.clone(),
+                    Duration::from_secs(2),
+                )
+            },
+        )
         .await;
         shared.store.cancel_all();
     });
