@@ -20,7 +20,7 @@ pub const AGENT_PORT: u16 = 8080;
 /// Port of `forge run`'s probe listener (`--probe-port`: `/healthz`, `/readyz`) inside the
 /// container: the HEALTHCHECK and the Kubernetes probes ask it, so a connection flood on the A2A
 /// port never fails them.
-pub const PROBE_PORT: u16 = 8081;
+pub(crate) const PROBE_PORT: u16 = 8081;
 /// Packages every image gets: CA roots for TLS, and tini as PID 1.
 pub const BASE_PACKAGES: &[&str] = &["ca-certificates", "tini"];
 /// Packages added when, and only when, an active skill declares the `browser` capability:
