@@ -27,7 +27,8 @@ async fn probes_and_a_real_task_survive_a_connection_flood() {
         3000,
     );
     let flood = Flood::start(forge.a2a, 600, 100);
-    flood.wait_live(700, Duration::from_secs(30)).await;
+    flood.wait_opened(700, Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
     // A real task, sent while the flood holds its 700 connections; it takes 3 s (the scripted
     // model's delay), so it runs through the flood.
@@ -54,8 +55,9 @@ async fn probes_and_a_real_task_survive_a_connection_flood() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (state, answer) = task.await.unwrap().expect("the task answered");
+    let task = task.await.unwrap();
     let reopened = flood.opened.load(Ordering::Relaxed);
+    let peak = flood.peak.load(Ordering::Relaxed);
     flood.stop().await;
 
     assert!(
@@ -65,9 +67,15 @@ async fn probes_and_a_real_task_survive_a_connection_flood() {
         failures.len() + answered
     );
     assert!(answered >= 60, "only {answered} probes sent");
+    let (state, answer) = task.expect("the task answered");
     assert_eq!(state, "completed", "{answer}");
     assert_eq!(answer, "survived the flood");
-    // forge closed the head-less connections at its head timeout and the flood reopened them.
+    // forge held all 700 head-less connections at once (none was refused)...
+    assert!(
+        peak >= 700,
+        "only {peak} flood connections were open at once"
+    );
+    // ... and closed them at its head timeout, and the flood reopened them. connections at its head timeout and the flood reopened them.
     assert!(
         reopened >= 1400,
         "the flood opened only {reopened} connections: forge did not close head-less ones"

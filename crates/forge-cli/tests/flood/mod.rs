@@ -135,6 +135,8 @@ pub(crate) struct Flood {
     pub(crate) opened: Arc<AtomicU64>,
     /// Connects that failed (refused, or closed at once).
     pub(crate) failed: Arc<AtomicU64>,
+    /// Most connections open at once.
+    pub(crate) peak: Arc<AtomicI64>,
 }
 
 impl Flood {
@@ -144,11 +146,17 @@ impl Flood {
         let live = Arc::new(AtomicI64::new(0));
         let opened = Arc::new(AtomicU64::new(0));
         let failed = Arc::new(AtomicU64::new(0));
+        let peak = Arc::new(AtomicI64::new(0));
         let mut tasks = Vec::new();
         for i in 0..idle + slow {
             let slowloris = i >= idle;
-            let (stop, live, opened, failed) =
-                (stop.clone(), live.clone(), opened.clone(), failed.clone());
+            let (stop, live, opened, failed, peak) = (
+                stop.clone(),
+                live.clone(),
+                opened.clone(),
+                failed.clone(),
+                peak.clone(),
+            );
             tasks.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
                     let Ok(Ok(mut s)) =
@@ -159,7 +167,8 @@ impl Flood {
                         continue;
                     };
                     opened.fetch_add(1, Ordering::Relaxed);
-                    live.fetch_add(1, Ordering::Relaxed);
+                    let now = live.fetch_add(1, Ordering::Relaxed) + 1;
+                    peak.fetch_max(now, Ordering::Relaxed);
                     let began = Instant::now();
                     hold(&mut s, slowloris, &stop).await;
                     live.fetch_sub(1, Ordering::Relaxed);
@@ -177,6 +186,20 @@ impl Flood {
             live,
             opened,
             failed,
+            peak,
+        }
+    }
+
+    /// Wait until `n` connects have been made (panics after `within`).
+    pub(crate) async fn wait_opened(&self, n: u64, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.opened.load(Ordering::Relaxed) < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} flood connections made",
+                self.opened.load(Ordering::Relaxed)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
