@@ -111,6 +111,25 @@ pub async fn accept_loop<F, Fut>(
     }
 }
 
+/// Listen backlog of [`bind`]: a flood's connections, closed together at their head timeout,
+/// come back together; with the usual 1,024 the kernel drops some handshakes (and a probe or
+/// a real request among them waits a SYN retransmit, 1 s). The kernel caps it at `somaxconn`.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Bind a listener on `addr` (`SO_REUSEADDR` as `TcpListener::bind` sets it) with a backlog of
+/// [`LISTEN_BACKLOG`]. Must run inside a tokio runtime.
+pub fn bind(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Connections waiting for their request head, at most, by default (all peers together).
 pub const HEAD_WAITING: usize = 4096;
 /// Connections one peer IP may have waiting for a request head, by default. High enough that a

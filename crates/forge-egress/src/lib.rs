@@ -16,7 +16,8 @@
 //!   graceful stop; the proxy) and [`accept::accept_http`] (the A2A and MCP HTTP servers: a
 //!   connection takes a request slot only once its head is in; until then it waits in a
 //!   [`accept::HeadGate`] with its own budget, per-peer-IP cap and head timeout), and
-//!   [`accept::serve_http1`] (header-read timeout, graceful shutdown).
+//!   [`accept::serve_http1`] (header-read timeout, graceful shutdown), [`accept::bind`] (a listener
+//!   with a flood-sized backlog).
 //! - `probe.rs`: the probe listener (`--probe-port`: `/healthz`, `/readyz` on a port of their own).
 //! - `resolve.rs`: the [`resolve::Resolver`] trait, [`resolve::SystemResolver`],
 //!   [`resolve::StaticResolver`] (tests and `--resolve`).

@@ -563,11 +563,10 @@ impl Runner {
     pub async fn serve_a2a(&self, opts: ServeOptions) -> Result<A2aServer, ServeError> {
         let m = self.model.as_ref().ok_or(ServeError::NoModel)?;
         let addr = SocketAddr::new(opts.host, opts.port);
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
+        let listener =
+            forge_egress::accept::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(ServeError::Server)?;
-        let probe = bind_probe(opts.host, opts.probe_port).await?;
+        let probe = bind_probe(opts.host, opts.probe_port)?;
         let (token, token_origin) = self.bearer_token(opts.host)?;
         let info = CardInfo {
             name: self.agent.id.clone(),
@@ -724,10 +723,9 @@ impl Runner {
     pub async fn serve_mcp_http(&self, opts: McpHttpOptions) -> Result<McpHttpServer, ServeError> {
         let addr = SocketAddr::new(opts.host, opts.port);
         let (token, token_origin) = self.bearer_token(opts.host)?;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
-        let probe = bind_probe(opts.host, opts.probe_port).await?;
+        let listener =
+            forge_egress::accept::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
+        let probe = bind_probe(opts.host, opts.probe_port)?;
         let handle = forge_mcp::serve_http(
             listener,
             self.mcp_host(),
@@ -992,14 +990,13 @@ fn build_model(
 }
 
 /// Bind the probe listener on `host:port` when a probe port was asked for.
-async fn bind_probe(
+fn bind_probe(
     host: IpAddr,
     port: Option<u16>,
 ) -> Result<Option<tokio::net::TcpListener>, ServeError> {
     let Some(port) = port else { return Ok(None) };
     let addr = SocketAddr::new(host, port);
-    tokio::net::TcpListener::bind(addr)
-        .await
+    forge_egress::accept::bind(addr)
         .map(Some)
         .map_err(|source| ServeError::Bind { addr, source })
 }
