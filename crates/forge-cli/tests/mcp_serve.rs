@@ -1,7 +1,7 @@
 //! `forge mcp serve` with real counterparts: the official MCP Python SDK (PyPI `mcp` 2.x) as the
 //! client of the real forge binary over stdio and over streamable HTTP, driving Debian's Chromium
 //! through the real egress proxy against a loopback site; the HTTP bearer-token rule on a
-//! non-loopback bind; and `npx @modelcontextprotocol/inspector --cli` listing forge's tools.
+//! non-loopback bind; the probe port (`--probe-port`: /healthz, /readyz); and `npx @modelcontextprotocol/inspector --cli` listing forge's tools.
 //!
 //! Skips (with a message) when Chromium, python3 with `mcp`, or npx is missing; fails instead when
 //! FORGE_REQUIRE_BROWSER=1 (CI installs everything).
