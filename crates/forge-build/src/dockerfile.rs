@@ -15,8 +15,12 @@ pub const DOCKERFILE_TEMPLATE: &str = include_str!("../../../Dockerfile.tmpl");
 pub const BASE_IMAGE: &str = "debian:bookworm-slim";
 /// Non-root user and group id the agent runs as (also used by the Kubernetes securityContext).
 pub const AGENT_UID: u32 = 10001;
-/// Port `forge run` serves A2A and `/healthz` on inside the container.
+/// Port `forge run` serves A2A on inside the container (it answers `/healthz` too).
 pub const AGENT_PORT: u16 = 8080;
+/// Port of `forge run`'s probe listener (`--probe-port`: `/healthz`, `/readyz`) inside the
+/// container: the HEALTHCHECK and the Kubernetes probes ask it, so a connection flood on the A2A
+/// port never fails them.
+pub(crate) const PROBE_PORT: u16 = 8081;
 /// Packages every image gets: CA roots for TLS, and tini as PID 1.
 pub const BASE_PACKAGES: &[&str] = &["ca-certificates", "tini"];
 /// Packages added when, and only when, an active skill declares the `browser` capability:
@@ -135,6 +139,7 @@ pub fn render_dockerfile(spec: &BuildSpec) -> Result<String, BuildError> {
         packages => apt_packages(spec),
         uid => AGENT_UID,
         port => AGENT_PORT,
+        probe_port => PROBE_PORT,
         env => env,
     })
     .map_err(|e| BuildError::Template(e.to_string()))
@@ -249,6 +254,9 @@ mod tests {
         assert!(d.contains("EXPOSE 8080"));
         assert!(d.contains("HEALTHCHECK"));
         assert!(d.contains("/healthz"));
-        assert!(d.contains(r#""forge", "run", "--host", "0.0.0.0", "--port", "8080""#));
+        assert!(d.contains(
+            r#""forge", "run", "--host", "0.0.0.0", "--port", "8080", "--probe-port", "8081""#
+        ));
+        assert!(d.contains("/dev/tcp/127.0.0.1/8081"));
     }
 }

@@ -9,13 +9,15 @@
 //! `$HOME`, forge's state dir with the files dir in it); no memory-backed `/dev/shm` for browser
 //! agents (Chromium runs with `--disable-dev-shm-usage` and uses memfd and `/tmp`, measured in
 //! docs/benchmarks.md); secrets come from a Secret; liveness hits `/healthz`, readiness
-//! `/readyz` (false while draining or at the browser session cap); a pod being replaced gets the
+//! `/readyz` (false while draining or at the browser session cap), both on the probe port
+//! (`forge run --probe-port`, container port `probe`, not in the Service), so a connection
+//! flood on the A2A port never fails them; a pod being replaced gets the
 //! task time cap plus 30 s to finish its tasks (`terminationGracePeriodSeconds`).
 
 use forge_skills::EgressMode;
 use serde_norway::{Mapping, Value};
 
-use crate::dockerfile::{AGENT_PORT, AGENT_UID};
+use crate::dockerfile::{AGENT_PORT, AGENT_UID, PROBE_PORT};
 use crate::error::BuildError;
 use crate::spec::BuildSpec;
 
@@ -96,7 +98,7 @@ fn metadata(spec: &BuildSpec, name: String, annotations: Option<Value>) -> Value
 
 fn probe(path: &str, initial: i64, period: i64) -> Value {
     map([
-        ("httpGet", map([("path", s(path)), ("port", s("http"))])),
+        ("httpGet", map([("path", s(path)), ("port", s("probe"))])),
         ("initialDelaySeconds", n(initial)),
         ("periodSeconds", n(period)),
         ("timeoutSeconds", n(5)),
@@ -264,11 +266,20 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
     container.insert(s("imagePullPolicy"), s("IfNotPresent"));
     container.insert(
         s("ports"),
-        seq(vec![map([
-            ("name", s("http")),
-            ("containerPort", n(AGENT_PORT.into())),
-            ("protocol", s("TCP")),
-        ])]),
+        seq(vec![
+            map([
+                ("name", s("http")),
+                ("containerPort", n(AGENT_PORT.into())),
+                ("protocol", s("TCP")),
+            ]),
+            // `forge run --probe-port`: the kubelet's probes, apart from the A2A port so a
+            // connection flood there never fails them (and restarts the pod). Not in the Service.
+            map([
+                ("name", s("probe")),
+                ("containerPort", n(PROBE_PORT.into())),
+                ("protocol", s("TCP")),
+            ]),
+        ]),
     );
     if spec.deploy.replicas_max > 1 {
         // Other replicas forward to this pod at its own IP (downward API).
@@ -702,6 +713,14 @@ mod tests {
         let c = &d["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["readinessProbe"]["httpGet"]["path"], s("/readyz"));
         assert_eq!(c["livenessProbe"]["httpGet"]["path"], s("/healthz"));
+        // Both on the probe listener (`forge run --probe-port 8081`), not the A2A port.
+        assert_eq!(c["readinessProbe"]["httpGet"]["port"], s("probe"));
+        assert_eq!(c["livenessProbe"]["httpGet"]["port"], s("probe"));
+        assert_eq!(c["ports"][1]["name"], s("probe"));
+        assert_eq!(c["ports"][1]["containerPort"], n(8081));
+        let svc: Value = serde_norway::from_str(get(&files, "service.yaml")).unwrap();
+        assert_eq!(svc["spec"]["ports"].as_sequence().unwrap().len(), 1);
+        assert_eq!(svc["spec"]["ports"][0]["port"], n(8080));
         // The default task time cap (1800 s) plus 30 s.
         assert_eq!(
             d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],

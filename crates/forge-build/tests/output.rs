@@ -373,10 +373,10 @@ fn the_healthcheck_command_asks_healthz_and_fails_on_errors() {
     for (status, ok) in [("200 OK", true), ("503 Service Unavailable", false)] {
         let server = one_shot_server(status, 1);
         let port = server.port();
-        // The image's command, pointed at this test's server instead of port 8080.
+        // The image's command, pointed at this test's server instead of the probe port 8081.
         let args: Vec<String> = argv[1..]
             .iter()
-            .map(|a| a.replace("127.0.0.1/8080", &format!("127.0.0.1/{port}")))
+            .map(|a| a.replace("127.0.0.1/8081", &format!("127.0.0.1/{port}")))
             .collect();
         let st = Command::new(&argv[0]).args(&args).status().unwrap();
         assert_eq!(st.success(), ok, "healthcheck against a {status} answer");

@@ -50,6 +50,10 @@ pub(crate) struct ServeArgs {
     /// HTTP: the port (0 picks a free one).
     #[arg(long, default_value_t = 8931)]
     port: u16,
+    /// HTTP: also serve /healthz and /readyz on this port (same host; 0 picks a free one), apart
+    /// from the MCP port so a flood of connections there never fails the probes.
+    #[arg(long, value_name = "PORT")]
+    probe_port: Option<u16>,
     /// HTTP: a browser origin allowed to call (exact scheme://host[:port]); none by default.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     allow_origin: Vec<String>,
@@ -153,6 +157,7 @@ async fn serve_http(
             port: args.port,
             allowed_origins: args.allow_origin.clone(),
             serve,
+            probe_port: args.probe_port,
         })
         .await
     {
@@ -173,6 +178,9 @@ async fn serve_http(
         server.url,
         runner.tools().specs().len()
     );
+    if let Some(p) = server.probe_addr {
+        let _ = writeln!(out, "forge: probes (/healthz, /readyz) on http://{p}/");
+    }
     match (&server.token, &server.token_origin) {
         (Some(_), Some(TokenOrigin::Env)) => {
             let _ = writeln!(

@@ -31,6 +31,11 @@ pub(crate) struct RunArgs {
     /// Port to serve A2A on (0 picks a free one).
     #[arg(long, default_value_t = 8080)]
     port: u16,
+    /// Also serve /healthz and /readyz on this port (same host; 0 picks a free one), apart from
+    /// the A2A port so a flood of connections there never fails the probes. The A2A port keeps
+    /// answering them too.
+    #[arg(long, value_name = "PORT")]
+    probe_port: Option<u16>,
     /// Run one task with this prompt, print the answer and the artifacts' paths, and exit.
     #[arg(long, value_name = "PROMPT")]
     once: Option<String>,
@@ -329,6 +334,7 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
         .serve_a2a(ServeOptions {
             host: args.host,
             port: args.port,
+            probe_port: args.probe_port,
         })
         .await
     {
@@ -346,6 +352,9 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
         "forge: serving agent {} over A2A on {url} (card: {url}.well-known/agent-card.json)",
         runner.agent_id()
     );
+    if let Some(p) = server.probe_addr {
+        println!("forge: probes (/healthz, /readyz) on http://{p}/");
+    }
     match (&server.token, &server.token_origin) {
         (Some(_), Some(TokenOrigin::Env)) => {
             println!("forge: bearer token required (the one in FORGE_RUNTIME_TOKEN)")

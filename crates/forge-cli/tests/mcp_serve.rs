@@ -1,7 +1,7 @@
 //! `forge mcp serve` with real counterparts: the official MCP Python SDK (PyPI `mcp` 2.x) as the
 //! client of the real forge binary over stdio and over streamable HTTP, driving Debian's Chromium
 //! through the real egress proxy against a loopback site; the HTTP bearer-token rule on a
-//! non-loopback bind; and `npx @modelcontextprotocol/inspector --cli` listing forge's tools.
+//! non-loopback bind; the probe port (`--probe-port`: /healthz, /readyz); and `npx @modelcontextprotocol/inspector --cli` listing forge's tools.
 //!
 //! Skips (with a message) when Chromium, python3 with `mcp`, or npx is missing; fails instead when
 //! FORGE_REQUIRE_BROWSER=1 (CI installs everything).
@@ -939,4 +939,75 @@ async fn two_http_sessions_cannot_see_upload_or_overwrite_each_others_files() {
     assert_ne!(r["isError"], true, "{text}");
     assert!(text.contains("(3 bytes)"), "{text}");
     assert_eq!(std::fs::read_to_string(&path_one).unwrap(), secret);
+}
+
+/// `GET path` on `addr` (loopback); the whole answer.
+async fn get(addr: SocketAddr, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_port_serves_healthz_and_readyz() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_plain_agent(dir.path());
+    let mut c = forge();
+    c.current_dir(dir.path())
+        .args([
+            "mcp",
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+            "--probe-port",
+            "0",
+            "--config",
+        ])
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = Killed(c.spawn().expect("start forge mcp serve"));
+    let stdout = child.0.stdout.take().expect("piped stdout");
+    let lines: Vec<String> = BufReader::new(stdout)
+        .lines()
+        .take(2)
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        lines[0].contains("over MCP on http://127.0.0.1:"),
+        "{lines:?}"
+    );
+    let probe: SocketAddr = lines[1]
+        .strip_prefix("forge: probes (/healthz, /readyz) on http://")
+        .and_then(|r| r.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("no probe line: {lines:?}"))
+        .parse()
+        .unwrap();
+    assert!(
+        probe.ip().is_loopback(),
+        "bound like the main listener: {probe}"
+    );
+    let h = get(probe, "/healthz").await;
+    assert!(
+        h.starts_with("HTTP/1.1 200") && h.ends_with(r#"{"status":"ok"}"#),
+        "{h}"
+    );
+    let r = get(probe, "/readyz").await;
+    assert!(
+        r.starts_with("HTTP/1.1 200") && r.ends_with(r#"{"status":"ready"}"#),
+        "{r}"
+    );
+    let other = get(probe, "/mcp").await;
+    assert!(other.starts_with("HTTP/1.1 404"), "{other}");
 }

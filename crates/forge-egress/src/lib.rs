@@ -12,9 +12,13 @@
 //! - `host.rs`: host normalisation (lowercase, trailing dot, IDN) and canonical-IP-only literals.
 //! - `ip.rs`: the IP rule (always-blocked ranges, IPv6 forms embedding IPv4, private ranges).
 //! - `inbound.rs`: the Host (loopback) and bearer-token rules forge's own A2A and MCP servers apply.
-//! - `accept.rs`: the bounded accept loop ([`accept::accept_loop`]: connection cap, back-off,
-//!   graceful stop) of the A2A server, the MCP HTTP server and the proxy, and
-//!   [`accept::serve_http1`] (header-read timeout, graceful shutdown) for the first two.
+//! - `accept.rs`: the bounded accept loops: [`accept::accept_loop`] (connection cap, back-off,
+//!   graceful stop; the proxy) and [`accept::accept_http`] (the A2A and MCP HTTP servers: a
+//!   connection takes a request slot only once its head is in; until then it waits in a
+//!   [`accept::HeadGate`] with its own budget, per-peer-IP cap and head timeout), and
+//!   [`accept::serve_http1`] (header-read timeout, graceful shutdown), [`accept::bind`] (a listener
+//!   with a flood-sized backlog).
+//! - `probe.rs`: the probe listener (`--probe-port`: `/healthz`, `/readyz` on a port of their own).
 //! - `resolve.rs`: the [`resolve::Resolver`] trait, [`resolve::SystemResolver`],
 //!   [`resolve::StaticResolver`] (tests and `--resolve`).
 //! - `connect.rs`: resolve once, validate every answer, dial only a validated address through an
@@ -49,6 +53,7 @@ pub mod inbound;
 pub mod ip;
 pub mod policy;
 mod pool;
+pub mod probe;
 pub mod proxy;
 pub mod refusal;
 pub mod resolve;

@@ -45,7 +45,9 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use forge_egress::accept::{accept_loop, serve_http1, AcceptOptions, OverCap};
+use forge_egress::accept::{
+    accept_http, serve_http1, AcceptOptions, HeadGate, OverCap, BUSY_503, HEAD_TIMEOUT,
+};
 use forge_tools::{ToolError, ToolOutput};
 
 use crate::error::McpError;
@@ -382,7 +384,8 @@ pub struct HttpOptions {
 
 /// The MCP endpoint path.
 pub const MCP_PATH: &str = "/mcp";
-/// Connections served at once.
+/// Connections served at once (a connection takes a slot once its request head is in; until
+/// then it waits in the accept loop's [`HeadGate`], so idle connections cannot take them).
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// A running HTTP server.
@@ -509,13 +512,14 @@ pub fn serve_http(
     let options = AcceptOptions {
         log_prefix: "mcp:",
         conns: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
-        over_cap: OverCap::Close,
+        over_cap: OverCap::Answer(BUSY_503),
         nodelay: false,
         tracker: None,
     };
-    let join = tokio::spawn(accept_loop(
+    let join = tokio::spawn(accept_http(
         listener,
         options,
+        HeadGate::default(),
         stop.clone(),
         move |stream| {
             let service = service.clone();
@@ -531,13 +535,7 @@ pub fn serve_http(
                     Ok(service.handle(req).await)
                 }
             });
-            serve_http1(
-                stream,
-                svc,
-                Duration::from_secs(10),
-                stop,
-                Duration::from_secs(2),
-            )
+            serve_http1(stream, svc, HEAD_TIMEOUT, stop, Duration::from_secs(2))
         },
     ));
     Ok(HttpServerHandle {

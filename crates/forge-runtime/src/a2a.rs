@@ -26,6 +26,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+pub(crate) use http::serve_probe;
 pub use http::{serve, ServerHandle};
 pub use store::TaskStore;
 

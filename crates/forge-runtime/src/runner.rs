@@ -158,6 +158,9 @@ pub struct ServeOptions {
     pub host: IpAddr,
     /// The port (0 picks a free one).
     pub port: u16,
+    /// Also serve `/healthz` and `/readyz` on this port of `host` (0 picks a free one), apart
+    /// from the main port so a flood there never fails the probes.
+    pub probe_port: Option<u16>,
 }
 
 /// Where the A2A bearer token came from.
@@ -216,6 +219,8 @@ pub struct A2aServer {
     pub token: Option<String>,
     /// Where the token came from.
     pub token_origin: Option<TokenOrigin>,
+    /// The probe listener's address (`/healthz`, `/readyz`), when one was asked for.
+    pub probe_addr: Option<SocketAddr>,
     handle: ServerHandle,
     store: Arc<TaskStore>,
     state: Option<Arc<dyn forge_state::StateStore>>,
@@ -302,6 +307,8 @@ pub struct McpHttpOptions {
     pub allowed_origins: Vec<String>,
     /// Result shaping (image cap) and progress.
     pub serve: forge_mcp::ServeOptions,
+    /// Also serve `/healthz` and `/readyz` on this port of `host` (0 picks a free one).
+    pub probe_port: Option<u16>,
 }
 
 /// A running MCP HTTP server.
@@ -314,6 +321,8 @@ pub struct McpHttpServer {
     pub token: Option<String>,
     /// Where the token came from.
     pub token_origin: Option<TokenOrigin>,
+    /// The probe listener's address (`/healthz`, `/readyz`), when one was asked for.
+    pub probe_addr: Option<SocketAddr>,
     handle: forge_mcp::HttpServerHandle,
 }
 
@@ -555,10 +564,10 @@ impl Runner {
     pub async fn serve_a2a(&self, opts: ServeOptions) -> Result<A2aServer, ServeError> {
         let m = self.model.as_ref().ok_or(ServeError::NoModel)?;
         let addr = SocketAddr::new(opts.host, opts.port);
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
+        let listener =
+            forge_egress::accept::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
         let local = listener.local_addr().map_err(ServeError::Server)?;
+        let probe = bind_probe(opts.host, opts.probe_port)?;
         let (token, token_origin) = self.bearer_token(opts.host)?;
         let info = CardInfo {
             name: self.agent.id.clone(),
@@ -607,6 +616,14 @@ impl Runner {
         }
         let handle =
             a2a::serve(listener, store.clone(), card, token.clone()).map_err(ServeError::Server)?;
+        let probe_addr = match probe {
+            Some(l) => {
+                let at = l.local_addr().map_err(ServeError::Server)?;
+                a2a::serve_probe(l, store.clone(), handle.shutdown_token());
+                Some(at)
+            }
+            None => None,
+        };
         // Other replicas find this one at FORGE_REPLICA_URL (a pod's own IP in Kubernetes),
         // else at the address it is bound to.
         let address = (self.env)("FORGE_REPLICA_URL")
@@ -619,6 +636,7 @@ impl Runner {
             addr: local,
             token,
             token_origin,
+            probe_addr,
             handle,
             store,
             state: Some(state),
@@ -726,9 +744,9 @@ impl Runner {
     pub async fn serve_mcp_http(&self, opts: McpHttpOptions) -> Result<McpHttpServer, ServeError> {
         let addr = SocketAddr::new(opts.host, opts.port);
         let (token, token_origin) = self.bearer_token(opts.host)?;
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Bind { addr, source })?;
+        let listener =
+            forge_egress::accept::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
+        let probe = bind_probe(opts.host, opts.probe_port)?;
         let handle = forge_mcp::serve_http(
             listener,
             self.mcp_host(),
@@ -739,11 +757,24 @@ impl Runner {
             },
         )?;
         let addr = handle.addr;
+        let probe_addr = match probe {
+            Some(l) => {
+                let at = l.local_addr().map_err(ServeError::Server)?;
+                tokio::spawn(forge_egress::probe::serve(
+                    l,
+                    forge_egress::probe::always_ready(),
+                    handle.shutdown_token(),
+                ));
+                Some(at)
+            }
+            None => None,
+        };
         Ok(McpHttpServer {
             url: format!("http://{addr}{}", forge_mcp::server::MCP_PATH),
             addr,
             token,
             token_origin,
+            probe_addr,
             handle,
         })
     }
@@ -978,4 +1009,16 @@ fn build_model(
         client,
         agent_loop,
     })
+}
+
+/// Bind the probe listener on `host:port` when a probe port was asked for.
+fn bind_probe(
+    host: IpAddr,
+    port: Option<u16>,
+) -> Result<Option<tokio::net::TcpListener>, ServeError> {
+    let Some(port) = port else { return Ok(None) };
+    let addr = SocketAddr::new(host, port);
+    forge_egress::accept::bind(addr)
+        .map(Some)
+        .map_err(|source| ServeError::Bind { addr, source })
 }

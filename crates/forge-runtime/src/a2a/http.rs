@@ -4,8 +4,11 @@
 //! Routes: `GET /.well-known/agent-card.json` (and `/.well-known/agent.json`), `GET /healthz`
 //! (liveness: the process answers), `GET /readyz` (readiness: 503 while draining or at the browser
 //! session cap), `POST /` (JSON-RPC), `GET /artifacts/{task_id}/{name}` (a file a task wrote, with
-//! the same authentication as `POST /`; no listing, plain file names only). Limits: request bodies up to [`MAX_BODY`] (413 beyond), header read
-//! timeout, at most [`MAX_CONNECTIONS`] connections at once.
+//! the same authentication as `POST /`; no listing, plain file names only). Limits: request bodies up to [`MAX_BODY`] (413 beyond), a
+//! [`HEAD_TIMEOUT`] for each request head, at most [`MAX_CONNECTIONS`] connections served at once
+//! (a connection takes a slot once its request head is in; until then it waits in a
+//! [`HeadGate`] with its own budget and per-peer-IP cap, so idle connections cannot starve real
+//! requests). [`serve_probe`] serves `/healthz` and `/readyz` on a port of their own.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -23,7 +26,9 @@ use tokio::sync::{mpsc::unbounded_channel, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use forge_egress::accept::{accept_loop, serve_http1, AcceptOptions, OverCap};
+use forge_egress::accept::{
+    accept_http, serve_http1, AcceptOptions, HeadGate, OverCap, BUSY_503, HEAD_TIMEOUT,
+};
 
 use super::files::ArtifactReadError;
 use super::forward;
@@ -87,26 +92,33 @@ pub fn serve(
     let options = AcceptOptions {
         log_prefix: "a2a:",
         conns: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
-        over_cap: OverCap::Close,
+        over_cap: OverCap::Answer(BUSY_503),
         nodelay: false,
         tracker: None,
     };
     let join = tokio::spawn(async move {
         let serving = shared.clone();
-        accept_loop(listener, options, stop.clone(), move |stream| {
-            let shared = serving.clone();
-            let svc = service_fn(move |req| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(handle(shared, req).await) }
-            });
-            serve_http1(
-                stream,
-                svc,
-                Duration::from_secs(10),
-                stop.clone(),
-                Duration::from_secs(2),
-            )
-        })
+        let serving_stop = stop.clone();
+        accept_http(
+            listener,
+            options,
+            HeadGate::default(),
+            stop.clone(),
+            move |stream| {
+                let shared = serving.clone();
+                let svc = service_fn(move |req| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                });
+                serve_http1(
+                    stream,
+                    svc,
+                    HEAD_TIMEOUT,
+                    serving_stop.clone(),
+                    Duration::from_secs(2),
+                )
+            },
+        )
         .await;
         shared.store.cancel_all();
     });
@@ -115,6 +127,20 @@ pub fn serve(
         shutdown,
         join,
     })
+}
+
+/// Serve `/healthz` and `/readyz` (the store's readiness: not ready while draining or at the
+/// browser session cap) on `listener`, a port of their own, until `stop` is cancelled.
+pub(crate) fn serve_probe(
+    listener: TcpListener,
+    store: Arc<TaskStore>,
+    stop: CancellationToken,
+) -> JoinHandle<()> {
+    let ready: forge_egress::probe::ReadyCheck = Arc::new(move || {
+        let store = store.clone();
+        Box::pin(async move { store.ready().await })
+    });
+    tokio::spawn(forge_egress::probe::serve(listener, ready, stop))
 }
 
 fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
