@@ -391,7 +391,11 @@ fn artifact_paths(out: &ToolOutput) -> Vec<PathBuf> {
 
 /// Capture the files `out` reports (see crate::workspace::capture) right after the tool returned:
 /// the data gets `sha256` and `artifact_path` (the read-only copy every artifact reader uses).
-pub(crate) fn capture_artifacts(files_root: &std::path::Path, out: &mut ToolOutput) {
+pub(crate) fn capture_artifacts(
+    files_root: &std::path::Path,
+    workspace: &std::path::Path,
+    out: &mut ToolOutput,
+) {
     let Some(mut data) = out
         .data
         .clone()
@@ -408,7 +412,7 @@ pub(crate) fn capture_artifacts(files_root: &std::path::Path, out: &mut ToolOutp
     let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
         return;
     };
-    if let Some(c) = crate::workspace::capture(files_root, &p, &name) {
+    if let Some(c) = crate::workspace::capture(files_root, workspace, &p, &name) {
         data["sha256"] = json!(c.sha256);
         data["artifact_path"] = json!(c.path.to_string_lossy());
         out.data = Some(data);
@@ -417,7 +421,12 @@ pub(crate) fn capture_artifacts(files_root: &std::path::Path, out: &mut ToolOutp
 
 /// Add the artifacts of one tool output to the task's list: the same copy once; a different
 /// file under a name already listed is kept too, under a distinct name (`report-2.txt`).
-fn collect_artifacts(files_root: &std::path::Path, out: &ToolOutput, artifacts: &mut Vec<PathBuf>) {
+fn collect_artifacts(
+    files_root: &std::path::Path,
+    workspace: &std::path::Path,
+    out: &ToolOutput,
+    artifacts: &mut Vec<PathBuf>,
+) {
     for p in artifact_paths(out) {
         if artifacts.contains(&p) {
             continue;
@@ -433,7 +442,7 @@ fn collect_artifacts(files_root: &std::path::Path, out: &ToolOutput, artifacts: 
         let unique = crate::workspace::distinct_name(&name, &taken);
         if unique == name {
             artifacts.push(p);
-        } else if let Some(c) = crate::workspace::capture(files_root, &p, &unique) {
+        } else if let Some(c) = crate::workspace::capture(files_root, workspace, &p, &unique) {
             artifacts.push(c.path);
         } else {
             artifacts.push(p);
@@ -934,9 +943,10 @@ impl AgentLoop {
                     0,
                 ));
             }
+            let workspace = self.workspace_of(cx);
             for (out, _) in &results {
                 if let Ok(o) = out {
-                    collect_artifacts(&self.files_dir, o, &mut artifacts);
+                    collect_artifacts(&self.files_dir, &workspace, o, &mut artifacts);
                 }
             }
             let tool_results = calls
@@ -963,6 +973,15 @@ impl AgentLoop {
         Err(LoopError::MaxIterations(self.config.max_iterations))
     }
 
+    /// The task's workspace: the caller's files dir ([`BrowserUse::files_dir`]), else the one of
+    /// its session (conversation).
+    fn workspace_of(&self, cx: &TaskCx<'_>) -> PathBuf {
+        match cx.files_dir {
+            Some(d) => d.to_path_buf(),
+            None => crate::workspace::workspace_dir(&self.files_dir, cx.session_key),
+        }
+    }
+
     /// Run one turn's calls: non-browser calls concurrently, browser calls in order, all at once.
     async fn run_calls(
         &self,
@@ -971,11 +990,7 @@ impl AgentLoop {
         cancel: &CancellationToken,
         send: &(dyn Fn(LoopEvent) + Sync),
     ) -> Vec<CallResult> {
-        let files_dir = match cx.files_dir {
-            Some(d) => d.to_path_buf(),
-            None => crate::workspace::workspace_dir(&self.files_dir, cx.session_key),
-        };
-        let mut ctx = ToolContext::new(cx.session_key, files_dir);
+        let mut ctx = ToolContext::new(cx.session_key, self.workspace_of(cx));
         ctx.cancel = cancel.clone();
         ctx.timeout = self.config.tool_timeout;
         let ctx = &ctx;
@@ -1054,7 +1069,7 @@ impl AgentLoop {
         // A file the tool made is captured now: later writes to the same path change nothing
         // that this task reports.
         let result = result.map(|mut o| {
-            capture_artifacts(&self.files_dir, &mut o);
+            capture_artifacts(&self.files_dir, &ctx.files_dir, &mut o);
             o
         });
         if is_browser_tool(&call.name) {

@@ -43,9 +43,10 @@ pub(crate) struct Captured {
 
 /// Capture `src` (a file a tool made under the files dir `root`) as artifact `name`: read it once
 /// (`O_NOFOLLOW`, a regular file, at most [`MAX_CAPTURE_BYTES`]) and keep the bytes read-only at
-/// `root/.artifacts/<sha256>/<name>`. `None` when `src` is outside `root`, not a plain file, too
-/// large or unreadable, or `name` is not a plain file name.
-pub(crate) fn capture(root: &Path, src: &Path, name: &str) -> Option<Captured> {
+/// `root/.artifacts/<sha256>/<name>`. `None` when `src` is outside the calling workspace `within`
+/// (and is not an already captured copy), not a plain file, too large or unreadable, or `name` is
+/// not a plain file name.
+pub(crate) fn capture(root: &Path, within: &Path, src: &Path, name: &str) -> Option<Captured> {
     use std::io::{Read as _, Write as _};
     use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
     if !crate::a2a::files::is_servable_name(name) {
@@ -53,7 +54,14 @@ pub(crate) fn capture(root: &Path, src: &Path, name: &str) -> Option<Captured> {
     }
     let root = root.canonicalize().ok()?;
     let real = src.canonicalize().ok()?;
-    if !real.starts_with(&root) {
+    // Only the calling workspace's own files, or copies already captured: a tool's output names
+    // the path, and a path into another conversation's workspace must not become this one's
+    // artifact.
+    let own = within
+        .canonicalize()
+        .ok()
+        .is_some_and(|w| w.starts_with(&root) && real.starts_with(&w));
+    if !own && !real.starts_with(root.join(ARTIFACTS_DIR)) {
         return None;
     }
     let f = std::fs::OpenOptions::new()
@@ -217,7 +225,7 @@ mod tests {
         let ws = workspace_dir(root.path(), "conv");
         let f = ws.join("report.txt");
         std::fs::write(&f, b"first").expect("write");
-        let a = capture(root.path(), &f, "report.txt").expect("captured");
+        let a = capture(root.path(), &ws, &f, "report.txt").expect("captured");
         assert_eq!(a.sha256, hex::encode(Sha256::digest(b"first")));
         std::fs::write(&f, b"second").expect("overwrite");
         assert_eq!(std::fs::read(&a.path).expect("copy"), b"first");
@@ -227,9 +235,15 @@ mod tests {
         let outside = tempfile::tempdir().expect("tempdir");
         let o = outside.path().join("x.txt");
         std::fs::write(&o, b"x").expect("write");
-        assert!(capture(root.path(), &o, "x.txt").is_none());
+        assert!(capture(root.path(), &ws, &o, "x.txt").is_none());
+        // Another workspace's file: not this one's artifact.
+        let other = workspace_dir(root.path(), "other-conv");
+        std::fs::write(other.join("theirs.txt"), b"theirs").expect("write");
+        assert!(capture(root.path(), &ws, &other.join("theirs.txt"), "theirs.txt").is_none());
+        // An already captured copy can be captured again under another name.
+        assert!(capture(root.path(), &ws, &a.path, "report-2.txt").is_some());
         std::os::unix::fs::symlink(&o, ws.join("l.txt")).expect("symlink");
-        assert!(capture(root.path(), &ws.join("l.txt"), "l.txt").is_none());
+        assert!(capture(root.path(), &ws, &ws.join("l.txt"), "l.txt").is_none());
         let taken = vec!["report.txt".to_string(), "report-2.txt".to_string()];
         assert_eq!(distinct_name("report.txt", &taken), "report-3.txt");
         assert_eq!(distinct_name("other.txt", &taken), "other.txt");

@@ -203,7 +203,7 @@ impl ToolRunner {
         let run = async {
             self.execute(name, args, &ctx).await.map(|mut o| {
                 if !files_root.as_os_str().is_empty() {
-                    crate::agent_loop::capture_artifacts(&files_root, &mut o);
+                    crate::agent_loop::capture_artifacts(&files_root, &ctx.files_dir, &mut o);
                 }
                 o
             })
