@@ -1053,9 +1053,19 @@ async fn handle_http(
         Ok(v) => parts.headers.insert(HOST, v),
         Err(_) => parts.headers.remove(HOST),
     };
+    // The origin-form target: an absolute URI with no path (`http://host:port`, `http://host#x`,
+    // `http://host?q`) still asks for `/` (RFC 9112 3.2.1); an empty target is not a request.
     let path = match parts.uri.path_and_query() {
-        Some(p) => p.clone(),
-        None => http::uri::PathAndQuery::from_static("/"),
+        // `as_str()` says "/" for an empty path, but a clone keeps the empty bytes, which hyper
+        // writes as they are (`GET  HTTP/1.1`): build "/" afresh.
+        Some(p) if p.as_str() == "/" => http::uri::PathAndQuery::from_static("/"),
+        Some(p) if p.as_str().starts_with('/') => p.clone(),
+        // `?q` alone: a valid query stays valid behind a `/`, so the fallback is never taken.
+        Some(p) if !p.as_str().is_empty() => {
+            http::uri::PathAndQuery::try_from(format!("/{}", p.as_str()).as_str())
+                .unwrap_or_else(|_| http::uri::PathAndQuery::from_static("/"))
+        }
+        _ => http::uri::PathAndQuery::from_static("/"),
     };
     let up_bytes = Arc::new(AtomicU64::new(0));
     let body = Counted {

@@ -88,6 +88,32 @@ async fn allowed_host_over_plain_http_is_forwarded_with_host_rewritten() {
 }
 
 #[tokio::test]
+async fn an_absolute_uri_without_a_path_asks_the_upstream_for_slash() {
+    let up = http_upstream().await;
+    let entry = format!("127.0.0.1:{}", up.port());
+    let (proxy, handle, _, _) = start(
+        EgressPolicy::allowlist([entry.as_str()]).unwrap(),
+        StaticResolver::new(),
+    )
+    .await;
+    // (target sent to the proxy, path the upstream must see)
+    for (target, want) in [
+        (format!("http://{entry}#x"), "path=/ "),
+        (format!("http://{entry}"), "path=/ "),
+        (format!("http://{entry}?q=1"), "path=/?q=1 "),
+    ] {
+        let r = raw(
+            proxy,
+            &format!("GET {target} HTTP/1.1\r\nHost: {entry}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{target}: {r:?}");
+        assert!(r.body.contains(want), "{target}: {}", r.body);
+    }
+    handle.shutdown().await;
+}
+
+#[tokio::test]
 async fn allowed_host_over_connect_tunnels_bytes() {
     let up = http_upstream().await;
     let entry = format!("localhost:{}", up.port());
