@@ -34,22 +34,18 @@ impl RefusalLog {
         q.push_back((Instant::now(), host.to_ascii_lowercase(), refusal.clone()));
     }
 
-    /// The latest refusal of `host` within `within`, if any.
+    /// The latest refusal of `host` within `within`, if any. Hosts match by their canonical form:
+    /// the same name in any case, or the same IP address however it is spelt (the proxy logs
+    /// `[::ffff:127.0.0.1]` where Chromium's page URL says `[::ffff:7f00:1]`); a logged entry may
+    /// carry a port.
     pub fn recent(&self, host: &str, within: Duration) -> Option<EgressRefusal> {
-        let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
+        let want = canonical(host);
         let q = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         q.iter()
             .rev()
             .take_while(|(t, _, _)| t.elapsed() <= within)
             .find(|(_, h, _)| {
-                let h = h.trim_start_matches('[').trim_end_matches(']');
-                h == host
-                    || h.rsplit_once(':')
-                        .map(|(hh, _)| hh.trim_end_matches(']').trim_start_matches('['))
-                        == Some(host.as_str())
+                canonical(h) == want || split_port(h).is_some_and(|bare| canonical(bare) == want)
             })
             .map(|(_, _, r)| r.clone())
     }
@@ -65,6 +61,28 @@ impl RefusalLog {
         }
         out
     }
+}
+
+/// `host` without brackets, lowercase; an IP address in its one canonical spelling.
+fn canonical(host: &str) -> String {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => bare.to_ascii_lowercase(),
+    }
+}
+
+/// `host:port` or `[v6]:port` without its port; `None` when `h` names no port.
+fn split_port(h: &str) -> Option<&str> {
+    let (host, port) = h.rsplit_once(':')?;
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // A bare IPv6 address has colons of its own: only a bracketed one carries a port.
+    if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
+        return None;
+    }
+    Some(host)
 }
 
 impl forge_egress::proxy::EgressObserver for RefusalLog {
@@ -104,5 +122,21 @@ mod tests {
             log.hosts_since(t0),
             vec!["evil.example:443".to_string(), "127.0.0.1:9".to_string()]
         );
+        // One address, other spellings: an IPv4-mapped IPv6 literal as the proxy logs it and as a
+        // page URL spells it.
+        let mapped = EgressRefusal::Port {
+            host: "::ffff:127.0.0.1".into(),
+            port: 8,
+        };
+        log.record("[::ffff:127.0.0.1]:8", &mapped);
+        assert_eq!(
+            log.recent("[::ffff:7f00:1]", Duration::from_secs(5)),
+            Some(mapped.clone())
+        );
+        assert_eq!(
+            log.recent("::FFFF:7F00:1", Duration::from_secs(5)),
+            Some(mapped)
+        );
+        assert_eq!(log.recent("::ffff:7f00:2", Duration::from_secs(5)), None);
     }
 }
