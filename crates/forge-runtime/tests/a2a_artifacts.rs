@@ -12,12 +12,53 @@ use std::time::Duration;
 use forge_llm::scripted::Scripted;
 use forge_runtime::ArtifactOptions;
 use forge_runtime::AuditLog;
-use forge_runtime::{agent_card, serve_a2a, CardInfo, TaskStore};
+use forge_runtime::{agent_card, serve_a2a, CardInfo, ServerHandle, TaskStore};
 use forge_runtime::{AgentLoop, LoopConfig};
 use forge_tools::Registry;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// An A2A server on loopback over an agent with `provider` and the real `file_create`, writing
+/// under `dir/files`, with bytes inline up to `inline_bytes`: (files dir, address, handle).
+async fn serve(
+    dir: &std::path::Path,
+    provider: Arc<dyn forge_llm::Provider>,
+    inline_bytes: u64,
+) -> (std::path::PathBuf, std::net::SocketAddr, ServerHandle) {
+    let mut reg = Registry::new();
+    reg.register(Arc::new(forge_tools::builtins::file_create::FileCreate));
+    let files = dir.join("files");
+    let agent = Arc::new(AgentLoop {
+        provider,
+        tools: Arc::new(reg),
+        system_prompt: "test".into(),
+        audit: AuditLog::to_writer(Box::new(std::io::sink())),
+        config: LoopConfig::default(),
+        files_dir: files.clone(),
+        egress: None,
+        sessions: None,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let store = TaskStore::new(agent);
+    store.set_artifact_options(ArtifactOptions {
+        public_url: None,
+        bound_url: format!("http://{addr}/"),
+        inline_bytes,
+    });
+    let info = CardInfo {
+        name: "t".into(),
+        description: "t".into(),
+        version: "0.1.0".into(),
+        skills: vec![],
+    };
+    let card = agent_card(&info, &format!("http://{addr}/"), false);
+    let handle = serve_a2a(listener, store, card, None).expect("serve");
+    (files, addr, handle)
+}
 
 /// One HTTP/1.1 request with `host` as the Host header; returns (status, head, body bytes).
 async fn http(
@@ -58,37 +99,12 @@ async fn file_artifacts_are_served_from_the_task_file_with_a_uri_on_the_callers_
         "turns:\n  - tool_calls:\n      - {name: file_create, arguments: {filename: small.txt, content: \"hello artifact\"}}\n      - {name: file_create, arguments: {filename: big.md, content: \"0123456789012345678901234567890123456789\"}}\n  - text: done\n",
     )
     .expect("script");
-    let mut reg = Registry::new();
-    reg.register(Arc::new(forge_tools::builtins::file_create::FileCreate));
-    let files = dir.path().join("files");
-    let agent = Arc::new(AgentLoop {
-        provider: Arc::new(Scripted::load(&script).expect("script loads")),
-        tools: Arc::new(reg),
-        system_prompt: "test".into(),
-        audit: AuditLog::to_writer(Box::new(std::io::sink())),
-        config: LoopConfig::default(),
-        files_dir: files.clone(),
-        egress: None,
-        sessions: None,
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let store = TaskStore::new(agent);
-    store.set_artifact_options(ArtifactOptions {
-        public_url: None,
-        bound_url: format!("http://{addr}/"),
-        inline_bytes: 20,
-    });
-    let info = CardInfo {
-        name: "t".into(),
-        description: "t".into(),
-        version: "0.1.0".into(),
-        skills: vec![],
-    };
-    let card = agent_card(&info, &format!("http://{addr}/"), false);
-    let handle = serve_a2a(listener, store, card, None).expect("serve");
+    let (files, addr, handle) = serve(
+        dir.path(),
+        Arc::new(Scripted::load(&script).expect("script loads")),
+        20,
+    )
+    .await;
 
     // The client reaches the server as `localhost:PORT`: the URIs say so.
     let host = format!("localhost:{}", addr.port());
@@ -249,37 +265,7 @@ fn sha256_hex(b: &[u8]) -> String {
 async fn two_conversations_writing_report_txt_each_keep_their_own_immutable_bytes() {
     use base64::Engine as _;
     let dir = tempfile::tempdir().expect("tmp");
-    let mut reg = Registry::new();
-    reg.register(Arc::new(forge_tools::builtins::file_create::FileCreate));
-    let files = dir.path().join("files");
-    let agent = Arc::new(AgentLoop {
-        provider: Arc::new(EchoWriter),
-        tools: Arc::new(reg),
-        system_prompt: "test".into(),
-        audit: AuditLog::to_writer(Box::new(std::io::sink())),
-        config: LoopConfig::default(),
-        files_dir: files.clone(),
-        egress: None,
-        sessions: None,
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let store = TaskStore::new(agent);
-    store.set_artifact_options(ArtifactOptions {
-        public_url: None,
-        bound_url: format!("http://{addr}/"),
-        inline_bytes: 1024,
-    });
-    let info = CardInfo {
-        name: "t".into(),
-        description: "t".into(),
-        version: "0.1.0".into(),
-        skills: vec![],
-    };
-    let card = agent_card(&info, &format!("http://{addr}/"), false);
-    let handle = serve_a2a(listener, store, card, None).expect("serve");
+    let (files, addr, handle) = serve(dir.path(), Arc::new(EchoWriter), 1024).await;
     let host = addr.to_string();
 
     // Two conversations, each one task writing report.txt twice.
