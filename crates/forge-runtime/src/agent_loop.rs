@@ -974,11 +974,13 @@ impl AgentLoop {
     }
 
     /// The task's workspace: the caller's files dir ([`BrowserUse::files_dir`]), else the one of
-    /// its session (conversation).
+    /// its session (conversation). Only the path: [`Self::run_calls`] creates and marks it.
     fn workspace_of(&self, cx: &TaskCx<'_>) -> PathBuf {
         match cx.files_dir {
             Some(d) => d.to_path_buf(),
-            None => crate::workspace::workspace_dir(&self.files_dir, cx.session_key),
+            None => self
+                .files_dir
+                .join(crate::workspace::workspace_id(cx.session_key)),
         }
     }
 
@@ -990,7 +992,11 @@ impl AgentLoop {
         cancel: &CancellationToken,
         send: &(dyn Fn(LoopEvent) + Sync),
     ) -> Vec<CallResult> {
-        let mut ctx = ToolContext::new(cx.session_key, self.workspace_of(cx));
+        let workspace = self.workspace_of(cx);
+        if cx.files_dir.is_none() {
+            crate::workspace::prepare(&workspace);
+        }
+        let mut ctx = ToolContext::new(cx.session_key, workspace);
         ctx.cancel = cancel.clone();
         ctx.timeout = self.config.tool_timeout;
         let ctx = &ctx;

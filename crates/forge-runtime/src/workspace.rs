@@ -127,10 +127,15 @@ pub fn workspace_id(key: &str) -> String {
 /// writes (it names the path).
 pub fn workspace_dir(root: &Path, key: &str) -> PathBuf {
     let dir = root.join(workspace_id(key));
-    if std::fs::create_dir_all(&dir).is_ok() {
-        touch(&dir);
-    }
+    prepare(&dir);
     dir
+}
+
+/// Create the workspace `dir` if needed and mark it as used now (for retention).
+pub(crate) fn prepare(dir: &Path) {
+    if std::fs::create_dir_all(dir).is_ok() {
+        touch(dir);
+    }
 }
 
 /// Mark `dir` as used now (its modification time), so the retention sweep keeps it.
