@@ -135,8 +135,8 @@ def main():
     totals = [0, 0, 0]
     failures = []
     started = time.monotonic()
-    # Longest first (by last run's order is not known here): the browser and CLI binaries are the
-    # slow ones, so start them early and let the small ones fill the gaps.
+    # The browser and CLI binaries are the slow ones (tens of seconds each): start them first and
+    # let the short ones fill the gaps.
     slow_first = sorted(
         binaries, key=lambda b: (b["pkg"] not in ("forge-cli", "forge-browser"), b["name"])
     )
