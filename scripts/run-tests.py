@@ -18,6 +18,13 @@ What it does, in order:
 3. Runs the doc tests (`cargo test --workspace --doc`).
 4. Prints the total as `tests: N passed, N failed, N skipped` (skipped: the ignored ones) and exits 1 if anything failed.
 
+Every binary runs in its own session (setsid), so whatever it starts (Chromium and its helpers,
+`forge` children, Python MCP servers) carries that session id unless it detaches on purpose. When
+a binary has exited, any process still in its session is a leak: it gets LEFTOVER_GRACE seconds to
+exit (Chromium's crash handlers take about one), then is named, killed and counted as a failure of
+that binary. So a fixture that is never dropped, or a `shutdown()` that returns early, fails the
+run instead of leaving Chromium behind (issue 20, point 5).
+
 Every binary has a time limit (FORGE_TEST_TIMEOUT seconds, default 900): a hung binary is killed
 and counted as failed, naming it.
 """
@@ -31,6 +38,8 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+LEFTOVER_GRACE = 5.0
 
 RESULT = re.compile(
     r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored;", re.MULTILINE
@@ -75,6 +84,43 @@ def list_binaries(extra_args):
     return binaries
 
 
+def session_members(sid):
+    """(pid, command line) of every process whose session id is `sid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode("utf-8", "replace")
+            # The command name is in parentheses and may itself contain spaces or ')'.
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[3]) != sid:  # state ppid pgrp session ...
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except (OSError, ValueError, IndexError):
+            continue  # it exited while we looked
+        found.append((int(entry), cmd[:160]))
+    return found
+
+
+def leftovers(sid):
+    """Processes still in session `sid` after LEFTOVER_GRACE seconds; they are then killed."""
+    deadline = time.monotonic() + LEFTOVER_GRACE
+    while True:
+        left = session_members(sid)
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
 def run_one(b, timeout, lock, totals, failures):
     env = dict(os.environ)
     env["CARGO_MANIFEST_DIR"] = b["dir"]
@@ -100,6 +146,8 @@ def run_one(b, timeout, lock, totals, failures):
             pass
         out, _ = proc.communicate()
     secs = time.monotonic() - start
+    # The binary was its session's leader, so its pid is the session id.
+    left = leftovers(proc.pid)
     text = out.decode("utf-8", "replace")
     with lock:
         sys.stdout.write(f"     Running {b['name']} ({b['exe']}) [{secs:.1f}s]\n")
@@ -116,7 +164,13 @@ def run_one(b, timeout, lock, totals, failures):
             failures.append(f"{b['name']}: killed after {timeout} s (FORGE_TEST_TIMEOUT)")
         elif proc.returncode != 0:
             failures.append(f"{b['name']}: exit status {proc.returncode}")
-        elif not found:
+        if left:
+            names = "; ".join(f"{pid} {cmd}" for pid, cmd in left[:5])
+            failures.append(
+                f"{b['name']}: left {len(left)} process(es) running after it exited "
+                f"(killed now): {names}"
+            )
+        if not timed_out and proc.returncode == 0 and not found:
             # A target with `harness = false` (forge-mcp's stdio_child) prints its own checks and
             # is judged by its exit status alone: it counts as one passed test.
             totals[0] += 1
