@@ -30,7 +30,12 @@ pub const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         ),
     ),
     (2, "replica leases: pid and host", LEASES_V2, LEASES_V2),
+    (3, "accepted messages", MESSAGES_V3, MESSAGES_V3),
 ];
+
+/// Version 3: one row per accepted A2A message (its conversation and message id), written by the
+/// replica that accepts it before it runs anything, so a message is never run twice.
+const MESSAGES_V3: &str = "CREATE TABLE forge_messages (context_id TEXT NOT NULL, message_id TEXT NOT NULL, task_id TEXT NOT NULL, replica TEXT, created_ms BIGINT NOT NULL, PRIMARY KEY (context_id, message_id));\nCREATE INDEX forge_messages_by_task ON forge_messages (task_id);\n";
 
 /// Version 2: a replica row is a lease that also names its process (pid, host), so a second
 /// process on a SQLite store can name the owner, and a restart on the same host can tell that
@@ -655,7 +660,7 @@ impl StateStore for SqlStore {
         }
         let mut tx = self.begin_write().await?;
         for id in &doomed {
-            for table in ["forge_task_events", "forge_artifacts"] {
+            for table in ["forge_task_events", "forge_artifacts", "forge_messages"] {
                 sqlx::query(&format!("DELETE FROM {table} WHERE task_id = $1"))
                     .bind(id)
                     .execute(&mut *tx)
@@ -738,6 +743,66 @@ impl StateStore for SqlStore {
         .await
         .map_err(|e| self.query_error(e))?;
         tx.commit().await.map_err(|e| self.query_error(e))
+    }
+
+    async fn claim_message(
+        &self,
+        context_id: &str,
+        message_id: &str,
+        task_id: &str,
+        replica: &str,
+    ) -> Result<Option<String>, StateError> {
+        // Twice at most: the earlier claim's row may be pruned between the insert and the read.
+        for _ in 0..2 {
+            let done = sqlx::query(
+                "INSERT INTO forge_messages (context_id, message_id, task_id, replica, created_ms) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (context_id, message_id) DO NOTHING",
+            )
+            .bind(context_id)
+            .bind(message_id)
+            .bind(task_id)
+            .bind(replica)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+            if done.rows_affected() > 0 {
+                return Ok(None);
+            }
+            let row = sqlx::query(
+                "SELECT task_id FROM forge_messages WHERE context_id = $1 AND message_id = $2",
+            )
+            .bind(context_id)
+            .bind(message_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+            if let Some(r) = row {
+                return Ok(Some(r.try_get("task_id").map_err(|e| self.query_error(e))?));
+            }
+        }
+        Err(StateError::Query {
+            store: self.name.clone(),
+            reason: format!("message {message_id} of conversation {context_id} could not be claimed (its record changed twice while claiming it); retry"),
+        })
+    }
+
+    async fn release_message(
+        &self,
+        context_id: &str,
+        message_id: &str,
+        task_id: &str,
+    ) -> Result<(), StateError> {
+        sqlx::query(
+            "DELETE FROM forge_messages WHERE context_id = $1 AND message_id = $2 AND task_id = $3",
+        )
+        .bind(context_id)
+        .bind(message_id)
+        .bind(task_id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        Ok(())
     }
 
     async fn replicas(&self) -> Result<Vec<ReplicaRecord>, StateError> {

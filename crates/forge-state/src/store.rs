@@ -353,6 +353,26 @@ pub trait StateStore: Send + Sync {
         sole_since: Option<i64>,
         expiry_ms: i64,
     ) -> Result<(), StateError>;
+    /// Record that message `message_id` of conversation `context_id` is accepted as task
+    /// `task_id` by `replica`, unless it was accepted before: `None` when this call claimed it
+    /// (run it), `Some(task id)` of the earlier acceptance otherwise (do not run it again). One
+    /// atomic insert, so of two replicas claiming at once exactly one gets `None`. The row goes
+    /// when its task is pruned.
+    async fn claim_message(
+        &self,
+        context_id: &str,
+        message_id: &str,
+        task_id: &str,
+        replica: &str,
+    ) -> Result<Option<String>, StateError>;
+    /// Remove the claim of message `message_id` of `context_id` when it names `task_id` (that
+    /// task never started, so the message may be sent again).
+    async fn release_message(
+        &self,
+        context_id: &str,
+        message_id: &str,
+        task_id: &str,
+    ) -> Result<(), StateError>;
     /// Every replica lease, newest heartbeat first.
     async fn replicas(&self) -> Result<Vec<ReplicaRecord>, StateError>;
     /// Remove a replica's lease (it stopped, or is known dead).

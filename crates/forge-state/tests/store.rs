@@ -322,6 +322,33 @@ async fn conformance(store: &dyn StateStore) {
     );
     assert_eq!(store.replica("replica-z").await.expect("none"), None);
     leases(store).await;
+    messages(store).await;
+}
+
+/// A message is accepted once: the first claim wins, a second (another replica, a retry) gets
+/// the first's task id; another conversation's message with the same id is its own.
+async fn messages(store: &dyn StateStore) {
+    assert_eq!(
+        store
+            .claim_message("ctx-m", "msg-1", "task-1", "replica-a")
+            .await
+            .expect("claim"),
+        None
+    );
+    assert_eq!(
+        store
+            .claim_message("ctx-m", "msg-1", "task-2", "replica-b")
+            .await
+            .expect("claim again"),
+        Some("task-1".to_string())
+    );
+    assert_eq!(
+        store
+            .claim_message("ctx-other", "msg-1", "task-3", "replica-b")
+            .await
+            .expect("other conversation"),
+        None
+    );
 }
 
 /// Two stores on one SQLite file (two processes): one exclusive owner; and a write lock another
@@ -512,7 +539,7 @@ async fn a_store_from_a_newer_forge_is_refused() {
             err,
             StateError::TooNew {
                 found: 99,
-                known: 2,
+                known: 3,
                 ..
             }
         ),
