@@ -651,7 +651,8 @@ impl Runner {
     }
 
     /// Remove the workspaces idle for longer than `workspaces.retention` (see crate::workspace):
-    /// now, then every `retention / 4` (at least a minute, at most an hour) until `stop`.
+    /// now, then every `retention / 4` (at least a minute, at most an hour) until `stop`. Used
+    /// by `forge run` (A2A) and `forge mcp serve` (HTTP and stdio) alike.
     fn sweep_workspaces(&self, stop: tokio_util::sync::CancellationToken) {
         let root = self.tools.files_dir().to_path_buf();
         let retention = self.agent.workspaces.retention;
@@ -764,7 +765,12 @@ impl Runner {
         &self,
         opts: forge_mcp::ServeOptions,
     ) -> Result<(), forge_mcp::McpError> {
-        forge_mcp::serve_stdio(self.mcp_host(), opts).await
+        // Idle workspaces go as with `forge run`: now, then periodically, until the client leaves.
+        let stop = tokio_util::sync::CancellationToken::new();
+        self.sweep_workspaces(stop.clone());
+        let served = forge_mcp::serve_stdio(self.mcp_host(), opts).await;
+        stop.cancel();
+        served
     }
 
     /// Serve the agent's tools over MCP (streamable HTTP at `/mcp`). On anything but loopback a
@@ -798,6 +804,8 @@ impl Runner {
             }
             None => None,
         };
+        // Idle workspaces go as with `forge run`: now, then periodically, until the server stops.
+        self.sweep_workspaces(handle.shutdown_token());
         Ok(McpHttpServer {
             url: format!("http://{addr}{}", forge_mcp::server::MCP_PATH),
             addr,
