@@ -673,6 +673,18 @@ impl StateStore for SqlStore {
                 .await
                 .map_err(|e| self.query_error(e))?;
         }
+        // Claims whose task never reached the store (its replica died first) and leases of
+        // replicas silent for as long go after the same time.
+        for sql in [
+            "DELETE FROM forge_messages WHERE created_ms < $1 AND task_id NOT IN (SELECT id FROM forge_tasks)",
+            "DELETE FROM forge_replicas WHERE heartbeat_ms < $1",
+        ] {
+            sqlx::query(sql)
+                .bind(cutoff)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.query_error(e))?;
+        }
         tx.commit().await.map_err(|e| self.query_error(e))?;
         Ok(doomed.len() as u64)
     }

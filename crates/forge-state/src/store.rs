@@ -337,8 +337,9 @@ pub trait StateStore: Send + Sync {
         alive_since_ms: i64,
         failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError>;
-    /// Remove finished tasks (with their events and artifacts) beyond the retention; returns how
-    /// many were removed.
+    /// Remove finished tasks (with their events, artifacts and message claims) beyond the
+    /// retention; also claims older than `keep_days` whose task never reached the store, and
+    /// leases not renewed for `keep_days`. Returns how many tasks were removed.
     async fn prune(&self, retention: Retention) -> Result<u64, StateError>;
     /// Record that `replica` is alive at `address` (renews its lease; pid and host are kept).
     async fn heartbeat(&self, replica: &str, address: &str) -> Result<(), StateError>;

@@ -407,6 +407,31 @@ async fn sqlite_has_one_owner_and_a_held_lock_is_a_clear_error() {
         .save_task(&task("unblocked", "working", None, forge_state::now_ms()))
         .await
         .expect("once released, writes go through");
+    // Retention also removes a claim whose task never reached the store, and old leases.
+    assert_eq!(
+        first
+            .claim_message("ctx-p", "msg-p", "never-written", "first")
+            .await
+            .expect("claim"),
+        None
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    first
+        .prune(Retention {
+            keep_tasks: 1000,
+            keep_days: 0,
+        })
+        .await
+        .expect("prune");
+    assert_eq!(
+        first
+            .claim_message("ctx-p", "msg-p", "task-again", "first")
+            .await
+            .expect("claim again"),
+        None,
+        "the orphan claim was pruned"
+    );
+    assert_eq!(first.replicas().await.expect("replicas"), vec![]);
     first.close().await;
     second.close().await;
 }
