@@ -3,7 +3,8 @@
 //! the first (pid, address) and the fix, and the first task completes (it is not failed
 //! "interrupted by restart"). After the first is killed with SIGKILL, a new `forge run` starts at
 //! once (the owner's process is gone) and marks the task it left running failed "interrupted by
-//! restart". Traffic goes to 127.0.0.1 only; every wait is bounded.
+//! restart". On PostgreSQL the second `forge run` is a replica instead, and the first task still
+//! completes. Traffic goes to 127.0.0.1 only; every wait is bounded.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -33,15 +34,38 @@ impl Drop for Server {
 }
 
 fn spawn(dir: &std::path::Path) -> Server {
-    let child = forge_testkit::forge!()
-        .current_dir(dir)
+    spawn_on(dir, None)
+}
+
+/// `forge run` in `dir` on the store at `state_url` (default: the agent's SQLite file).
+fn spawn_on(dir: &std::path::Path, state_url: Option<&str>) -> Server {
+    let mut c = forge_testkit::forge!();
+    c.current_dir(dir)
         .args(["run", "--port", "0"])
-        .env_remove("FORGE_STATE_URL")
+        .env_remove("FORGE_STATE_URL");
+    if let Some(u) = state_url {
+        c.env("FORGE_STATE_URL", u);
+    }
+    let child = c
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     Server(child)
+}
+
+fn write_slow_agent(dir: &std::path::Path) {
+    std::fs::write(
+        dir.join("forge.yaml"),
+        "agent_id: owner\nversion: 0.1.0\nmodel:\n  provider: scripted\n  name: s.yaml\n",
+    )
+    .unwrap();
+    // Every task answers after 4 s: long enough to start a second forge meanwhile.
+    std::fs::write(
+        dir.join("s.yaml"),
+        "turns:\n  - delay_ms: 4000\n    text: done slowly\n",
+    )
+    .unwrap();
 }
 
 /// The port `forge run` prints on its first line (`... http://127.0.0.1:PORT/`).
@@ -144,17 +168,7 @@ fn exit_of(server: &mut Server, limit: Duration) -> (std::process::ExitStatus, S
 #[test]
 fn a_second_forge_run_on_one_store_refuses_and_the_first_task_completes() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("forge.yaml"),
-        "agent_id: owner\nversion: 0.1.0\nmodel:\n  provider: scripted\n  name: s.yaml\n",
-    )
-    .unwrap();
-    // Every task answers after 4 s: long enough to start a second forge meanwhile.
-    std::fs::write(
-        dir.path().join("s.yaml"),
-        "turns:\n  - delay_ms: 4000\n    text: done slowly\n",
-    )
-    .unwrap();
+    write_slow_agent(dir.path());
     let mut first = spawn(dir.path());
     let port = port_of(&mut first);
     let long = start_task(port, "take your time");
@@ -207,4 +221,27 @@ fn a_second_forge_run_on_one_store_refuses_and_the_first_task_completes() {
     );
     let kept = task(port3, &long);
     assert_eq!(kept["status"]["state"], "completed", "{kept}");
+}
+
+/// PostgreSQL is shared: a second `forge run` on the same database starts as another replica,
+/// and the first one's running task still completes (the second's start fails only tasks whose
+/// owner's lease has expired). Real PostgreSQL (forge-testkit's starter).
+#[test]
+fn a_second_forge_run_on_postgres_is_a_replica_and_the_first_task_completes() {
+    let pg = forge_testkit::pg::PgServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    write_slow_agent(dir.path());
+    let mut first = spawn_on(dir.path(), Some(&pg.url));
+    let port = port_of(&mut first);
+    let long = start_task(port, "take your time");
+    assert_eq!(task(port, &long)["status"]["state"], "working");
+    let mut second = spawn_on(dir.path(), Some(&pg.url));
+    let port2 = port_of(&mut second);
+    assert_ne!(port, port2);
+    // The second replica sees the task as the first runs it, and then as it ended.
+    assert_eq!(task(port2, &long)["status"]["state"], "working");
+    let done = wait_final(port, &long, Duration::from_secs(30));
+    assert_eq!(done["status"]["state"], "completed", "{done}");
+    let seen = wait_final(port2, &long, Duration::from_secs(10));
+    assert_eq!(seen["status"]["state"], "completed", "{seen}");
 }
