@@ -997,6 +997,7 @@ impl AgentLoop {
             crate::workspace::prepare(&workspace);
         }
         let mut ctx = ToolContext::new(cx.session_key, workspace);
+        ctx.task_id = Some(cx.task_id.to_string());
         ctx.cancel = cancel.clone();
         ctx.timeout = self.config.tool_timeout;
         let ctx = &ctx;

@@ -244,6 +244,12 @@ impl A2aServer {
     pub async fn shutdown(self) {
         self.handle.shutdown().await;
         self.store.flush().await;
+        // Hand the lease back: the next forge on this store need not wait for it to expire.
+        if let (Some(state), Some(me)) = (&self.state, self.store.replica_id()) {
+            if let Err(e) = state.remove_replica(&me).await {
+                tracing::warn!("state store: cannot release the lease of replica {me}: {e}");
+            }
+        }
     }
 
     /// The state store, when tasks are kept in one (always, for `forge run`).
@@ -583,11 +589,17 @@ impl Runner {
         };
         let url = format!("http://{local}/");
         let card = a2a::agent_card(&info, &url, token.is_some());
-        let state = self.open_state().await?;
+        // Other replicas find this one at FORGE_REPLICA_URL (a pod's own IP in Kubernetes),
+        // else at the address it is bound to.
+        let address = (self.env)("FORGE_REPLICA_URL")
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| url.clone());
+        let me = a2a::store::this_replica(address.clone());
+        let state = self.open_state(&me).await?;
         let store = TaskStore::with_state(
             m.agent_loop.clone(),
             state.clone(),
-            forge_state::new_id(),
+            me.id.clone(),
             self.agent.state.max_artifact_bytes,
         );
         // Artifact URIs: FORGE_PUBLIC_URL (what clients outside reach, e.g. an ingress) wins,
@@ -624,11 +636,6 @@ impl Runner {
             }
             None => None,
         };
-        // Other replicas find this one at FORGE_REPLICA_URL (a pod's own IP in Kubernetes),
-        // else at the address it is bound to.
-        let address = (self.env)("FORGE_REPLICA_URL")
-            .filter(|u| !u.trim().is_empty())
-            .unwrap_or_else(|| url.clone());
         store.keep_alive(address, handle.shutdown_token());
         self.sweep_workspaces(handle.shutdown_token());
         Ok(A2aServer {
@@ -644,7 +651,8 @@ impl Runner {
     }
 
     /// Remove the workspaces idle for longer than `workspaces.retention` (see crate::workspace):
-    /// now, then every `retention / 4` (at least a minute, at most an hour) until `stop`.
+    /// now, then every `retention / 4` (at least a minute, at most an hour) until `stop`. Used
+    /// by `forge run` (A2A) and `forge mcp serve` (HTTP and stdio) alike.
     fn sweep_workspaces(&self, stop: tokio_util::sync::CancellationToken) {
         let root = self.tools.files_dir().to_path_buf();
         let retention = self.agent.workspaces.retention;
@@ -663,10 +671,18 @@ impl Runner {
     }
 
     /// Open the state store (`FORGE_STATE_URL`, else forge.yaml `state.url`, else
-    /// `.forge/state.db`), mark the tasks an earlier run left unfinished `failed` ("interrupted
-    /// by restart"; SQLite only: with PostgreSQL other replicas may be running them) and apply
-    /// the retention.
-    async fn open_state(&self) -> Result<Arc<dyn forge_state::StateStore>, ServeError> {
+    /// `.forge/state.db`), take this replica's lease `me`, mark `failed` ("interrupted by
+    /// restart") the unfinished tasks whose owner's lease has expired, and apply the retention.
+    ///
+    /// A lease has expired when its owner has not renewed it for [`a2a::store::REPLICA_GONE`],
+    /// or at once when the owner ran on this host and its process is gone (a restart). A SQLite
+    /// store has one owner: while another process holds a live lease, this one refuses to start
+    /// ([`forge_state::StateError::LeaseHeld`] names the owner and the fix) and touches nothing.
+    /// A PostgreSQL store is shared by any number of replicas.
+    async fn open_state(
+        &self,
+        me: &forge_state::ReplicaRecord,
+    ) -> Result<Arc<dyn forge_state::StateStore>, ServeError> {
         use forge_state::{Retention, SqlStore, StateStore, StoreLocation};
         let url = (self.env)("FORGE_STATE_URL")
             .filter(|u| !u.trim().is_empty())
@@ -675,12 +691,26 @@ impl Runner {
         let store = SqlStore::open(&location)
             .await?
             .with_max_artifact_bytes(self.agent.state.max_artifact_bytes);
-        if store.kind() == "sqlite" {
-            store
-                .fail_unfinished(None, &|t: &forge_state::TaskRecord| {
-                    a2a::wire::failed_task(t, INTERRUPTED_BY_RESTART)
-                })
-                .await?;
+        let expiry = a2a::store::REPLICA_GONE.as_millis() as i64;
+        let alive_since = forge_state::now_ms() - expiry;
+        // Leases of processes known to be gone (this host, no such process) end now.
+        for r in store.replicas().await? {
+            if r.heartbeat_ms >= alive_since && a2a::store::lease_process_gone(&r, me) {
+                store.remove_replica(&r.id).await?;
+            }
+        }
+        let sole = (store.kind() == "sqlite").then_some(alive_since);
+        store.acquire_lease(me, sole, expiry).await?;
+        let failed = store
+            .fail_unowned(alive_since, &|t: &forge_state::TaskRecord| {
+                a2a::wire::failed_task(t, INTERRUPTED_BY_RESTART)
+            })
+            .await?;
+        if !failed.is_empty() {
+            tracing::info!(
+                tasks = failed.len(),
+                "tasks whose replica's lease expired marked failed (interrupted by restart)"
+            );
         }
         store
             .prune(Retention {
@@ -735,7 +765,12 @@ impl Runner {
         &self,
         opts: forge_mcp::ServeOptions,
     ) -> Result<(), forge_mcp::McpError> {
-        forge_mcp::serve_stdio(self.mcp_host(), opts).await
+        // Idle workspaces go as with `forge run`: now, then periodically, until the client leaves.
+        let stop = tokio_util::sync::CancellationToken::new();
+        self.sweep_workspaces(stop.clone());
+        let served = forge_mcp::serve_stdio(self.mcp_host(), opts).await;
+        stop.cancel();
+        served
     }
 
     /// Serve the agent's tools over MCP (streamable HTTP at `/mcp`). On anything but loopback a
@@ -769,6 +804,8 @@ impl Runner {
             }
             None => None,
         };
+        // Idle workspaces go as with `forge run`: now, then periodically, until the server stops.
+        self.sweep_workspaces(handle.shutdown_token());
         Ok(McpHttpServer {
             url: format!("http://{addr}{}", forge_mcp::server::MCP_PATH),
             addr,

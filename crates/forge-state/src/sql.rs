@@ -16,18 +16,34 @@ use crate::store::{
 
 /// One schema migration: version, name, SQLite text, PostgreSQL text. Applied in order at open,
 /// each in its own transaction, recorded in `forge_schema`. Never edit a released entry: add one.
-pub const MIGRATIONS: &[(i64, &str, &str, &str)] = &[(
-    1,
-    "tasks, events, contexts, artifacts, replicas",
-    concat!(
-        include_str!("schema_v1.sql"),
-        "CREATE TABLE forge_artifacts (task_id TEXT NOT NULL, name TEXT NOT NULL, mime_type TEXT NOT NULL, size_bytes BIGINT NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (task_id, name));\n"
+pub const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
+    (
+        1,
+        "tasks, events, contexts, artifacts, replicas",
+        concat!(
+            include_str!("schema_v1.sql"),
+            "CREATE TABLE forge_artifacts (task_id TEXT NOT NULL, name TEXT NOT NULL, mime_type TEXT NOT NULL, size_bytes BIGINT NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (task_id, name));\n"
+        ),
+        concat!(
+            include_str!("schema_v1.sql"),
+            "CREATE TABLE forge_artifacts (task_id TEXT NOT NULL, name TEXT NOT NULL, mime_type TEXT NOT NULL, size_bytes BIGINT NOT NULL, bytes BYTEA NOT NULL, PRIMARY KEY (task_id, name));\n"
+        ),
     ),
-    concat!(
-        include_str!("schema_v1.sql"),
-        "CREATE TABLE forge_artifacts (task_id TEXT NOT NULL, name TEXT NOT NULL, mime_type TEXT NOT NULL, size_bytes BIGINT NOT NULL, bytes BYTEA NOT NULL, PRIMARY KEY (task_id, name));\n"
-    ),
-)];
+    (2, "replica leases: pid and host", LEASES_V2, LEASES_V2),
+    (3, "accepted messages", MESSAGES_V3, MESSAGES_V3),
+];
+
+/// Version 3: one row per accepted A2A message (its conversation and message id), written by the
+/// replica that accepts it before it runs anything, so a message is never run twice.
+const MESSAGES_V3: &str = "CREATE TABLE forge_messages (context_id TEXT NOT NULL, message_id TEXT NOT NULL, task_id TEXT NOT NULL, replica TEXT, created_ms BIGINT NOT NULL, PRIMARY KEY (context_id, message_id));\nCREATE INDEX forge_messages_by_task ON forge_messages (task_id);\n";
+
+/// Version 2: a replica row is a lease that also names its process (pid, host), so a second
+/// process on a SQLite store can name the owner, and a restart on the same host can tell that
+/// the owner's process is gone.
+const LEASES_V2: &str = "ALTER TABLE forge_replicas ADD COLUMN pid BIGINT;\nALTER TABLE forge_replicas ADD COLUMN host TEXT;\n";
+
+/// How long a SQLite connection waits for another process's write lock (`PRAGMA busy_timeout`).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The newest schema version this build knows.
 fn known_version() -> i64 {
@@ -42,6 +58,8 @@ pub struct SqlStore {
     pool: AnyPool,
     postgres: bool,
     name: String,
+    /// The SQLite file (for the "locked" error's fix), `None` for PostgreSQL.
+    file: Option<String>,
     max_artifact_bytes: u64,
 }
 
@@ -50,6 +68,10 @@ impl SqlStore {
     pub async fn open(location: &StoreLocation) -> Result<SqlStore, StateError> {
         sqlx::any::install_default_drivers();
         let name = location.display();
+        let file = match location {
+            StoreLocation::Sqlite(p) => Some(p.display().to_string()),
+            StoreLocation::Postgres(_) => None,
+        };
         let (url, postgres, secret) = match location {
             StoreLocation::Sqlite(path) => {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -90,37 +112,48 @@ impl SqlStore {
         let mut probe = AnyConnection::connect(&url)
             .await
             .map_err(|e| open_error(&name, postgres, scrub(e.to_string())))?;
+        // The busy timeout first: switching to WAL takes the write lock, which another process
+        // may hold for a moment.
         let check = if postgres {
-            "SELECT 1"
+            "SELECT 1".to_string()
         } else {
-            "PRAGMA journal_mode = WAL"
+            format!(
+                "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL",
+                BUSY_TIMEOUT.as_millis()
+            )
         };
-        probe
-            .execute(check)
-            .await
-            .map_err(|e| open_error(&name, postgres, scrub(e.to_string())))?;
+        probe.execute(check.as_str()).await.map_err(|e| {
+            locked_error(&name, file.as_deref(), &e.to_string())
+                .unwrap_or_else(|| open_error(&name, postgres, scrub(e.to_string())))
+        })?;
         let _ = probe.close().await;
         let pool = AnyPoolOptions::new()
             .max_connections(if postgres { 8 } else { 4 })
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
+                    // Every pooled connection waits BUSY_TIMEOUT for another process's lock.
                     if !postgres {
-                        conn.execute(
-                            "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;",
-                        )
-                        .await?;
+                        let pragmas = format!(
+                            "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
+                            BUSY_TIMEOUT.as_millis()
+                        );
+                        conn.execute(pragmas.as_str()).await?;
                     }
                     Ok(())
                 })
             })
             .connect(&url)
             .await
-            .map_err(|e| open_error(&name, postgres, scrub(e.to_string())))?;
+            .map_err(|e| {
+                locked_error(&name, file.as_deref(), &e.to_string())
+                    .unwrap_or_else(|| open_error(&name, postgres, scrub(e.to_string())))
+            })?;
         let store = SqlStore {
             pool,
             postgres,
             name,
+            file,
             max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
         };
         store.migrate().await.map_err(|e| match e {
@@ -150,8 +183,21 @@ impl SqlStore {
         self.pool.close().await;
     }
 
+    /// A transaction that writes. On SQLite it is `BEGIN IMMEDIATE`: it takes the write lock at
+    /// once (waiting up to the busy timeout), so a read followed by a write never fails at the
+    /// write with "database is locked" because another process wrote in between (SQLite does
+    /// not wait in that case).
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StateError> {
+        if self.postgres {
+            self.pool.begin().await
+        } else {
+            self.pool.begin_with("BEGIN IMMEDIATE").await
+        }
+        .map_err(|e| self.query_error(e))
+    }
+
     async fn migrate(&self) -> Result<(), StateError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        let mut tx = self.begin_write().await?;
         if self.postgres {
             sqlx::query("SELECT pg_advisory_xact_lock($1)")
                 .bind(MIGRATION_LOCK)
@@ -195,9 +241,15 @@ impl SqlStore {
     }
 
     fn query_error(&self, e: sqlx::Error) -> StateError {
+        let reason = e.to_string();
+        if !self.postgres {
+            if let Some(locked) = locked_error(&self.name, self.file.as_deref(), &reason) {
+                return locked;
+            }
+        }
         StateError::Query {
             store: self.name.clone(),
-            reason: e.to_string(),
+            reason,
         }
     }
 
@@ -252,6 +304,16 @@ impl SqlStore {
         Ok(ids)
     }
 
+    fn replica_from_row(&self, r: &AnyRow) -> Result<ReplicaRecord, StateError> {
+        Ok(ReplicaRecord {
+            id: r.try_get("id").map_err(|e| self.query_error(e))?,
+            address: r.try_get("address").map_err(|e| self.query_error(e))?,
+            heartbeat_ms: r.try_get("heartbeat_ms").map_err(|e| self.query_error(e))?,
+            pid: r.try_get("pid").map_err(|e| self.query_error(e))?,
+            host: r.try_get("host").map_err(|e| self.query_error(e))?,
+        })
+    }
+
     fn task_from_row(&self, row: &AnyRow) -> Result<TaskRecord, StateError> {
         let id: String = row.try_get("id").map_err(|e| self.query_error(e))?;
         let what = format!("task {id}");
@@ -266,6 +328,22 @@ impl SqlStore {
             id,
         })
     }
+}
+
+/// SQLite's "database is locked" / "database is busy" as [`StateError::Locked`] (with the fix);
+/// `None` for any other error.
+fn locked_error(store: &str, file: Option<&str>, reason: &str) -> Option<StateError> {
+    let file = file?;
+    let lower = reason.to_ascii_lowercase();
+    (lower.contains("database is locked")
+        || lower.contains("database is busy")
+        || lower.contains("database table is locked"))
+    .then(|| StateError::Locked {
+        store: store.to_string(),
+        file: file.to_string(),
+        waited_s: BUSY_TIMEOUT.as_secs(),
+        reason: reason.to_string(),
+    })
 }
 
 fn open_error(store: &str, postgres: bool, reason: String) -> StateError {
@@ -345,7 +423,7 @@ impl StateStore for SqlStore {
     }
 
     async fn append_event(&self, task_id: &str, event: &Value) -> Result<i64, StateError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "SELECT COALESCE(MAX(seq), 0) AS s FROM forge_task_events WHERE task_id = $1",
         )
@@ -518,7 +596,7 @@ impl StateStore for SqlStore {
         replica: Option<&str>,
         failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        let mut tx = self.begin_write().await?;
         let sql = format!(
             "SELECT id, context_id, state, replica, task, result, created_ms, updated_ms FROM forge_tasks \
              WHERE state NOT IN {} AND (CAST($1 AS TEXT) IS NULL OR replica = CAST($1 AS TEXT))",
@@ -539,7 +617,7 @@ impl StateStore for SqlStore {
         alive_since_ms: i64,
         failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        let mut tx = self.begin_write().await?;
         // Unfinished, not touched since the cut-off, and its replica silent since then.
         let sql = format!(
             "SELECT id, context_id, state, replica, task, result, created_ms, updated_ms FROM forge_tasks \
@@ -580,9 +658,9 @@ impl StateStore for SqlStore {
                 );
             }
         }
-        let mut tx = self.pool.begin().await.map_err(|e| self.query_error(e))?;
+        let mut tx = self.begin_write().await?;
         for id in &doomed {
-            for table in ["forge_task_events", "forge_artifacts"] {
+            for table in ["forge_task_events", "forge_artifacts", "forge_messages"] {
                 sqlx::query(&format!("DELETE FROM {table} WHERE task_id = $1"))
                     .bind(id)
                     .execute(&mut *tx)
@@ -591,6 +669,18 @@ impl StateStore for SqlStore {
             }
             sqlx::query("DELETE FROM forge_tasks WHERE id = $1")
                 .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.query_error(e))?;
+        }
+        // Claims whose task never reached the store (its replica died first) and leases of
+        // replicas silent for as long go after the same time.
+        for sql in [
+            "DELETE FROM forge_messages WHERE created_ms < $1 AND task_id NOT IN (SELECT id FROM forge_tasks)",
+            "DELETE FROM forge_replicas WHERE heartbeat_ms < $1",
+        ] {
+            sqlx::query(sql)
+                .bind(cutoff)
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| self.query_error(e))?;
@@ -614,18 +704,157 @@ impl StateStore for SqlStore {
     }
 
     async fn replica(&self, id: &str) -> Result<Option<ReplicaRecord>, StateError> {
-        let row = sqlx::query("SELECT id, address, heartbeat_ms FROM forge_replicas WHERE id = $1")
-            .bind(id)
+        let row = sqlx::query(
+            "SELECT id, address, heartbeat_ms, pid, host FROM forge_replicas WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        row.map(|r| self.replica_from_row(&r)).transpose()
+    }
+
+    async fn acquire_lease(
+        &self,
+        me: &ReplicaRecord,
+        sole_since: Option<i64>,
+        expiry_ms: i64,
+    ) -> Result<(), StateError> {
+        let mut tx = self.begin_write().await?;
+        if let Some(cut) = sole_since {
+            let row = sqlx::query(
+                "SELECT id, address, heartbeat_ms, pid, host FROM forge_replicas \
+                 WHERE id <> $1 AND heartbeat_ms >= $2 ORDER BY heartbeat_ms DESC LIMIT 1",
+            )
+            .bind(&me.id)
+            .bind(cut)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+            if let Some(r) = row {
+                let owner = self.replica_from_row(&r)?;
+                return Err(StateError::LeaseHeld {
+                    store: self.name.clone(),
+                    owner: owner.describe(),
+                    age_s: (now_ms() - owner.heartbeat_ms).max(0) / 1000,
+                    expiry_s: expiry_ms / 1000,
+                });
+            }
+        }
+        sqlx::query(
+            "INSERT INTO forge_replicas (id, address, heartbeat_ms, pid, host) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (id) DO UPDATE SET address = excluded.address, heartbeat_ms = excluded.heartbeat_ms, \
+             pid = excluded.pid, host = excluded.host",
+        )
+        .bind(&me.id)
+        .bind(&me.address)
+        .bind(now_ms())
+        .bind(me.pid)
+        .bind(me.host.as_deref())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        tx.commit().await.map_err(|e| self.query_error(e))
+    }
+
+    async fn claim_message(
+        &self,
+        context_id: &str,
+        message_id: &str,
+        task_id: &str,
+        replica: &str,
+    ) -> Result<Option<String>, StateError> {
+        // Twice at most: the earlier claim's row may be pruned between the insert and the read.
+        for _ in 0..2 {
+            let done = sqlx::query(
+                "INSERT INTO forge_messages (context_id, message_id, task_id, replica, created_ms) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (context_id, message_id) DO NOTHING",
+            )
+            .bind(context_id)
+            .bind(message_id)
+            .bind(task_id)
+            .bind(replica)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+            if done.rows_affected() > 0 {
+                return Ok(None);
+            }
+            let row = sqlx::query(
+                "SELECT task_id FROM forge_messages WHERE context_id = $1 AND message_id = $2",
+            )
+            .bind(context_id)
+            .bind(message_id)
             .fetch_optional(&self.pool)
             .await
             .map_err(|e| self.query_error(e))?;
-        row.map(|r| {
-            Ok(ReplicaRecord {
-                id: r.try_get("id").map_err(|e| self.query_error(e))?,
-                address: r.try_get("address").map_err(|e| self.query_error(e))?,
-                heartbeat_ms: r.try_get("heartbeat_ms").map_err(|e| self.query_error(e))?,
-            })
+            if let Some(r) = row {
+                return Ok(Some(r.try_get("task_id").map_err(|e| self.query_error(e))?));
+            }
+        }
+        Err(StateError::Query {
+            store: self.name.clone(),
+            reason: format!("message {message_id} of conversation {context_id} could not be claimed (its record changed twice while claiming it); retry"),
         })
-        .transpose()
+    }
+
+    async fn release_message(
+        &self,
+        context_id: &str,
+        message_id: &str,
+        task_id: &str,
+    ) -> Result<(), StateError> {
+        sqlx::query(
+            "DELETE FROM forge_messages WHERE context_id = $1 AND message_id = $2 AND task_id = $3",
+        )
+        .bind(context_id)
+        .bind(message_id)
+        .bind(task_id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        Ok(())
+    }
+
+    async fn replicas(&self) -> Result<Vec<ReplicaRecord>, StateError> {
+        let rows = sqlx::query(
+            "SELECT id, address, heartbeat_ms, pid, host FROM forge_replicas ORDER BY heartbeat_ms DESC",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.query_error(e))?;
+        rows.iter().map(|r| self.replica_from_row(r)).collect()
+    }
+
+    async fn remove_replica(&self, id: &str) -> Result<(), StateError> {
+        sqlx::query("DELETE FROM forge_replicas WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        Ok(())
+    }
+
+    async fn fail_unowned(
+        &self,
+        alive_since_ms: i64,
+        failed: FailedTask<'_>,
+    ) -> Result<Vec<String>, StateError> {
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "SELECT id, context_id, state, replica, task, result, created_ms, updated_ms FROM forge_tasks \
+             WHERE state NOT IN {} AND (replica IS NULL OR replica NOT IN \
+             (SELECT id FROM forge_replicas WHERE heartbeat_ms >= $1))",
+            final_states_sql()
+        );
+        let orphans = sqlx::query(&sql)
+            .bind(alive_since_ms)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let ids = self.mark_failed(&mut tx, &orphans, failed).await?;
+        tx.commit().await.map_err(|e| self.query_error(e))?;
+        Ok(ids)
     }
 }

@@ -134,6 +134,30 @@ pub enum StateError {
         /// Why it does not read.
         reason: String,
     },
+    /// Another live process holds the only lease of a SQLite store (one owner per SQLite file).
+    #[error("the {store} is in use by another forge: {owner}, last seen {age_s} s ago; stop that process first (a lease it stops renewing expires after {expiry_s} s), or give this one its own store (state.url or FORGE_STATE_URL = sqlite:OTHER.db), or use PostgreSQL (state.url: postgres://...) to run several replicas on one store")]
+    LeaseHeld {
+        /// The store.
+        store: String,
+        /// The owner, named by [`ReplicaRecord::describe`].
+        owner: String,
+        /// Seconds since the owner last renewed its lease.
+        age_s: i64,
+        /// Seconds after which a lease nobody renews has expired.
+        expiry_s: i64,
+    },
+    /// SQLite's write lock stayed taken by another process for longer than the busy timeout.
+    #[error("the {store} is locked by another process (forge waited {waited_s} s): {reason}; another forge, a sqlite3 shell or a backup is writing to it. Find the holder with `fuser -v {file}` (or `lsof {file}`) and stop it, then retry; to run several forge processes on one store use PostgreSQL (state.url: postgres://...)")]
+    Locked {
+        /// The store.
+        store: String,
+        /// The file.
+        file: String,
+        /// How long forge waited for the lock.
+        waited_s: u64,
+        /// What SQLite said.
+        reason: String,
+    },
     /// A query failed.
     #[error("{store}: {reason}")]
     Query {
@@ -212,6 +236,27 @@ pub struct ReplicaRecord {
     pub address: String,
     /// When it last reported, ms since the epoch.
     pub heartbeat_ms: i64,
+    /// Its process id, when it said (leases taken by [`StateStore::acquire_lease`]).
+    pub pid: Option<i64>,
+    /// The host it runs on (its hostname), when it said.
+    pub host: Option<String>,
+}
+
+impl ReplicaRecord {
+    /// The replica as named in messages: `replica ID at ADDRESS (pid P on HOST)`.
+    pub fn describe(&self) -> String {
+        let mut s = format!("replica {}", self.id);
+        if !self.address.is_empty() {
+            s.push_str(&format!(" at {}", self.address));
+        }
+        match (self.pid, self.host.as_deref()) {
+            (Some(p), Some(h)) if !h.is_empty() => s.push_str(&format!(" (pid {p} on {h})")),
+            (Some(p), _) => s.push_str(&format!(" (pid {p})")),
+            (None, Some(h)) if !h.is_empty() => s.push_str(&format!(" (on {h})")),
+            _ => {}
+        }
+        s
+    }
 }
 
 /// Retention: how much finished work is kept.
@@ -292,11 +337,56 @@ pub trait StateStore: Send + Sync {
         alive_since_ms: i64,
         failed: FailedTask<'_>,
     ) -> Result<Vec<String>, StateError>;
-    /// Remove finished tasks (with their events and artifacts) beyond the retention; returns how
-    /// many were removed.
+    /// Remove finished tasks (with their events, artifacts and message claims) beyond the
+    /// retention; also claims older than `keep_days` whose task never reached the store, and
+    /// leases not renewed for `keep_days`. Returns how many tasks were removed.
     async fn prune(&self, retention: Retention) -> Result<u64, StateError>;
-    /// Record that `replica` is alive at `address`.
+    /// Record that `replica` is alive at `address` (renews its lease; pid and host are kept).
     async fn heartbeat(&self, replica: &str, address: &str) -> Result<(), StateError>;
+    /// Take a lease for `me` (id, address, pid, host; its heartbeat is now). With
+    /// `sole_since = Some(cut)` the lease is exclusive: when another replica renewed its lease at
+    /// or after `cut` (ms since the epoch), nothing is written and the answer is
+    /// [`StateError::LeaseHeld`] naming it. The check and the write are one write transaction, so
+    /// of two processes starting at once only one gets the lease.
+    async fn acquire_lease(
+        &self,
+        me: &ReplicaRecord,
+        sole_since: Option<i64>,
+        expiry_ms: i64,
+    ) -> Result<(), StateError>;
+    /// Record that message `message_id` of conversation `context_id` is accepted as task
+    /// `task_id` by `replica`, unless it was accepted before: `None` when this call claimed it
+    /// (run it), `Some(task id)` of the earlier acceptance otherwise (do not run it again). One
+    /// atomic insert, so of two replicas claiming at once exactly one gets `None`. The row goes
+    /// when its task is pruned.
+    async fn claim_message(
+        &self,
+        context_id: &str,
+        message_id: &str,
+        task_id: &str,
+        replica: &str,
+    ) -> Result<Option<String>, StateError>;
+    /// Remove the claim of message `message_id` of `context_id` when it names `task_id` (that
+    /// task never started, so the message may be sent again).
+    async fn release_message(
+        &self,
+        context_id: &str,
+        message_id: &str,
+        task_id: &str,
+    ) -> Result<(), StateError>;
+    /// Every replica lease, newest heartbeat first.
+    async fn replicas(&self) -> Result<Vec<ReplicaRecord>, StateError>;
+    /// Remove a replica's lease (it stopped, or is known dead).
+    async fn remove_replica(&self, id: &str) -> Result<(), StateError>;
+    /// Mark `failed` (task JSON rewritten by `failed`) every unfinished task whose replica holds
+    /// no lease renewed at or after `alive_since_ms` (or that has no replica); returns their ids.
+    /// Used at start: unlike [`StateStore::fail_orphaned`] it does not spare recently updated
+    /// tasks, because a replica takes its lease before it accepts any task.
+    async fn fail_unowned(
+        &self,
+        alive_since_ms: i64,
+        failed: FailedTask<'_>,
+    ) -> Result<Vec<String>, StateError>;
     /// A replica by id.
     async fn replica(&self, id: &str) -> Result<Option<ReplicaRecord>, StateError>;
 }

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use forge_state::{
-    ContextRecord, Retention, SqlStore, StateError, StateStore, StoreLocation, StoredArtifact,
-    TaskRecord,
+    ContextRecord, ReplicaRecord, Retention, SqlStore, StateError, StateStore, StoreLocation,
+    StoredArtifact, TaskRecord,
 };
 use serde_json::json;
 
@@ -34,6 +34,119 @@ fn failed_with(reason: &'static str) -> impl Fn(&TaskRecord) -> serde_json::Valu
             "taskId": t.id, "contextId": t.context_id, "parts": [{"kind": "text", "text": reason}]}});
         task
     }
+}
+
+/// The newest schema version this build writes.
+fn known_version() -> i64 {
+    forge_state::MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
+}
+
+fn lease(id: &str, pid: i64) -> ReplicaRecord {
+    ReplicaRecord {
+        id: id.into(),
+        address: format!("http://127.0.0.1:{pid}/"),
+        heartbeat_ms: 0,
+        pid: Some(pid),
+        host: Some("host-a".into()),
+    }
+}
+
+/// Leases: an exclusive lease is refused while another replica's is fresh, naming it; a stale
+/// one does not block; `fail_unowned` fails only the tasks of replicas whose lease has expired.
+async fn leases(store: &dyn StateStore) {
+    // The replica of the checks before is done.
+    store.remove_replica("replica-a").await.expect("remove");
+    let now = forge_state::now_ms();
+    store
+        .acquire_lease(&lease("lease-a", 4001), Some(now - 30_000), 30_000)
+        .await
+        .expect("the first lease");
+    let a = store.replica("lease-a").await.expect("r").expect("leased");
+    assert_eq!((a.pid, a.host.as_deref()), (Some(4001), Some("host-a")));
+    assert!(a.heartbeat_ms >= now, "{a:?}");
+    // A heartbeat renews it and keeps pid and host.
+    store
+        .heartbeat("lease-a", "http://127.0.0.1:9/")
+        .await
+        .expect("hb");
+    let a = store.replica("lease-a").await.expect("r").expect("leased");
+    assert_eq!(
+        (a.pid, a.address.as_str()),
+        (Some(4001), "http://127.0.0.1:9/")
+    );
+    let err = store
+        .acquire_lease(&lease("lease-b", 4002), Some(now - 30_000), 30_000)
+        .await
+        .expect_err("a second exclusive lease is refused");
+    let msg = err.to_string();
+    assert!(matches!(err, StateError::LeaseHeld { .. }), "{msg}");
+    assert!(
+        msg.contains("lease-a") && msg.contains("pid 4001 on host-a"),
+        "names the owner: {msg}"
+    );
+    assert!(
+        msg.contains("http://127.0.0.1:9/"),
+        "and its address: {msg}"
+    );
+    assert!(
+        msg.contains("stop that process") && msg.contains("PostgreSQL"),
+        "the fix: {msg}"
+    );
+    assert_eq!(
+        store.replica("lease-b").await.expect("r"),
+        None,
+        "nothing written"
+    );
+    // A cut-off after A's last renewal: A's lease has expired, B takes one.
+    let later = forge_state::now_ms() + 1;
+    // B renews after the cut-off.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    store
+        .acquire_lease(&lease("lease-b", 4002), Some(later), 30_000)
+        .await
+        .expect("an expired lease does not block");
+    let ids: Vec<String> = store
+        .replicas()
+        .await
+        .expect("replicas")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert!(
+        ids.contains(&"lease-a".to_string()) && ids.contains(&"lease-b".to_string()),
+        "{ids:?}"
+    );
+    // Tasks of A (expired: its lease is older than the cut-off), of B (live) and of no replica:
+    // only B's survive fail_unowned.
+    for (id, r) in [
+        ("own-a", Some("lease-a")),
+        ("own-b", Some("lease-b")),
+        ("own-none", None),
+    ] {
+        store
+            .save_task(&task(id, "working", r, now))
+            .await
+            .expect("save");
+    }
+    let mut failed = store
+        .fail_unowned(later, &failed_with("interrupted by restart"))
+        .await
+        .expect("fail_unowned");
+    failed.retain(|id| id.starts_with("own-"));
+    failed.sort();
+    assert_eq!(failed, vec!["own-a".to_string(), "own-none".to_string()]);
+    assert_eq!(
+        store.task("own-b").await.expect("b").map(|t| t.state),
+        Some("working".into())
+    );
+    let a_task = store.task("own-a").await.expect("a").expect("kept");
+    assert_eq!(a_task.state, "failed");
+    assert_eq!(
+        a_task.task["status"]["message"]["parts"][0]["text"],
+        "interrupted by restart"
+    );
+    store.remove_replica("lease-a").await.expect("remove");
+    assert_eq!(store.replica("lease-a").await.expect("r"), None);
 }
 
 /// The checks every store passes.
@@ -208,6 +321,119 @@ async fn conformance(store: &dyn StateStore) {
         Some("http://127.0.0.1:2/".into())
     );
     assert_eq!(store.replica("replica-z").await.expect("none"), None);
+    leases(store).await;
+    messages(store).await;
+}
+
+/// A message is accepted once: the first claim wins, a second (another replica, a retry) gets
+/// the first's task id; another conversation's message with the same id is its own.
+async fn messages(store: &dyn StateStore) {
+    assert_eq!(
+        store
+            .claim_message("ctx-m", "msg-1", "task-1", "replica-a")
+            .await
+            .expect("claim"),
+        None
+    );
+    assert_eq!(
+        store
+            .claim_message("ctx-m", "msg-1", "task-2", "replica-b")
+            .await
+            .expect("claim again"),
+        Some("task-1".to_string())
+    );
+    assert_eq!(
+        store
+            .claim_message("ctx-other", "msg-1", "task-3", "replica-b")
+            .await
+            .expect("other conversation"),
+        None
+    );
+}
+
+/// Two stores on one SQLite file (two processes): one exclusive owner; and a write lock another
+/// connection keeps past the busy timeout is a clear error naming the file and the fix.
+#[tokio::test]
+async fn sqlite_has_one_owner_and_a_held_lock_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("state.db");
+    let loc = StoreLocation::Sqlite(path.clone());
+    let first = SqlStore::open(&loc).await.expect("first");
+    let second = SqlStore::open(&loc).await.expect("second");
+    let cut = forge_state::now_ms() - 30_000;
+    first
+        .acquire_lease(&lease("first", 111), Some(cut), 30_000)
+        .await
+        .expect("first owner");
+    let err = second
+        .acquire_lease(&lease("second", 222), Some(cut), 30_000)
+        .await
+        .expect_err("the second is refused");
+    assert!(err.to_string().contains("replica first"), "{err}");
+    // Another process holds SQLite's write lock for longer than the busy timeout.
+    use sqlx::{ConnectOptions, Connection};
+    let mut holder = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .connect()
+        .await
+        .expect("raw connect");
+    sqlx::raw_sql("BEGIN IMMEDIATE; DELETE FROM forge_replicas WHERE id = 'nobody';")
+        .execute(&mut holder)
+        .await
+        .expect("take the write lock");
+    let started = std::time::Instant::now();
+    let err = second
+        .save_task(&task("blocked", "working", None, forge_state::now_ms()))
+        .await
+        .expect_err("the write cannot get the lock");
+    let msg = err.to_string();
+    assert!(matches!(err, StateError::Locked { .. }), "{msg}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(4),
+        "it waited for the lock (busy timeout) before failing: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        msg.contains(&path.display().to_string()),
+        "names the file: {msg}"
+    );
+    assert!(msg.contains("fuser"), "says how to find the holder: {msg}");
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut holder)
+        .await
+        .expect("release");
+    let _ = holder.close().await;
+    second
+        .save_task(&task("unblocked", "working", None, forge_state::now_ms()))
+        .await
+        .expect("once released, writes go through");
+    // Retention also removes a claim whose task never reached the store, and old leases.
+    assert_eq!(
+        first
+            .claim_message("ctx-p", "msg-p", "never-written", "first")
+            .await
+            .expect("claim"),
+        None
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    first
+        .prune(Retention {
+            keep_tasks: 1000,
+            keep_days: 0,
+        })
+        .await
+        .expect("prune");
+    assert_eq!(
+        first
+            .claim_message("ctx-p", "msg-p", "task-again", "first")
+            .await
+            .expect("claim again"),
+        None,
+        "the orphan claim was pruned"
+    );
+    assert_eq!(first.replicas().await.expect("replicas"), vec![]);
+    first.close().await;
+    second.close().await;
 }
 
 #[tokio::test]
@@ -230,7 +456,10 @@ async fn sqlite_store_keeps_everything_across_a_reopen() {
     );
     let wal = PathBuf::from(format!("{}-wal", path.display()));
     let again = SqlStore::open(&loc).await.expect("reopen");
-    assert_eq!(again.schema_version().await.expect("version"), 1);
+    assert_eq!(
+        again.schema_version().await.expect("version"),
+        known_version()
+    );
     assert!(
         wal.exists(),
         "WAL mode leaves a -wal file next to the database while open"
@@ -335,7 +564,7 @@ async fn a_store_from_a_newer_forge_is_refused() {
             err,
             StateError::TooNew {
                 found: 99,
-                known: 1,
+                known: 3,
                 ..
             }
         ),
@@ -359,7 +588,7 @@ async fn postgres_store_conformance_and_two_replicas() {
     let a = a.expect("replica A opens");
     let b = b.expect("replica B opens");
     assert_eq!(a.kind(), "postgres");
-    assert_eq!(b.schema_version().await.expect("v"), 1);
+    assert_eq!(b.schema_version().await.expect("v"), known_version());
     conformance(&a).await;
     // What A wrote, B reads; a cancel asked on B is seen by A.
     let t = task(

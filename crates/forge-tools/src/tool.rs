@@ -24,6 +24,9 @@ pub struct ToolContext {
     pub files_dir: PathBuf,
     /// The time limit for this call (from the skill's `timeout_hint` when given).
     pub timeout: Option<Duration>,
+    /// The task this call belongs to (the A2A task id, or a one-off run's), when there is one;
+    /// `session_key` is then its conversation. Audit events of the call name it.
+    pub task_id: Option<String>,
 }
 
 impl ToolContext {
@@ -35,6 +38,7 @@ impl ToolContext {
             egress: None,
             files_dir: files_dir.into(),
             timeout: None,
+            task_id: None,
         }
     }
 }

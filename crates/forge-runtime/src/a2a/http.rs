@@ -32,6 +32,7 @@ use forge_egress::accept::{
 
 use super::files::ArtifactReadError;
 use super::forward;
+use super::scheduler::Accepted;
 use super::store::TaskStore;
 use super::v1;
 use super::wire::RpcError;
@@ -495,7 +496,31 @@ async fn rpc(
                 .and_then(|c| c.get("blocking"))
                 .and_then(Value::as_bool)
                 .unwrap_or(true);
-            match store.start_at(&msg, None, base_url.clone()) {
+            let claimed = match store.accept(&msg).await {
+                Ok(Accepted::Run(claimed)) => claimed,
+                Ok(Accepted::Earlier(task_id)) => {
+                    // Accepted before (here or on another replica): its task, never a second run.
+                    if blocking {
+                        if let Some(done) = store.done_of(&task_id) {
+                            store.wait(done).await;
+                        }
+                    }
+                    let r = store
+                        .get_or_load(&task_id, history_length(&params))
+                        .await
+                        .map_err(|_| earlier_unknown(&msg, &task_id));
+                    return match (r, v1_name) {
+                        (Ok(t), Some(name)) => json_response(
+                            StatusCode::OK,
+                            &rpc_result(&id, v1::result_to_v1(name, &t)),
+                        ),
+                        (Ok(t), None) => json_response(StatusCode::OK, &rpc_result(&id, t)),
+                        (Err(e), _) => rpc_error_response(&id, &e),
+                    };
+                }
+                Err(e) => return rpc_error_response(&id, &e),
+            };
+            match store.start_as(&msg, None, base_url.clone(), claimed.clone()) {
                 Ok((task_id, done)) => {
                     if blocking {
                         store.wait(done).await;
@@ -506,7 +531,12 @@ async fn rpc(
                     store.flush().await;
                     store.get(&task_id, history_length(&params))
                 }
-                Err(e) => Err(e),
+                Err(e) => {
+                    if let Some(t) = &claimed {
+                        store.unaccept(&msg, t).await;
+                    }
+                    Err(e)
+                }
             }
         }
         "message/stream" => {
@@ -518,9 +548,28 @@ async fn rpc(
                 store.preload_context(ctx).await;
             }
             let (tx, rx) = unbounded_channel::<Value>();
-            return match store.start_at(&msg, Some(tx), base_url.clone()) {
+            let claimed = match store.accept(&msg).await {
+                Ok(Accepted::Run(claimed)) => claimed,
+                Ok(Accepted::Earlier(task_id)) => {
+                    // Accepted before: stream that task (from memory or the store), never rerun.
+                    return match store.subscribe(&task_id, tx.clone()) {
+                        Ok(()) => sse(id, rx, v1_name.is_some()),
+                        Err(_) => match store.stream_from_store(&task_id, tx).await {
+                            Ok(()) => sse(id, rx, v1_name.is_some()),
+                            Err(_) => rpc_error_response(&id, &earlier_unknown(&msg, &task_id)),
+                        },
+                    };
+                }
+                Err(e) => return rpc_error_response(&id, &e),
+            };
+            return match store.start_as(&msg, Some(tx), base_url.clone(), claimed.clone()) {
                 Ok(_) => sse(id, rx, v1_name.is_some()),
-                Err(e) => rpc_error_response(&id, &e),
+                Err(e) => {
+                    if let Some(t) = &claimed {
+                        store.unaccept(&msg, t).await;
+                    }
+                    rpc_error_response(&id, &e)
+                }
             };
         }
         "tasks/get" => match params.get("id").and_then(Value::as_str) {
@@ -578,6 +627,19 @@ async fn rpc(
         (Err(e), _) => return rpc_error_response(&id, &e),
     };
     json_response(StatusCode::OK, &v)
+}
+
+/// The error for a message accepted before as task `task_id` whose task is in no replica's memory
+/// and not (yet) in the store: the replica that accepted it stopped before recording it. The
+/// message is not run a second time; the client sends a new one.
+fn earlier_unknown(msg: &Value, task_id: &str) -> RpcError {
+    let mid = msg.get("messageId").and_then(Value::as_str).unwrap_or("");
+    RpcError {
+        code: -32603,
+        message: format!(
+            "Internal error: message {mid} was accepted before as task {task_id}, whose state is not known (the replica that took it may have stopped before recording it); it is not run a second time; send it again with a new messageId to retry"
+        ),
+    }
 }
 
 /// A JSON-RPC error; a draining server answers it with HTTP 503 and `Retry-After: 1`, so load

@@ -18,7 +18,66 @@ use crate::task_scope::mime_for;
 use forge_llm::Message;
 use forge_state::{new_id, now_ms, ContextRecord, StoredArtifact};
 
+/// What the message's id says about running it ([`TaskStore::accept`]).
+pub(super) enum Accepted {
+    /// Run it, as this task id when one was claimed for it in the state store.
+    Run(Option<String>),
+    /// It was accepted before (by this replica or another) as this task: never run it again.
+    Earlier(String),
+}
+
 impl TaskStore {
+    /// Claim `message` in the state store before running it, keyed by its conversation and its
+    /// `messageId`, so that a message reaching a second replica after the first accepted it (a
+    /// forwarded message whose owner died, or whose answer was lost) is never run twice. Only
+    /// messages with both a `contextId` and a `messageId` are claimed (only they are forwarded;
+    /// a new conversation's message is its own). Without a state store: always run.
+    pub(super) async fn accept(&self, message: &Value) -> Result<Accepted, RpcError> {
+        let Some(d) = &self.durable else {
+            return Ok(Accepted::Run(None));
+        };
+        let (Some(ctx), Some(mid)) = (
+            message.get("contextId").and_then(Value::as_str),
+            message.get("messageId").and_then(Value::as_str),
+        ) else {
+            return Ok(Accepted::Run(None));
+        };
+        let task_id = new_id();
+        match d.store.claim_message(ctx, mid, &task_id, &d.replica).await {
+            Ok(None) => Ok(Accepted::Run(Some(task_id))),
+            Ok(Some(earlier)) => {
+                tracing::info!(context = ctx, message = mid, task = %earlier, "message accepted before: not run again");
+                Ok(Accepted::Earlier(earlier))
+            }
+            Err(e) => Err(RpcError {
+                code: -32603,
+                message: format!(
+                    "Internal error: message {mid} could not be recorded in the state store ({e}); it was not run; retry"
+                ),
+            }),
+        }
+    }
+
+    /// Undo [`TaskStore::accept`]'s claim of `message` as `task_id` (the task did not start:
+    /// invalid parameters, draining), so the client may send it again.
+    pub(super) async fn unaccept(&self, message: &Value, task_id: &str) {
+        let Some(d) = &self.durable else { return };
+        if let (Some(ctx), Some(mid)) = (
+            message.get("contextId").and_then(Value::as_str),
+            message.get("messageId").and_then(Value::as_str),
+        ) {
+            if let Err(e) = d.store.release_message(ctx, mid, task_id).await {
+                tracing::warn!("state store: {e}");
+            }
+        }
+    }
+
+    /// The receiver that turns true when task `id` (running here) ends; `None` when it is not
+    /// in this replica's memory.
+    pub(super) fn done_of(&self, id: &str) -> Option<watch::Receiver<bool>> {
+        lock(&self.inner).tasks.get(id).map(|e| e.done.clone())
+    }
+
     /// Start a task for the A2A `message`. `subscriber` receives the task and every update event,
     /// ending with a final status-update. Returns the task id and a receiver that turns true when
     /// the task reaches a final state.
@@ -38,6 +97,18 @@ impl TaskStore {
         message: &Value,
         subscriber: Option<UnboundedSender<Value>>,
         base_url: Option<String>,
+    ) -> Result<(String, watch::Receiver<bool>), RpcError> {
+        self.start_as(message, subscriber, base_url, None)
+    }
+
+    /// [`TaskStore::start_at`] as task `task_id` (the id [`TaskStore::accept`] claimed), or a new
+    /// id.
+    pub(super) fn start_as(
+        self: &Arc<Self>,
+        message: &Value,
+        subscriber: Option<UnboundedSender<Value>>,
+        base_url: Option<String>,
+        task_id: Option<String>,
     ) -> Result<(String, watch::Receiver<bool>), RpcError> {
         if !message.is_object() {
             return Err(RpcError::invalid_params(
@@ -87,7 +158,7 @@ impl TaskStore {
         } else {
             format!("{base_url}/")
         };
-        let task_id = new_id();
+        let task_id = task_id.unwrap_or_else(new_id);
         let context_id = message
             .get("contextId")
             .and_then(Value::as_str)

@@ -42,7 +42,8 @@ pub(crate) const MAX_CONTEXTS: usize = 200;
 pub const MAX_RUNNING: usize = 8;
 /// How often a replica reports itself alive in the store.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(5);
-/// A replica silent this long is gone: its unfinished tasks are marked failed.
+/// A replica silent this long is gone (its lease has expired): its unfinished tasks are marked
+/// failed.
 pub(crate) const REPLICA_GONE: Duration = Duration::from_secs(30);
 /// Longest a `tasks/resubscribe` of another replica's task is streamed from the store.
 pub(crate) const REMOTE_STREAM_LIMIT: Duration = Duration::from_secs(3600);
@@ -188,6 +189,66 @@ pub(super) async fn write_all(
             tracing::warn!("state store: {e}");
         }
     }
+}
+
+/// This process as a replica lease: a fresh id, `address`, its pid and host name.
+pub(crate) fn this_replica(address: String) -> forge_state::ReplicaRecord {
+    forge_state::ReplicaRecord {
+        id: forge_state::new_id(),
+        address,
+        heartbeat_ms: now_ms(),
+        pid: Some(i64::from(std::process::id())),
+        host: Some(host_name()),
+    }
+}
+
+/// The host name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else empty).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Whether the process holding lease `r` is known to be gone: it ran on this host (same host
+/// name) and either has this process's pid (a restarted container: the old pid 1 is not this
+/// process, whose lease is new) or no process has its pid (or only a zombie). Elsewhere, or
+/// when unsure, `false`: only the lease's expiry tells.
+pub(crate) fn lease_process_gone(
+    r: &forge_state::ReplicaRecord,
+    me: &forge_state::ReplicaRecord,
+) -> bool {
+    let (Some(pid), Some(host)) = (r.pid, r.host.as_deref()) else {
+        return false;
+    };
+    if r.id == me.id || host.is_empty() || me.host.as_deref() != Some(host) {
+        return false;
+    }
+    if me.pid == Some(pid) {
+        return true;
+    }
+    process_gone(pid)
+}
+
+#[cfg(target_os = "linux")]
+fn process_gone(pid: i64) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses: `Z` is a zombie, `X` dead.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|st| st == "Z" || st == "X"),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_gone(_pid: i64) -> bool {
+    false
 }
 
 pub(super) fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {

@@ -82,8 +82,16 @@ impl ToolEvents for AuditToolEvents {
             fields["field"] = json!(hit.field);
             fields["pattern"] = json!(hit.pattern);
         }
-        self.0
-            .emit(Some(&ev.session_key), events::GUARDRAIL_CHECK, fields);
+        // Inside a task: task_id is the task's id and context_id its conversation. Outside one
+        // (an MCP session, `forge tool call`): task_id names the session, as before.
+        let task_id = match &ev.task_id {
+            Some(t) => {
+                fields["context_id"] = json!(ev.session_key);
+                t.as_str()
+            }
+            None => ev.session_key.as_str(),
+        };
+        self.0.emit(Some(task_id), events::GUARDRAIL_CHECK, fields);
     }
 
     fn on_call(&self, ev: &CallEvent) {

@@ -64,7 +64,10 @@ pub enum GuardrailStage {
 /// A guardrail acted on a tool call.
 #[derive(Debug, Clone, Serialize)]
 pub struct GuardrailEvent {
+    /// The session of the call: an A2A task's conversation (its context id), an MCP session.
     pub session_key: String,
+    /// The task of the call ([`forge_tools::ToolContext::task_id`]), when it belongs to one.
+    pub task_id: Option<String>,
     pub tool: String,
     pub stage: GuardrailStage,
     /// `blocked` or `redacted`.
@@ -281,6 +284,7 @@ impl ToolRunner {
             let msg = hit.to_string();
             self.report(GuardrailEvent {
                 session_key: ctx.session_key.clone(),
+                task_id: ctx.task_id.clone(),
                 tool: name.to_string(),
                 stage: GuardrailStage::ToolInput,
                 action: "blocked",
@@ -326,6 +330,7 @@ impl ToolRunner {
                 let why = hit.to_string();
                 self.report(GuardrailEvent {
                     session_key: ctx.session_key.clone(),
+                    task_id: ctx.task_id.clone(),
                     tool: name.to_string(),
                     stage: GuardrailStage::ToolOutput,
                     action: "blocked",
@@ -337,6 +342,7 @@ impl ToolRunner {
             Ok(r) if r.redactions > 0 => {
                 self.report(GuardrailEvent {
                     session_key: ctx.session_key.clone(),
+                    task_id: ctx.task_id.clone(),
                     tool: name.to_string(),
                     stage: GuardrailStage::ToolOutput,
                     action: "redacted",
@@ -363,6 +369,7 @@ impl ToolRunner {
             let msg = hit.to_string();
             this.report(GuardrailEvent {
                 session_key: ctx.session_key.clone(),
+                task_id: ctx.task_id.clone(),
                 tool: name.to_string(),
                 stage: GuardrailStage::ToolOutput,
                 action: "blocked",
@@ -400,6 +407,7 @@ impl ToolRunner {
         if redactions > 0 {
             self.report(GuardrailEvent {
                 session_key: ctx.session_key.clone(),
+                task_id: ctx.task_id.clone(),
                 tool: name.to_string(),
                 stage: GuardrailStage::ToolOutput,
                 action: "redacted",
