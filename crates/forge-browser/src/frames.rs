@@ -32,7 +32,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::dom::DescribeNodeParams;
-use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
+use chromiumoxide::cdp::browser_protocol::page::{
+    CreateIsolatedWorldParams, FrameId, NavigateParams, NavigateReturns, StopLoadingParams,
+};
 use chromiumoxide::cdp::browser_protocol::target::{GetTargetsParams, SessionId, TargetId};
 use chromiumoxide::cdp::js_protocol::runtime::{
     EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
@@ -247,6 +249,47 @@ async fn frame_id_of(page: &Page, number: u64) -> Result<Option<FrameId>, PageEr
     Ok(node.result.node.frame_id.clone())
 }
 
+/// Send `Page.navigate {url}` for `page` on forge's own link (a session forge attached to the
+/// tab's target there) and return Chromium's answer, which comes when the navigation commits or
+/// fails (None when it did not within `limit`: the load is then stopped, so it cannot hold up
+/// the next navigation). chromiumoxide's own `Page.navigate` waits for every frame's `load` (see
+/// `tools/navigate.rs`).
+pub(crate) async fn navigate(
+    page: &Page,
+    session: &Session,
+    url: &str,
+    limit: Duration,
+) -> Result<Option<NavigateReturns>, PageError> {
+    let link = link(session).await?;
+    let target = page.target_id().clone();
+    let mut s = link.session_for(&target).await?;
+    let deadline = tokio::time::Instant::now() + limit;
+    for attempt in 0..2 {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match link
+            .exec_within(Some(&s), NavigateParams::new(url), left)
+            .await
+        {
+            Ok(r) => return Ok(Some(r)),
+            Err(PageError::Cdp(e)) if e.contains("no answer within") => {
+                let _ = link.exec(Some(&s), StopLoadingParams::default()).await;
+                return Ok(None);
+            }
+            // forge's session on the tab is gone (Chromium detached it): attach afresh, once.
+            Err(PageError::Cdp(e))
+                if attempt == 0 && e.to_ascii_lowercase().contains("session") =>
+            {
+                link.forget(&target);
+                s = link.session_for(&target).await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(PageError::Cdp(format!(
+        "cannot navigate to {url}: forge's session on the tab keeps going away"
+    )))
+}
+
 /// The browser's frame link, opened on first use.
 async fn link(session: &Session) -> Result<Arc<CdpLink>, PageError> {
     let running = &session.running;
@@ -405,7 +448,7 @@ pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observatio
         .frames
         .iter()
         .enumerate()
-        .filter(|(_, f)| !f.same_origin)
+        .filter(|(_, f)| !f.same_origin && f.blocked.is_none())
         .map(|(i, _)| i)
         .take(MAX_FRAMES)
         .collect();
@@ -430,6 +473,11 @@ pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observatio
             continue;
         };
         let f = &mut obs.frames[i];
+        if child.url.starts_with("chrome-error:") {
+            // Chromium's error page: its text is Chromium's, not the site's.
+            f.blocked = Some("it did not load: Chromium shows its error page".into());
+            continue;
+        }
         f.walked = true;
         if !origin.is_empty() {
             f.origin = origin;

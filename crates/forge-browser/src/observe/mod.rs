@@ -178,6 +178,11 @@ pub struct Frame {
     /// Where the frame sits in `elements` (its content goes there when forge walks it).
     #[serde(default)]
     pub at: Option<usize>,
+    /// Why the frame shows nothing: a scheme Chromium never loads into a web page's frame
+    /// (`file:`, `view-source:`, `chrome:`), or a load that ended on Chromium's error page (a
+    /// redirect to such a scheme, say).
+    #[serde(default)]
+    pub blocked: Option<String>,
     /// A cross-origin frame whose content forge walked through the frame's own context
     /// (`frames.rs`); set on the Rust side, never by the page library.
     #[serde(skip)]

@@ -15,6 +15,8 @@
   };
 
   // (SVG's own elements keep their lower-case names: an <svg><title> is not page text.)
+  // Schemes a web page's frame can show (anything else Chromium refuses to load into it).
+  const FRAME_SCHEMES = new Set(['http:', 'https:', 'about:', 'data:', 'blob:', 'javascript:']);
   const SKIP_TAGS = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'TITLE', 'title', 'desc', 'script', 'style']);
   const INTERACTIVE_ROLES = new Set(['button', 'link', 'checkbox', 'radio', 'tab', 'menuitem',
     'menuitemcheckbox', 'menuitemradio', 'option', 'switch', 'textbox', 'combobox', 'searchbox',
@@ -569,7 +571,13 @@
           try { child = el.contentDocument; } catch (_) { child = null; }
           let origin = '';
           try { origin = new URL(el.src || 'about:blank', doc.baseURI).origin; } catch (_) { origin = clip(el.src, 80); }
-          frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100), at: elements.length });
+          // A scheme the browser never loads into a frame of a web page (file:, view-source:,
+          // chrome:, ...): the frame stays empty; say so instead of listing an empty document.
+          let scheme = '';
+          try { scheme = new URL(el.getAttribute('src') || 'about:blank', doc.baseURI).protocol; } catch (_) { scheme = ''; }
+          const blocked = scheme && !FRAME_SCHEMES.has(scheme) ? scheme + ' pages do not load in frames' : undefined;
+          frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100), at: elements.length, blocked });
+          if (blocked) return false;
           if (child && child.documentElement) {
             pushText('\n');
             visitDoc(child);

@@ -259,7 +259,9 @@ fn frame_line(f: &Frame) -> String {
         s.push(' ');
         s.push_str(&quote(&f.name));
     }
-    if f.same_origin {
+    if let Some(why) = &f.blocked {
+        s.push_str(&format!(" blocked {} ({why})", quote(&f.src)));
+    } else if f.same_origin {
         s.push_str(&format!(" same-origin {}", f.origin));
     } else if f.walked {
         s.push_str(&format!(" cross-origin {}", f.origin));

@@ -1,0 +1,142 @@
+//! Observation round 2 (issue 21 points 3-7, issue 20 point 6a): blocked frame schemes, text
+//! blocks with refs, rows that are controls, grab-only controls, names and state, frames and
+//! horizontal scrollers. Real Chromium through the real egress proxy against a loopback server;
+//! one Chromium shared by the tests in this file (each test has its own session).
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use forge_browser::{browser_tools, BrowserToolOptions};
+use forge_testkit::browser::*;
+use forge_testkit::site::{Request, Response, Site};
+use forge_tools::{ToolContext, ToolError};
+use serde_json::{json, Value};
+
+struct Fixture {
+    b: Shared,
+    server: Site,
+}
+
+fn page(path: &str) -> Response {
+    let html = match path.split('?').next().unwrap_or(path) {
+        "/file-frame.html" => {
+            r#"<!doctype html><title>File frame</title><h1>Has a file frame</h1>
+<iframe src="file:///etc/passwd" title="Local file"></iframe><p>After the frame.</p>"#
+        }
+        "/schemes.html" => {
+            r#"<!doctype html><title>Schemes</title><h1>Odd schemes</h1>
+<iframe src="view-source:http://127.0.0.1/" title="Source"></iframe>
+<iframe src="chrome://version" title="Chrome page"></iframe><p>After the frames.</p>"#
+        }
+        "/redirect-frame.html" => {
+            r#"<!doctype html><title>Redirect frame</title><h1>Frame that redirects</h1>
+<iframe src="/to-file" title="Redirected"></iframe><p>After the frame.</p>"#
+        }
+        "/hang.html" => {
+            return Response::html("<!doctype html><p>late</p>").delayed(Duration::from_secs(20));
+        }
+        "/plain.html" => "<!doctype html><title>Plain</title><p>Plain page.</p>",
+        "/to-file" => {
+            return Response::bare(302, "").header("Location", "file:///etc/passwd");
+        }
+        _ => return Response::not_found(),
+    };
+    Response::html(html)
+}
+
+fn fixture() -> Option<&'static Fixture> {
+    static F: OnceLock<Option<Fixture>> = OnceLock::new();
+    F.get_or_init(|| {
+        let server = Site::start(|r: &Request| page(&r.path));
+        let b = Shared::start(
+            "forge-browser observe2 tests",
+            &[server.entry()],
+            Confine::No,
+        )?;
+        Some(Fixture { b, server })
+    })
+    .as_ref()
+}
+
+impl Fixture {
+    fn call(&self, session: &str, name: &str, input: Value) -> Result<String, ToolError> {
+        let ctx = ToolContext::new(session, self.b.files.path());
+        let tool = browser_tools(self.b.manager.clone(), BrowserToolOptions::default())
+            .into_iter()
+            .find(|t| t.name() == name)
+            .expect("tool exists");
+        self.b
+            .rt
+            .block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
+    }
+
+    fn ok(&self, session: &str, name: &str, input: Value) -> String {
+        match self.call(session, name, input.clone()) {
+            Ok(t) => t,
+            Err(e) => panic!("{name} {input} failed: {e}"),
+        }
+    }
+
+    fn open(&self, session: &str, path: &str) -> String {
+        self.ok(
+            session,
+            "browser_navigate",
+            json!({"url": self.server.url(path)}),
+        )
+    }
+}
+
+/// Navigating to `path` returns well inside the old 30 s stall, and its observation lists a
+/// blocked frame and the text after it.
+fn returns_with_blocked_frame(session: &str, path: &str, frames: usize) {
+    let Some(f) = fixture() else { return };
+    let t0 = Instant::now();
+    let obs = f.open(session, path);
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "navigate took {took:?}:\n{obs}"
+    );
+    assert!(obs.starts_with("navigated: HTTP 200"), "{obs}");
+    let blocked = obs.lines().filter(|l| l.contains("blocked")).count();
+    assert_eq!(blocked, frames, "blocked frames listed:\n{obs}");
+    assert!(obs.contains("After the frame"), "{obs}");
+}
+
+#[test]
+fn a_file_frame_does_not_stall_navigate() {
+    returns_with_blocked_frame("file-frame", "/file-frame.html", 1);
+}
+
+#[test]
+fn view_source_and_chrome_frames_do_not_stall_navigate() {
+    returns_with_blocked_frame("schemes", "/schemes.html", 2);
+}
+
+#[test]
+fn a_frame_redirected_to_a_file_does_not_stall_navigate() {
+    returns_with_blocked_frame("redirect-frame", "/redirect-frame.html", 1);
+}
+
+#[test]
+fn a_navigation_after_one_cut_off_at_a_hanging_host_is_fast() {
+    let Some(f) = fixture() else { return };
+    let s = "after-hang";
+    f.open(s, "/plain.html");
+    let t0 = Instant::now();
+    let cut = f.call(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/hang.html"), "timeout_ms": 2000}),
+    );
+    assert!(cut.is_err(), "a 20 s response within 2 s: {cut:?}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    let t1 = Instant::now();
+    let obs = f.open(s, "/plain.html");
+    let took = t1.elapsed();
+    assert!(obs.contains("Plain page."), "{obs}");
+    assert!(
+        took < Duration::from_secs(10),
+        "the next navigation took {took:?}"
+    );
+}
