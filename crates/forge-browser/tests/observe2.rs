@@ -36,6 +36,26 @@ fn page(path: &str) -> Response {
             return Response::html("<!doctype html><p>late</p>").delayed(Duration::from_secs(20));
         }
         "/plain.html" => "<!doctype html><title>Plain</title><p>Plain page.</p>",
+        "/text.html" => {
+            r#"<!doctype html><title>Text runs</title>
+<div id=a>Some words</div><button onclick="this.textContent = 'Sent'">Submit</button>
+<div><span>Alice</span> <b>wrote</b> this</div>
+<span>Loose span text</span>
+<button><div>Inner div of a button</div></button>
+<div>Intro words<div>Nested words</div></div>
+<p id=out>nothing selected</p>
+<script>document.addEventListener('selectionchange', () => { const t = String(getSelection()); if (t) document.getElementById('out').textContent = 'selected: ' + t; });</script>"#
+        }
+        "/mail-rows2.html" => {
+            r#"<!doctype html><title>Mail</title>
+<style>.item{display:flex;gap:10px;padding:6px;cursor:pointer;width:600px}.star,.trash{display:inline-block;width:20px;height:20px;border:1px solid #999}.from{font-weight:bold;width:100px}</style>
+<div id=list>
+<div class=item onclick="document.getElementById('log').textContent = 'opened ' + this.dataset.f" data-f=Alice><span class=from>Alice</span><span class=subj>Lunch on Friday?</span><span class=star onclick="event.stopPropagation(); document.getElementById('log').textContent = 'starred Alice'"></span><span class=trash onclick="event.stopPropagation()"></span></div>
+<div class=item onclick="document.getElementById('log').textContent = 'opened ' + this.dataset.f" data-f=Bruno><span class=from>Bruno</span><span class=subj>Invoice 42</span><span class=star onclick="event.stopPropagation(); document.getElementById('log').textContent = 'starred Bruno'"></span><span class=trash onclick="event.stopPropagation()"></span></div>
+</div>
+<div id=card onclick="void 0" style="cursor:pointer;width:300px;border:1px solid #ccc"><b>Weekly report ready</b><button>Open</button><button>Share</button></div>
+<p id=log>nothing yet</p>"#
+        }
         "/to-file" => {
             return Response::bare(302, "").header("Location", "file:///etc/passwd");
         }
@@ -138,5 +158,102 @@ fn a_navigation_after_one_cut_off_at_a_hanging_host_is_fast() {
     assert!(
         took < Duration::from_secs(10),
         "the next navigation took {took:?}"
+    );
+}
+
+/// The ref at the start of the line containing `needle` (a text or element line).
+fn ref_of(obs: &str, needle: &str) -> String {
+    let line = obs
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{obs}"));
+    line.split_whitespace().next().expect("ref").to_string()
+}
+
+#[test]
+fn div_and_span_text_runs_get_refs_and_end_before_the_next_control() {
+    let Some(f) = fixture() else { return };
+    let s = "text-runs";
+    let obs = f.open(s, "/text.html");
+    let text = obs.split("\ntext:\n").nth(1).expect("text section");
+    assert!(
+        text.lines().any(|l| l.ends_with(r#" div "Some words""#)),
+        "{obs}"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("Some words") && l.contains("Submit")),
+        "{obs}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.ends_with(r#" div "Alice wrote this""#)),
+        "{obs}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.ends_with(r#" span "Loose span text""#)),
+        "{obs}"
+    );
+    assert!(
+        text.lines().any(|l| l.ends_with(r#" div "Intro words""#)),
+        "{obs}"
+    );
+    assert!(
+        text.lines().any(|l| l.ends_with(r#" div "Nested words""#)),
+        "{obs}"
+    );
+    // Text inside a listed control is its name, not a text run.
+    assert!(
+        !text.lines().any(|l| l.contains(r#"div "Inner div"#)),
+        "{obs}"
+    );
+    let r = ref_of(text, "Some words");
+    assert!(r.starts_with('e'), "{r}");
+    f.ok(s, "browser_select_text", json!({"ref": r, "text": "words"}));
+    let obs = f.ok(s, "browser_state", json!({}));
+    assert!(obs.contains("selected: words"), "{obs}");
+}
+
+#[test]
+fn a_row_that_is_a_control_is_named_by_its_own_text() {
+    let Some(f) = fixture() else { return };
+    let s = "row-controls";
+    let obs = f.open(s, "/mail-rows2.html");
+    for (who, subj) in [("Alice", "Lunch on Friday?"), ("Bruno", "Invoice 42")] {
+        let line = obs
+            .lines()
+            .find(|l| l.contains(who) && l.contains("(row)"))
+            .unwrap_or_else(|| panic!("no row line for {who}:\n{obs}"));
+        assert!(line.contains(subj), "{line}\n{obs}");
+        assert!(
+            line.contains("clickable") || line.contains("button"),
+            "{line}"
+        );
+    }
+    // The star of Bruno's row is listed under Bruno's row line, indented; clicking it stars
+    // Bruno's mail (the row click does not happen).
+    let lines: Vec<&str> = obs.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("Bruno") && l.contains("(row)"))
+        .expect("Bruno's row");
+    let star = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.starts_with("  "))
+        .find(|l| l.contains("star"))
+        .unwrap_or_else(|| panic!("no star under Bruno's row:\n{obs}"));
+    let r = star.split_whitespace().next().expect("ref");
+    let after = f.ok(s, "browser_click", json!({"ref": r}));
+    assert!(after.contains("starred Bruno"), "{after}");
+    // A card that is a control with two controls in it is named by its own text.
+    let card = obs
+        .lines()
+        .find(|l| l.contains("Weekly report ready"))
+        .unwrap_or_else(|| panic!("no card line:\n{obs}"));
+    assert!(
+        card.split_whitespace().nth(1) == Some("clickable"),
+        "{card}"
     );
 }

@@ -27,6 +27,7 @@
 //! e13 scrollable hint="results" scroll 0/1,450px, 12 more items below in this list
 //! e14 option "Apricot" [scrolled out of its list]
 //! f1: iframe "Payment" same-origin http://127.0.0.1:8080
+//! f2: iframe "Local" blocked "file:///etc/passwd" (file: pages do not load in frames)
 //! f1e4 button "Pay"
 //! 12 more below, 3 above (browser_state with scroll=1 or a larger max_chars to see them)
 //! text:
@@ -39,7 +40,13 @@
 //!   `<use href="#icon-…">`, an icon-font class (`fa-star`) or ligature (`material-icons`),
 //!   words of its class list and id, a `data-action`-like attribute, a background image's file.
 //! - `row "…"`: the text of a repeated item (list row, post, card, table row) whose controls are
-//!   listed under it, indented. When the item is itself a control its own line is the header.
+//!   listed under it, indented. When the item is itself a control its own line is the header,
+//!   marked `(row)` and named by the item's own text (its controls' names left out), e.g.
+//!   `e9 clickable "Alice Lunch on Friday?" (row)`; any control holding two or more controls
+//!   is named that way when it has no label.
+//! - Text runs: besides the text blocks below, a `div`/`span` with text of its own (or a block of
+//!   only inline children) outside any text block and listed control gets a ref too; its line
+//!   ends where it ends, so it is never joined with the next control's name.
 //! - Values are exact: JSON-escaped (`\n`, `\t`, `\"`), spaces kept; over 60 chars the first 60
 //!   plus `…` and `(N chars)`.
 //! - `expanded`/`collapsed` from `aria-expanded` or `<details>`; `has children, collapsed` when

@@ -516,6 +516,29 @@
     return true;
   }
 
+  // Elements never made a text block of their own (their text names something else).
+  const NOT_RUNS = new Set(['BODY', 'HTML', 'LABEL', 'OPTION', 'OPTGROUP', 'LEGEND', 'SUMMARY', 'SLOT', 'A', 'BUTTON']);
+  const CONTROL_TAGS = new Set(['A', 'BUTTON', 'INPUT', 'SELECT', 'TEXTAREA', 'IFRAME']);
+  // Whether `el` (outside any text block and control) is a run of text a model may need to read
+  // or select: it holds text of its own (a div's or span's text node), or it is a block whose
+  // children are all inline, hold no control and carry text (`<div><span>a</span> <b>b</b></div>`).
+  function textRun(el, st) {
+    if (NOT_RUNS.has(el.tagName) || el.isContentEditable) return false;
+    const kids = el.childNodes;
+    if (kids.length > 200) return false;
+    let any = false, inline = true;
+    for (const c of Array.from(kids)) {
+      if (c.nodeType === 3) {
+        if (c.data.trim()) return true;
+      } else if (c.nodeType === 1) {
+        any = true;
+        if (!inline) continue;
+        if (CONTROL_TAGS.has(c.tagName) || c.shadowRoot || isBlock(style(c))) inline = false;
+      }
+    }
+    return any && inline && isBlock(st) && !!el.textContent.trim();
+  }
+
   function observe(opts) {
     const maxText = opts.maxText || 20000;
     const vw = document.documentElement.clientWidth || innerWidth;
@@ -537,6 +560,8 @@
       // Clipping ancestors of the node being visited (nearest last): {el, box, scroll, item}.
       const clips = [];
       let block = null;
+      // The outermost listed control being walked (its text is its name, not a text run).
+      let control = null;
       const clippedBy = (rect) => {
         const cx = rect.left + rect.width / 2, cy = rect.top + rect.height / 2;
         for (let i = clips.length - 1; i >= 0; i--) {
@@ -644,7 +669,8 @@
           }
           // A text block of the excerpt, named by a ref. A block inside another ends the outer
           // one's line (whose text so far was its own: a tree item's label before its list).
-          if (!textFull && !item && TEXT_BLOCKS.has(el.tagName) && !onlyControl(el)) {
+          if (r && !control) control = el;
+          if (!textFull && !item && !control && (TEXT_BLOCKS.has(el.tagName) || ((!block || isBlock(st)) && textRun(el, st))) && !onlyControl(el)) {
             if (block) pushText('\u0003\n');
             block = el;
             pushText('\n\u0001' + refName(el) + ' ' + el.tagName.toLowerCase() + '\u0002');
@@ -663,6 +689,7 @@
       const leave = (el) => {
         if (clips.length && clips[clips.length - 1].el === el) clips.pop();
         if (block === el) { block = null; pushText('\u0003\n'); }
+        if (control === el) control = null;
       };
       // Hidden text: text nodes are only kept when their parent element is rendered and visible.
       const textVisit = (n) => {
@@ -712,6 +739,15 @@
     return out.replace(/\s*\n\s*/g, '\n').trim();
   }
 
+  // The text of `el` beside the names of the listed controls `inside` it (longest first, so
+  // "World" does not eat "World Home"; a clipped name without its ellipsis), spaces collapsed.
+  function textBeside(el, inside) {
+    let rest = contentText(el).replace(PUA, '').replace(/\s+/g, ' ');
+    const names = inside.map((c) => (c.item.name || '').replace(/…$/, '')).filter(Boolean).sort((x, y) => y.length - x.length);
+    for (const n of names) rest = rest.split(n).join(' ');
+    return rest.replace(/\s+/g, ' ').trim();
+  }
+
   const norm = (s) => String(s || '').replace(/\s+/g, ' ').trim().toLowerCase();
 
   // After the walk: list each node once, name the nameless, infer tree state and group controls
@@ -750,7 +786,10 @@
       const item = e.item;
       // A container of several controls (a menu, a listbox, a card) is not named by their
       // joined text: each control has its own line.
-      if (alive(e.el).length >= 2) item.name = clip(labelText(e.el) || e.el.title || '', 80);
+      // Its own text (beside its controls' names) names it when nothing else does: a mail row
+      // that is itself clickable is named by its sender and subject.
+      const inner = alive(e.el);
+      if (inner.length >= 2) item.name = clip(labelText(e.el) || e.el.title || textBeside(e.el, inner), 80);
       if (!item.name) {
         const h = hintOf(e.el);
         if (h) item.hint = h;
@@ -808,12 +847,15 @@
           const t = clip(contentText(a).replace(PUA, ''), 400);
           // Its text beside the controls' names (longest first, so "World" does not eat
           // "World Home"; a clipped name without its ellipsis).
-          let rest = contentText(a).replace(PUA, '').replace(/\s+/g, ' ');
-          const names = controls.map((c) => c.item.name.replace(/…$/, '')).filter(Boolean).sort((x, y) => y.length - x.length);
-          for (const n of names) rest = rest.split(n).join(' ');
+          const rest = textBeside(a, controls.filter((c) => c.el !== a));
           if (/[\p{L}\p{N}].*[\p{L}\p{N}].*[\p{L}\p{N}]/u.test(rest)) {
             row = { ref: refName(a), text: clip(t, 60) };
             rows.push(row);
+            // A row that is itself a control is named by its text (its line is the header).
+            if (self && !self.item.merged && (!self.item.name || self.item.hint)) {
+              self.item.name = clip(rest, 60);
+              delete self.item.hint;
+            }
           }
         }
       }

@@ -186,6 +186,10 @@ pub fn render(obs: &Observation, budget: usize) -> String {
             line.push_str("  ");
         }
         line.push_str(&element_line(e));
+        if row == Some(e.reference.as_str()) {
+            // The control is itself the row: its controls follow, indented.
+            line.push_str(" (row)");
+        }
         line.push('\n');
         if out.len() + lines.len() + line.len() > element_budget {
             cut += 1;
