@@ -56,6 +56,21 @@ fn page(path: &str) -> Response {
 <div id=card onclick="void 0" style="cursor:pointer;width:300px;border:1px solid #ccc"><b>Weekly report ready</b><button>Open</button><button>Share</button></div>
 <p id=log>nothing yet</p>"#
         }
+        "/handles.html" => {
+            r#"<!doctype html><title>Handles</title>
+<div id=wrap style="position:relative;width:300px;height:100px;margin:20px"><textarea id=ta aria-label="Notes" style="width:300px;height:100px;resize:none;box-sizing:border-box"></textarea>
+<div class="ui-resizable-handle ui-resizable-e" style="position:absolute;right:-5px;top:0;width:7px;height:100%;cursor:e-resize"></div>
+<div class="ui-resizable-handle ui-resizable-se" style="position:absolute;right:1px;bottom:1px;width:12px;height:12px;cursor:se-resize"></div></div>
+<div style="display:flex;height:80px;width:500px"><div style="width:200px">Left pane</div><div class="gutter gutter-horizontal" style="width:8px;cursor:col-resize;background:#ccc"></div><div>Right pane</div></div>
+<p id=size>100</p>
+<script>
+const se = document.querySelector('.ui-resizable-se'), wrap = document.getElementById('wrap'), ta = document.getElementById('ta');
+let start = null;
+se.addEventListener('mousedown', (e) => { start = {x: e.clientX, y: e.clientY, w: wrap.offsetWidth, h: wrap.offsetHeight}; e.preventDefault(); });
+document.addEventListener('mousemove', (e) => { if (!start) return; const w = start.w + e.clientX - start.x, h = start.h + e.clientY - start.y; wrap.style.width = ta.style.width = w + 'px'; wrap.style.height = ta.style.height = h + 'px'; });
+document.addEventListener('mouseup', () => { if (start) document.getElementById('size').textContent = 'height ' + wrap.offsetHeight; start = null; });
+</script>"#
+        }
         "/to-file" => {
             return Response::bare(302, "").header("Location", "file:///etc/passwd");
         }
@@ -256,4 +271,31 @@ fn a_row_that_is_a_control_is_named_by_its_own_text() {
         card.split_whitespace().nth(1) == Some("clickable"),
         "{card}"
     );
+}
+
+#[test]
+fn resize_handles_and_splitters_are_listed_and_dragged_by_ref() {
+    let Some(f) = fixture() else { return };
+    let s = "handles";
+    let obs = f.open(s, "/handles.html");
+    let handles: Vec<&str> = obs
+        .lines()
+        .filter(|l| l.contains(r#"handle hint="resize handle""#))
+        .collect();
+    assert_eq!(handles.len(), 3, "{obs}");
+    // The corner handle is the second (document order): drag it 60 px down.
+    let r = handles[1].split_whitespace().next().expect("ref");
+    f.ok(
+        s,
+        "browser_drag",
+        json!({"from": r, "by": {"x": 40, "y": 60}}),
+    );
+    let obs = f.ok(s, "browser_state", json!({}));
+    let h: i64 = obs
+        .split("height ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no height in:\n{obs}"));
+    assert!((150..=170).contains(&h), "height {h}:\n{obs}");
 }

@@ -44,6 +44,8 @@
 //!   marked `(row)` and named by the item's own text (its controls' names left out), e.g.
 //!   `e9 clickable "Alice Lunch on Friday?" (row)`; any control holding two or more controls
 //!   is named that way when it has no label.
+//! - `handle hint="resize handle"`: a grab-only control (jQuery UI's `.ui-resizable-handle`, a
+//!   Split.js gutter, anything where a resize cursor starts), for `browser_drag {from, by}`.
 //! - Text runs: besides the text blocks below, a `div`/`span` with text of its own (or a block of
 //!   only inline children) outside any text block and listed control gets a ref too; its line
 //!   ends where it ends, so it is never joined with the next control's name.

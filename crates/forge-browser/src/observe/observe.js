@@ -103,6 +103,8 @@
       if (item && (el.tagName === 'LI' || !p.querySelector(':scope > li'))) return item;
     }
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') return null;
+    // A grab-only control (a resize handle, a splitter): no click does anything, a drag does.
+    if (isGrabHandle(el, st)) return 'handle';
     if (el.hasAttribute('onclick') || S.clickers.has(el)) return 'clickable';
     // A card made draggable for HTML5 drag and drop: browser_drag takes it by its ref.
     if (el.getAttribute('draggable') === 'true') return 'draggable';
@@ -116,6 +118,21 @@
       if (!p || style(p).cursor !== 'pointer') return 'clickable';
     }
     return null;
+  }
+
+  const RESIZE_CURSOR = /^(?:[nsew]{1,2}|nwse|nesw|col|row)-resize$/;
+  // Class names of resize handles and splitters (jQuery UI, Split.js, common hand-written ones).
+  const GRAB_CLASSES = ['ui-resizable-handle', 'resize-handle', 'resizer', 'resize-grip', 'splitter', 'split-handle', 'gutter-horizontal', 'gutter-vertical'];
+  // Whether `el` is a resize handle or splitter: a resize cursor where the cursor starts (a
+  // parent with the same cursor passes it on), or a handle class, on a box a pointer can grab.
+  function isGrabHandle(el, st) {
+    const byClass = GRAB_CLASSES.some((c) => el.classList.contains(c));
+    if (!byClass && !RESIZE_CURSOR.test(st.cursor)) return false;
+    if (['TEXTAREA', 'INPUT', 'SELECT', 'BODY', 'HTML'].includes(el.tagName)) return false;
+    const p = el.parentElement;
+    if (!byClass && p && style(p).cursor === st.cursor) return false;
+    const b = el.getBoundingClientRect();
+    return b.width >= 2 && b.height >= 2;
   }
 
   const hasOwnText = (el) => Array.from(el.childNodes).some((c) => c.nodeType === 3 && c.data.trim());
@@ -790,7 +807,10 @@
       // that is itself clickable is named by its sender and subject.
       const inner = alive(e.el);
       if (inner.length >= 2) item.name = clip(labelText(e.el) || e.el.title || textBeside(e.el, inner), 80);
-      if (!item.name) {
+      if (item.role === 'handle') {
+        // The name, if any, is the page's; the hint says what kind of grab it is.
+        item.hint = 'resize handle';
+      } else if (!item.name) {
         const h = hintOf(e.el);
         if (h) item.hint = h;
       }
