@@ -71,6 +71,30 @@ document.addEventListener('mousemove', (e) => { if (!start) return; const w = st
 document.addEventListener('mouseup', () => { if (start) document.getElementById('size').textContent = 'height ' + wrap.offsetHeight; start = null; });
 </script>"#
         }
+        "/state.html" => {
+            r#"<!doctype html><title>State</title>
+<style>.cb::part(base){}</style>
+<x-check id=c1>Weekly digest</x-check>
+<x-select id=s1></x-select>
+<div style="position:relative;width:300px;height:20px;background:#eee;margin:10px"><div class=noUi-handle role=slider tabindex=0 aria-valuenow="30.00" aria-valuetext="30" aria-valuemin="0.00" aria-valuemax="100.00" style="position:absolute;left:90px;width:20px;height:20px;background:#36c"></div></div>
+<div role=grid style="width:400px">
+<div role=row><div role=columnheader aria-sort=ascending onclick="void 0" style="cursor:pointer">Name</div></div>
+<div style="position:relative;height:90px">
+<div role=row style="position:absolute;top:0;transform:translateY(60px)"><button>Open Ann</button></div>
+<div role=row style="position:absolute;top:0;transform:translateY(30px)"><button>Open Bob</button></div>
+<div role=row style="position:absolute;top:0;transform:translateY(0px)"><button>Open Cid</button></div>
+</div></div>
+<div class=tabulator role=grid style="width:400px">
+<div class=tabulator-headers role=row style="display:flex"><div role=columnheader style="position:relative;width:120px">Who<div class=tabulator-col-resize-handle style="position:absolute;right:0;top:0;width:5px;height:100%;cursor:ew-resize"></div></div><div role=columnheader style="position:relative;width:120px">City</div></div>
+<div class=tabulator-row role=row onclick="void 0" style="display:flex"><div role=gridcell style="position:relative;width:120px">Alice<div class=tabulator-col-resize-handle style="position:absolute;right:0;top:0;width:5px;height:100%;cursor:ew-resize"></div></div><div role=gridcell style="position:relative;width:120px">Paris<div class=tabulator-col-resize-handle style="position:absolute;right:0;top:0;width:5px;height:100%;cursor:ew-resize"></div></div></div>
+<div class=tabulator-row role=row onclick="void 0" style="display:flex"><div role=gridcell style="position:relative;width:120px">Bruno<div class=tabulator-col-resize-handle style="position:absolute;right:0;top:0;width:5px;height:100%;cursor:ew-resize"></div></div><div role=gridcell style="position:relative;width:120px">Lyon<div class=tabulator-col-resize-handle style="position:absolute;right:0;top:0;width:5px;height:100%;cursor:ew-resize"></div></div></div>
+</div>
+<div class=swiper style="width:300px;overflow:hidden;margin:10px"><div class=swiper-wrapper style="display:flex"><div class=swiper-slide style="flex:0 0 300px"><button>Slide one button</button></div><div class=swiper-slide style="flex:0 0 300px"><button>Slide two button</button></div></div></div>
+<script>
+customElements.define('x-check', class extends HTMLElement { constructor() { super(); this.attachShadow({mode: 'open'}).innerHTML = '<label part=base style="position:relative;display:inline-flex"><input type=checkbox style="position:absolute;opacity:0;width:16px;height:16px;margin:0"><span style="display:inline-block;width:16px;height:16px;border:1px solid #333"></span><div><slot></slot></div></label>'; } });
+customElements.define('x-select', class extends HTMLElement { constructor() { super(); this.attachShadow({mode: 'open'}).innerHTML = '<div style="position:relative;width:200px;height:30px"><div role=combobox tabindex=0 aria-expanded=false aria-label="Toppings" style="width:200px;height:30px;border:1px solid #999"></div><div class=select__tags style="position:absolute;left:0;top:0;width:200px;height:30px">Ham</div></div>'; } });
+</script>"#
+        }
         "/to-file" => {
             return Response::bare(302, "").header("Location", "file:///etc/passwd");
         }
@@ -298,4 +322,41 @@ fn resize_handles_and_splitters_are_listed_and_dragged_by_ref() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no height in:\n{obs}"));
     assert!((150..=170).contains(&h), "height {h}:\n{obs}");
+}
+
+#[test]
+fn names_through_slots_own_parts_sliders_sort_screen_order_and_clips() {
+    let Some(f) = fixture() else { return };
+    let obs = f.open("state", "/state.html");
+    let line = |needle: &str| -> &str {
+        obs.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{obs}"))
+    };
+    let cb = line("checkbox");
+    assert!(cb.contains(r#""Weekly digest""#), "{cb}");
+    assert!(!cb.contains("covered"), "{cb}");
+    // The slotted text names the checkbox; it is not a text run of its own as well.
+    assert!(!obs.contains(r#"x-check "Weekly digest""#), "{obs}");
+    let combo = line(r#"combobox "Toppings""#);
+    assert!(!combo.contains("covered"), "{combo}");
+    let slider = line("slider");
+    assert!(slider.contains(r#"value="30""#), "{slider}");
+    assert!(slider.contains(r#"range="0.00-100.00""#), "{slider}");
+    assert!(line(r#""Name""#).contains("sorted ascending"), "{obs}");
+    let pos = |n: &str| obs.find(n).unwrap_or_else(|| panic!("{n} missing:\n{obs}"));
+    assert!(
+        pos("Open Cid") < pos("Open Bob") && pos("Open Bob") < pos("Open Ann"),
+        "{obs}"
+    );
+    // Tabulator-like rows: named by their cells, no resize handle per cell; the header's
+    // handle is listed.
+    assert!(line(r#""Alice Paris""#).contains("clickable"), "{obs}");
+    assert!(line(r#""Bruno Lyon""#).contains("clickable"), "{obs}");
+    assert_eq!(obs.matches("resize handle").count(), 1, "{obs}");
+    assert!(
+        line("Slide two button").contains("[clipped by its container]"),
+        "{obs}"
+    );
+    assert!(!line("Slide one button").contains("clipped"), "{obs}");
 }

@@ -44,6 +44,12 @@
 //!   marked `(row)` and named by the item's own text (its controls' names left out), e.g.
 //!   `e9 clickable "Alice Lunch on Friday?" (row)`; any control holding two or more controls
 //!   is named that way when it has no label.
+//! - ARIA state: `value="30" range="0-100"` from `aria-valuenow`/`aria-valuetext` (slider
+//!   handles), `sorted ascending|descending|other` from `aria-sort` (column headers).
+//! - Names follow slots (a shadow `<label>`'s slotted text names its input); an element hit at
+//!   its centre by another part of the same component (its shadow host's tree) is not covered.
+//! - Rows a grid positions absolutely (`[role=row]`, AG Grid after a sort) are listed in screen
+//!   order; a column resize handle repeated in each body row is left out (the header's is listed).
 //! - `handle hint="resize handle"`: a grab-only control (jQuery UI's `.ui-resizable-handle`, a
 //!   Split.js gutter, anything where a resize cursor starts), for `browser_drag {from, by}`.
 //! - Text runs: besides the text blocks below, a `div`/`span` with text of its own (or a block of

@@ -104,7 +104,11 @@
     }
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') return null;
     // A grab-only control (a resize handle, a splitter): no click does anything, a drag does.
-    if (isGrabHandle(el, st)) return 'handle';
+    // A column's resize handle repeated in every body row of a grid is left out (the header's
+    // handle resizes the column).
+    const grab = isGrabHandle(el, st);
+    if (grab === 'repeat') return null;
+    if (grab) return 'handle';
     if (el.hasAttribute('onclick') || S.clickers.has(el)) return 'clickable';
     // A card made draggable for HTML5 drag and drop: browser_drag takes it by its ref.
     if (el.getAttribute('draggable') === 'true') return 'draggable';
@@ -132,7 +136,34 @@
     const p = el.parentElement;
     if (!byClass && p && style(p).cursor === st.cursor) return false;
     const b = el.getBoundingClientRect();
-    return b.width >= 2 && b.height >= 2;
+    if (b.width < 2 || b.height < 2) return false;
+    const row = el.closest('[role="row"], tr');
+    if (row && !row.querySelector('[role="columnheader"], th')) return 'repeat';
+    return true;
+  }
+
+  // Rows a grid positions absolutely (AG Grid moves them by transform when sorting, leaving the
+  // DOM order as it was): the controls of a run of such rows are listed in screen order.
+  function screenOrder(elements, listed) {
+    const rowOf = new Map();
+    const top = new Map();
+    for (const e of listed) {
+      const row = e.el.closest('[role="row"]');
+      if (!row || !row.parentElement || style(row).position !== 'absolute') continue;
+      rowOf.set(e.item, row);
+      if (!top.has(row)) top.set(row, row.getBoundingClientRect().top);
+    }
+    if (!rowOf.size) return;
+    for (let i = 0; i < elements.length;) {
+      const r = rowOf.get(elements[i]);
+      if (!r) { i++; continue; }
+      let j = i + 1;
+      while (j < elements.length && rowOf.has(elements[j]) && rowOf.get(elements[j]).parentElement === r.parentElement) j++;
+      const run = elements.slice(i, j).map((it, k) => ({ it, k, y: top.get(rowOf.get(it)) }));
+      run.sort((a, b) => (a.y - b.y) || (a.k - b.k));
+      for (let k = 0; k < run.length; k++) elements[i + k] = run[k].it;
+      i = j;
+    }
   }
 
   const hasOwnText = (el) => Array.from(el.childNodes).some((c) => c.nodeType === 3 && c.data.trim());
@@ -176,7 +207,15 @@
       if (depth > 64) return;
       for (const c of Array.from(n.childNodes)) {
         if (c.nodeType === 3) out += c.data;
-        else if (c.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON', 'SCRIPT', 'STYLE', 'OPTION'].includes(c.tagName)) rec(c, depth + 1);
+        // A shadow <label> names its control through a <slot>: the slotted text (Shoelace's
+        // sl-checkbox) is the label's text.
+        else if (c.nodeType === 1 && c.tagName === 'SLOT') {
+          for (const a of c.assignedNodes({ flatten: true }).slice(0, 200)) {
+            if (a.nodeType === 3) out += a.data;
+            else if (a.nodeType === 1) { out += ' '; rec(a, depth + 1); out += ' '; }
+          }
+          if (!c.assignedNodes().length) rec(c, depth + 1);
+        } else if (c.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON', 'SCRIPT', 'STYLE', 'OPTION'].includes(c.tagName)) rec(c, depth + 1);
       }
     };
     rec(root, 0);
@@ -457,6 +496,10 @@
     // Hitting an element inside el's shadow tree, or a light-DOM ancestor that hosts it.
     for (let n = hit; n; n = n.parentNode || n.host) { if (n === el) return ''; }
     if (hit.tagName === 'LABEL' && hit.control === el) return '';
+    // A part of the same component: an element in el's shadow tree or the host's light DOM
+    // (Shoelace's sl-select shows its tags over its own combobox).
+    const host = el.getRootNode().host;
+    if (host) for (let n = hit; n; n = n.parentNode || n.host) { if (n === host) return ''; }
     if (el.labels && Array.from(el.labels).includes(hit)) return '';
     return describe(hit);
   }
@@ -491,6 +534,17 @@
     const ae = el.getAttribute('aria-expanded');
     if (ae) st.expanded = ae === 'true';
     else if (tag === 'SUMMARY' && el.parentElement && el.parentElement.tagName === 'DETAILS') st.expanded = el.parentElement.open;
+    // A slider handle's value (noUiSlider, ARIA sliders): its text form when given.
+    const vn = el.getAttribute('aria-valuenow');
+    if (vn !== null && st.value === undefined) {
+      const vt = el.getAttribute('aria-valuetext');
+      st.ariaValue = clip(vt && vt.trim() ? vt : vn, 40);
+      const lo = el.getAttribute('aria-valuemin'), hi = el.getAttribute('aria-valuemax');
+      if (lo !== null && hi !== null) st.range = clip(lo, 20) + '-' + clip(hi, 20);
+    }
+    // A column header's sort state.
+    const sort = el.getAttribute('aria-sort');
+    if (sort === 'ascending' || sort === 'descending' || sort === 'other') st.sort = sort;
     const as = el.getAttribute('aria-selected');
     if (as === 'true') st.selectedItem = true;
     if (el.disabled || el.getAttribute('aria-disabled') === 'true') st.disabled = true;
@@ -540,7 +594,8 @@
   // or select: it holds text of its own (a div's or span's text node), or it is a block whose
   // children are all inline, hold no control and carry text (`<div><span>a</span> <b>b</b></div>`).
   function textRun(el, st) {
-    if (NOT_RUNS.has(el.tagName) || el.isContentEditable) return false;
+    // A component's host: its text is slotted into its own parts (a label, say).
+    if (NOT_RUNS.has(el.tagName) || el.isContentEditable || el.shadowRoot) return false;
     const kids = el.childNodes;
     if (kids.length > 200) return false;
     let any = false, inline = true;
@@ -722,6 +777,7 @@
       if (doc.body) walk(doc.body, textVisit, 0, leave);
     };
     visitDoc(document);
+    screenOrder(elements, listed);
     const rows = structure(listed, vh);
     const se = document.scrollingElement || document.documentElement;
     return {

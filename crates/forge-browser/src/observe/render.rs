@@ -29,6 +29,15 @@ pub fn element_line(e: &Element) -> String {
             line.push_str(&format!(" ({} chars)", thousands(n)));
         }
     }
+    if let Some(v) = st.get("ariaValue").and_then(Value::as_str) {
+        line.push_str(&format!(" value={}", quote(v)));
+        if let Some(r) = st.get("range").and_then(Value::as_str) {
+            line.push_str(&format!(" range={}", quote(r)));
+        }
+    }
+    if let Some(s) = st.get("sort").and_then(Value::as_str) {
+        line.push_str(&format!(" sorted {s}"));
+    }
     match st.get("checked") {
         Some(Value::Bool(true)) => line.push_str(" checked"),
         Some(Value::Bool(false)) => line.push_str(" unchecked"),
