@@ -329,6 +329,15 @@ async fn call_routed(
     }
 }
 
+/// A frame argument, `"f2"`, `"2"` or `2`, as its number.
+fn frame_number(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().strip_prefix('f').unwrap_or(s.trim()).parse().ok(),
+        _ => None,
+    }
+}
+
 /// `f<K>e<N>` -> (K, N).
 fn split_ref(r: &str) -> Option<(u64, u64)> {
     let rest = r.trim().strip_prefix('f')?;
@@ -346,12 +355,21 @@ pub(crate) async fn call(
     cmd: &str,
     args: &Value,
 ) -> Result<Value, PageError> {
-    let Some((k, n)) = args.get("ref").and_then(Value::as_str).and_then(split_ref) else {
+    // The frame: a frame ref's (`f2e5`), or the `frame` argument of a selector (`f2`).
+    let by_ref = args.get("ref").and_then(Value::as_str).and_then(split_ref);
+    let by_frame = match args.get("frame") {
+        None | Some(Value::Null) => None,
+        Some(f) => match frame_number(f) {
+            Some(k) => Some(k),
+            None => return Ok(json!({"error": "bad-frame"})),
+        },
+    };
+    let Some(k) = by_ref.map(|(k, _)| k).or(by_frame) else {
         return observe::call(page, cmd, args).await;
     };
     let b = observe::call(page, "frameBox", &json!({"frame": k})).await?;
     if b.get("error").is_some() {
-        return Ok(json!({"error": "stale"}));
+        return Ok(json!({"error": if by_ref.is_some() { "stale" } else { "no-frame" }}));
     }
     if b.get("reachable").and_then(Value::as_bool) == Some(true) {
         // A same-origin frame: the top library walks and drives it itself.
@@ -361,7 +379,13 @@ pub(crate) async fn call(
         return Ok(json!({"error": "stale"}));
     };
     let mut inner = args.clone();
-    inner["ref"] = json!(format!("e{n}"));
+    if let Some(o) = inner.as_object_mut() {
+        // In the frame's own library the selector is matched in its own document.
+        o.remove("frame");
+    }
+    if let Some((_, n)) = by_ref {
+        inner["ref"] = json!(format!("e{n}"));
+    }
     let mut v = call_routed(page, session, k, r, cmd, &inner).await?;
     if let Some(rr) = v.get("ref").and_then(Value::as_str) {
         if rr.starts_with('e') {

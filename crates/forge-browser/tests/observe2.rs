@@ -15,6 +15,8 @@ use serde_json::{json, Value};
 struct Fixture {
     b: Shared,
     server: Site,
+    /// Another site (127.0.0.2): its frames are out of process.
+    other: Site,
 }
 
 fn page(path: &str) -> Response {
@@ -95,6 +97,18 @@ customElements.define('x-check', class extends HTMLElement { constructor() { sup
 customElements.define('x-select', class extends HTMLElement { constructor() { super(); this.attachShadow({mode: 'open'}).innerHTML = '<div style="position:relative;width:200px;height:30px"><div role=combobox tabindex=0 aria-expanded=false aria-label="Toppings" style="width:200px;height:30px;border:1px solid #999"></div><div class=select__tags style="position:absolute;left:0;top:0;width:200px;height:30px">Ham</div></div>'; } });
 </script>"#
         }
+        "/xf-top.html" => {
+            r#"<!doctype html><title>Frames top</title><h1>Frames</h1>
+<iframe src="{{OTHER}}/xf-inner.html" title="Other site" width="400" height="150"></iframe>
+<iframe src="/same-inner.html" title="Same site" width="400" height="100"></iframe>"#
+        }
+        "/xf-inner.html" => {
+            r#"<!doctype html><title>Inner</title><p id=secret>Inner frame text 42</p><a href="/x">Inner link</a>
+<button id=btn onclick="this.textContent = 'Inner pressed'">Inner button</button>"#
+        }
+        "/same-inner.html" => {
+            r#"<!doctype html><title>Same</title><p id=s>Same frame words</p><button id=sb onclick="this.textContent = 'Same pressed'">Same button</button>"#
+        }
         "/to-file" => {
             return Response::bare(302, "").header("Location", "file:///etc/passwd");
         }
@@ -106,13 +120,21 @@ customElements.define('x-select', class extends HTMLElement { constructor() { su
 fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
-        let server = Site::start(|r: &Request| page(&r.path));
+        let other = Site::start_on("127.0.0.2:0", |r: &Request| page(&r.path));
+        let o = format!("http://{}", other.addr);
+        let server = Site::start(move |r: &Request| {
+            let mut resp = page(&r.path);
+            resp.body = String::from_utf8_lossy(&resp.body)
+                .replace("{{OTHER}}", &o)
+                .into_bytes();
+            resp
+        });
         let b = Shared::start(
             "forge-browser observe2 tests",
-            &[server.entry()],
-            Confine::No,
+            &[server.entry(), other.entry()],
+            Confine::WhereAvailable,
         )?;
-        Some(Fixture { b, server })
+        Some(Fixture { b, server, other })
     })
     .as_ref()
 }
@@ -359,4 +381,49 @@ fn names_through_slots_own_parts_sliders_sort_screen_order_and_clips() {
         "{obs}"
     );
     assert!(!line("Slide one button").contains("clipped"), "{obs}");
+}
+
+#[test]
+fn extract_and_selectors_read_frames_named_by_their_frame_number() {
+    let Some(f) = fixture() else { return };
+    let _ = &f.other;
+    let s = "frame-selectors";
+    let obs = f.open(s, "/xf-top.html");
+    let frame = |needle: &str| -> String {
+        obs.lines()
+            .find(|l| l.contains("iframe") && l.contains(needle))
+            .and_then(|l| l.split(':').next())
+            .unwrap_or_else(|| panic!("no frame line {needle:?}:\n{obs}"))
+            .to_string()
+    };
+    let (other, same) = (frame("Other site"), frame("Same site"));
+    let text = f.ok(s, "browser_extract", json!({"frame": other}));
+    assert!(text.contains("Inner frame text 42"), "{text}");
+    assert!(!text.contains("Frames"), "the top page's text: {text}");
+    let links = f.ok(
+        s,
+        "browser_extract",
+        json!({"frame": other, "mode": "links"}),
+    );
+    assert!(links.contains("Inner link"), "{links}");
+    let html = f.ok(
+        s,
+        "browser_extract",
+        json!({"frame": same, "mode": "html", "selector": "#s"}),
+    );
+    assert!(html.contains("Same frame words"), "{html}");
+    let after = f.ok(
+        s,
+        "browser_click",
+        json!({"selector": "#btn", "frame": other}),
+    );
+    assert!(after.contains("Inner pressed"), "{after}");
+    let after = f.ok(
+        s,
+        "browser_click",
+        json!({"selector": "#sb", "frame": same}),
+    );
+    assert!(after.contains("Same pressed"), "{after}");
+    let err = f.call(s, "browser_extract", json!({"frame": "f9"}));
+    assert!(err.is_err(), "{err:?}");
 }

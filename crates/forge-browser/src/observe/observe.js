@@ -970,12 +970,28 @@
       return { el: r.el, ref: args.ref };
     }
     if (args.selector) {
+      const d = scopeDoc(args);
+      if (d.error) return d;
       let el;
-      try { el = document.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
+      try { el = d.doc.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
       if (!el) return { error: 'no-match' };
       return { el, ref: refName(el) };
     }
     return { error: 'no-target' };
+  }
+
+  // The document a selector is matched in: this one, or (with `frame`, a frame number of the
+  // latest observation, `f2` or `2`) that same-origin frame's document.
+  function scopeDoc(args) {
+    if (args.frame === undefined || args.frame === null || args.frame === '') return { doc: document };
+    const n = String(args.frame).replace(/^f/, '');
+    if (!/^\d+$/.test(n)) return { error: 'bad-frame' };
+    const fe = frameElement(n);
+    if (!fe) return { error: 'no-frame' };
+    let doc = null;
+    try { doc = fe.contentDocument; } catch (_) { doc = null; }
+    if (!doc) return { error: 'no-frame' };
+    return { doc };
   }
 
   // Scroll `el` into view and say where a real click should land, and what covers it.
@@ -1177,14 +1193,17 @@
   }
 
   function extract(args) {
-    let root = document.body || document.documentElement;
+    const scope = scopeDoc(args);
+    if (scope.error) return scope;
+    const sd = scope.doc;
+    let root = sd.body || sd.documentElement;
     if (args.selector) {
-      try { root = document.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
+      try { root = sd.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
       if (!root) return { error: 'no-match' };
     }
     if (args.mode === 'html') {
       if (!args.selector) return { error: 'html-needs-selector' };
-      if (root === document.documentElement || root === document.body || root === document.head) return { error: 'html-whole-page' };
+      if (root === sd.documentElement || root === sd.body || root === sd.head) return { error: 'html-whole-page' };
       return { content: root.outerHTML };
     }
     if (args.mode === 'links') {
