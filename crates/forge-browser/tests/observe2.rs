@@ -109,6 +109,12 @@ customElements.define('x-select', class extends HTMLElement { constructor() { su
         "/same-inner.html" => {
             r#"<!doctype html><title>Same</title><p id=s>Same frame words</p><button id=sb onclick="this.textContent = 'Same pressed'">Same button</button>"#
         }
+        "/carousel.html" => {
+            r#"<!doctype html><title>Carousel</title><h1>Featured</h1>
+<div id=track aria-label="Featured items" style="display:flex;gap:10px;width:450px;overflow-x:auto;overflow-y:hidden">
+<button style="flex:0 0 200px">Card 1</button><button style="flex:0 0 200px">Card 2</button><button style="flex:0 0 200px">Card 3</button><button style="flex:0 0 200px">Card 4</button><button style="flex:0 0 200px">Card 5</button><button style="flex:0 0 200px">Card 6</button>
+</div>"#
+        }
         "/to-file" => {
             return Response::bare(302, "").header("Location", "file:///etc/passwd");
         }
@@ -426,4 +432,35 @@ fn extract_and_selectors_read_frames_named_by_their_frame_number() {
     assert!(after.contains("Same pressed"), "{after}");
     let err = f.call(s, "browser_extract", json!({"frame": "f9"}));
     assert!(err.is_err(), "{err:?}");
+}
+
+#[test]
+fn a_horizontal_scroll_container_is_listed_and_scrolls_by_ref() {
+    let Some(f) = fixture() else { return };
+    let s = "carousel";
+    let obs = f.open(s, "/carousel.html");
+    let line = obs
+        .lines()
+        .find(|l| l.contains("scrollable") && l.contains("Featured items"))
+        .unwrap_or_else(|| panic!("no carousel line:\n{obs}"));
+    assert!(line.contains("scroll x 0/"), "{line}");
+    assert!(line.contains("more items to the right"), "{line}");
+    let card1 = obs
+        .lines()
+        .find(|l| l.contains(r#"button "Card 1""#))
+        .unwrap_or_else(|| panic!("Card 1 not listed:\n{obs}"));
+    assert!(!card1.contains("scrolled out"), "{card1}");
+    let r = line.split_whitespace().next().expect("ref");
+    let after = f.ok(
+        s,
+        "browser_scroll",
+        json!({"ref": r, "direction": "right", "amount": 1000}),
+    );
+    let obs = f.ok(s, "browser_state", json!({}));
+    let card6 = obs
+        .lines()
+        .find(|l| l.contains(r#"button "Card 6""#))
+        .unwrap_or_else(|| panic!("Card 6 not listed after {after}:\n{obs}"));
+    assert!(!card6.contains("scrolled out"), "{card6}\n{obs}");
+    assert!(obs.contains("to the left"), "{obs}");
 }

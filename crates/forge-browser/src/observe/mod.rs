@@ -64,7 +64,8 @@
 //!   `<li>` has no text of its own.
 //! - Scroll containers (vertical): `scroll <top>/<max>px`, the items below (and above) the
 //!   visible part; controls they clip are `[scrolled out of its list]` (at most three per list),
-//!   `[clipped by its container]` for overflow-hidden ancestors.
+//!   `[clipped by its container]` for overflow-hidden ancestors. Horizontal-only ones
+//!   (carousels): `scroll x <left>/<max>px, N more items to the right, M to the left`.
 //! - Text blocks (p, li, td, th, headings, ...) carry a ref, usable by `scroll_to`, hover and
 //!   click like any other; a nested block ends the outer one's line, and a block that is only a
 //!   link or button gets none (the control has a ref).

@@ -687,7 +687,10 @@
           let where = top + rect.height <= 0 ? 'above' : (top >= vh ? 'below' : (left + rect.width <= 0 || left >= vw ? 'side' : 'in'));
           let r = isInteractive(el, st);
           // A scroll container (vertical): listed with its position, even when not a control.
-          const scrolls = el !== root && el !== doc.body && SCROLLS.has(st.overflowY) && el.scrollHeight > el.clientHeight + 2 && el.tagName !== 'TEXTAREA';
+          const scrollsY = el !== root && el !== doc.body && SCROLLS.has(st.overflowY) && el.scrollHeight > el.clientHeight + 2 && el.tagName !== 'TEXTAREA';
+          // A horizontal-only one (a carousel, a row of cards): listed too, with its x position.
+          const scrollsX = !scrollsY && el !== root && el !== doc.body && SCROLLS.has(st.overflowX) && el.scrollWidth > el.clientWidth + 2 && el.tagName !== 'TEXTAREA' && el.tagName !== 'INPUT';
+          const scrolls = scrollsY || scrollsX;
           let item = null;
           if (r || scrolls) {
             const state = r ? elementState(el, rect) : {};
@@ -716,7 +719,23 @@
             elements.push(item);
             listed.push({ el, item, doc });
           }
-          if (scrolls) {
+          if (scrollsX) {
+            item.state.scrollX = { x: Math.round(el.scrollLeft), max: Math.round(el.scrollWidth - el.clientWidth) };
+            let box = el;
+            for (let i = 0; i < 2 && box.children.length === 1; i++) box = box.children[0];
+            const cb = el.getBoundingClientRect();
+            const inLeft = cb.left + el.clientLeft, inRight = inLeft + el.clientWidth;
+            let right = 0, left = 0;
+            for (const c of Array.from(box.children).slice(0, 2000)) {
+              const r2 = c.getBoundingClientRect();
+              if (r2.width <= 0) continue;
+              if (r2.left >= inRight - 1) right++;
+              else if (r2.right <= inLeft + 1) left++;
+            }
+            if (right) item.state.itemsRight = right;
+            if (left) item.state.itemsLeft = left;
+          }
+          if (scrollsY) {
             const max = el.scrollHeight - el.clientHeight;
             item.state.scroll = { y: Math.round(el.scrollTop), max: Math.round(max) };
             // Items of the list: its children, or those of a lone wrapper child.

@@ -93,6 +93,17 @@ pub fn element_line(e: &Element) -> String {
             line.push_str(&format!(", {n} above"));
         }
     }
+    if let Some(sc) = st.get("scrollX").and_then(Value::as_object) {
+        let x = sc.get("x").and_then(Value::as_u64).unwrap_or(0);
+        let max = sc.get("max").and_then(Value::as_u64).unwrap_or(0);
+        line.push_str(&format!(" scroll x {}/{}px", thousands(x), thousands(max)));
+        if let Some(n) = st.get("itemsRight").and_then(Value::as_u64) {
+            line.push_str(&format!(", {n} more items to the right"));
+        }
+        if let Some(n) = st.get("itemsLeft").and_then(Value::as_u64) {
+            line.push_str(&format!(", {n} to the left"));
+        }
+    }
     if st.get("selectedItem") == Some(&Value::Bool(true)) {
         line.push_str(" selected");
     }
