@@ -26,6 +26,10 @@
 //! the frame's renderer) and checks what covers it in the embedding page. Key events go to the
 //! tab as before: Chromium delivers them to the focused frame, which the frame's library focused.
 //!
+//! The library is sent to a frame document once: a call first runs on the installed library
+//! (`call_expr`, a few hundred bytes) and sends the library (`lib_expr`, 76 KB) only where the
+//! document does not have it yet.
+//!
 //! Not walked: frames nested inside a cross-origin frame, and more than [`MAX_FRAMES`] frames.
 
 use std::sync::Arc;
@@ -100,6 +104,19 @@ fn lib_expr(cmd: &str, args: &Value) -> String {
     )
 }
 
+/// What [`call_expr`] returns where the library is not installed yet.
+const NOT_INSTALLED: &str = "__forgeFrameNotInstalled";
+
+/// The expression for `cmd(args)` on an installed library, without the library's text (76 KB):
+/// where the library is missing (a new document) it returns `{NOT_INSTALLED: true}` and the
+/// caller sends [`lib_expr`] once. The library's own results never carry that key.
+fn call_expr(cmd: &str, args: &Value) -> String {
+    format!(
+        "globalThis.__forgeLib ? globalThis.__forgeLib[{cmd}]({args}) : ({{{NOT_INSTALLED}: true}})",
+        cmd = serde_json::to_string(cmd).unwrap_or_default(),
+    )
+}
+
 impl FrameRoute {
     /// Run library command `cmd(args)` in forge's isolated world of this frame.
     async fn call(&self, cmd: &str, args: &Value) -> Result<Value, PageError> {
@@ -136,17 +153,31 @@ impl FrameRoute {
             .execution_context_id)
     }
 
+    /// Run `cmd(args)` in context `ctx`, sending the library only when that document's world
+    /// does not have it yet (once per document).
     async fn eval(
         &self,
         ctx: ExecutionContextId,
         cmd: &str,
         args: &Value,
     ) -> Result<Value, PageError> {
+        let v = self.eval_expr(ctx, call_expr(cmd, args)).await?;
+        if v.get(NOT_INSTALLED).is_some() {
+            return self.eval_expr(ctx, lib_expr(cmd, args)).await;
+        }
+        Ok(v)
+    }
+
+    async fn eval_expr(
+        &self,
+        ctx: ExecutionContextId,
+        expression: String,
+    ) -> Result<Value, PageError> {
         let resp = self
             .channel
             .exec(
                 EvaluateParams::builder()
-                    .expression(lib_expr(cmd, args))
+                    .expression(expression)
                     .context_id(ctx)
                     .return_by_value(true)
                     .await_promise(true)
@@ -230,7 +261,11 @@ async fn frame_id_of(page: &Page, number: u64) -> Result<Option<FrameId>, PageEr
     let el = page
         .execute(
             EvaluateParams::builder()
-                .expression(lib_expr("frameElement", &json!(number)))
+                // Frame numbers come from the library in this world: where it is not installed
+                // (a new document), there is no frame `number` yet, so the library is not sent.
+                .expression(format!(
+                    "globalThis.__forgeLib ? globalThis.__forgeLib.frameElement({number}) : null"
+                ))
                 .context_id(ctx)
                 .object_group(object_group(number))
                 .silent(true)
@@ -582,6 +617,14 @@ async fn walk(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_on_an_installed_library_does_not_carry_the_library() {
+        let e = call_expr("observe", &json!({"maxText": 2000}));
+        assert!(e.len() < 200, "{} bytes", e.len());
+        assert!(e.contains(r#"["observe"]({"maxText":2000})"#), "{e}");
+        assert!(lib_expr("observe", &Value::Null).len() > observe::LIBRARY.len());
+    }
 
     #[test]
     fn frame_refs_split() {
