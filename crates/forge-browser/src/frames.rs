@@ -30,7 +30,10 @@
 //! (`call_expr`, a few hundred bytes) and sends the library (`lib_expr`, 76 KB) only where the
 //! document does not have it yet.
 //!
-//! Not walked: frames nested inside a cross-origin frame, and more than [`MAX_FRAMES`] frames.
+//! Frames nested in a cross-origin frame K and same-origin to it are walked by K's library:
+//! their elements come back with K's own frame refs (`f1e3`), shown as `fKf1e3` and routed to K
+//! with the rest of the ref. Not walked: a frame cross-origin to the frame it is nested in (its
+//! line is listed), and more than [`MAX_FRAMES`] cross-origin frames.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -373,11 +376,22 @@ fn frame_number(v: &Value) -> Option<u64> {
     }
 }
 
-/// `f<K>e<N>` -> (K, N).
-fn split_ref(r: &str) -> Option<(u64, u64)> {
+/// `f<K>e<N>` -> (K, `e<N>`); `f<K>f<J>e<N>` (an element of frame J nested in cross-origin
+/// frame K, in K's own frame numbering) -> (K, `f<J>e<N>`).
+fn split_ref(r: &str) -> Option<(u64, String)> {
     let rest = r.trim().strip_prefix('f')?;
-    let (k, n) = rest.split_once('e')?;
-    Some((k.parse().ok()?, n.parse().ok()?))
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    let k = rest[..digits].parse().ok()?;
+    let inner = &rest[digits..];
+    let body = match inner.strip_prefix('f') {
+        Some(nested) => {
+            let d = nested.chars().take_while(char::is_ascii_digit).count();
+            (d > 0).then(|| &nested[d..])?
+        }
+        None => inner,
+    };
+    let n = body.strip_prefix('e')?;
+    (!n.is_empty() && n.chars().all(|c| c.is_ascii_digit())).then(|| (k, inner.to_string()))
 }
 
 /// Run page-library command `cmd(args)` for the element `args` names: in the top document's
@@ -399,7 +413,7 @@ pub(crate) async fn call(
             None => return Ok(json!({"error": "bad-frame"})),
         },
     };
-    let Some(k) = by_ref.map(|(k, _)| k).or(by_frame) else {
+    let Some(k) = by_ref.as_ref().map(|(k, _)| *k).or(by_frame) else {
         return observe::call(page, cmd, args).await;
     };
     let b = observe::call(page, "frameBox", &json!({"frame": k})).await?;
@@ -418,12 +432,12 @@ pub(crate) async fn call(
         // In the frame's own library the selector is matched in its own document.
         o.remove("frame");
     }
-    if let Some((_, n)) = by_ref {
-        inner["ref"] = json!(format!("e{n}"));
+    if let Some((_, rest)) = &by_ref {
+        inner["ref"] = json!(rest);
     }
     let mut v = call_routed(page, session, k, r, cmd, &inner).await?;
     if let Some(rr) = v.get("ref").and_then(Value::as_str) {
-        if rr.starts_with('e') {
+        if rr.starts_with('e') || rr.starts_with('f') {
             v["ref"] = json!(format!("f{k}{rr}"));
         }
     }
@@ -527,6 +541,7 @@ pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observatio
     });
     let results = futures::future::join_all(walks).await;
     let mut inserts: Vec<(usize, usize, Vec<Element>)> = Vec::new();
+    let mut nested: Vec<observe::Frame> = Vec::new();
     for (i, k, walked) in results {
         let Ok(Ok(Some((child, origin)))) = walked else {
             continue;
@@ -548,7 +563,15 @@ pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observatio
             obs.text.push_str(&format!("\n[frame f{k}] {cut}"));
         }
         inserts.push((at, i, child.elements));
+        // Its own frames, named in the page's numbering (`f2f1`); frames nested in those again
+        // (a frame cross-origin to the frame) are listed but not walked.
+        for mut nf in child.frames {
+            nf.frame = format!("f{k}{}", nf.frame);
+            nf.at = None;
+            nested.push(nf);
+        }
     }
+    obs.frames.extend(nested);
     // Later places first (and of two frames at one place, the later frame first), so earlier
     // indices stay valid and frames keep their document order.
     inserts.sort_by_key(|x| std::cmp::Reverse((x.0, x.1)));
@@ -596,9 +619,12 @@ async fn walk(
     } else {
         "in"
     };
-    // Elements of frames nested in this one have refs in this frame's own frame numbering, which
-    // the tools cannot route: left out.
-    child.elements.retain(|e| e.reference.starts_with('e'));
+    // Elements of frames nested in this one (walked by this frame's library: same-origin to it)
+    // have refs in this frame's own frame numbering (`f1e3`): prefixed like the others
+    // (`f2f1e3`), which the tools route to this frame with the rest of the ref.
+    child
+        .elements
+        .retain(|e| e.reference.starts_with('e') || e.reference.starts_with('f'));
     for e in &mut child.elements {
         e.reference = format!("f{k}{}", e.reference);
         if e.location == "in" && frame_where != "in" {
@@ -628,8 +654,11 @@ mod tests {
 
     #[test]
     fn frame_refs_split() {
-        assert_eq!(split_ref("f2e15"), Some((2, 15)));
-        assert_eq!(split_ref(" f10e3 "), Some((10, 3)));
+        assert_eq!(split_ref("f2e15"), Some((2, "e15".into())));
+        assert_eq!(split_ref(" f10e3 "), Some((10, "e3".into())));
+        assert_eq!(split_ref("f2f1e3"), Some((2, "f1e3".into())));
+        assert_eq!(split_ref("f2fe3"), None);
+        assert_eq!(split_ref("f2f1"), None);
         assert_eq!(split_ref("e3"), None);
         assert_eq!(split_ref("f2"), None);
         assert_eq!(split_ref("fxe3"), None);

@@ -115,6 +115,17 @@ customElements.define('x-select', class extends HTMLElement { constructor() { su
 <button style="flex:0 0 200px">Card 1</button><button style="flex:0 0 200px">Card 2</button><button style="flex:0 0 200px">Card 3</button><button style="flex:0 0 200px">Card 4</button><button style="flex:0 0 200px">Card 5</button><button style="flex:0 0 200px">Card 6</button>
 </div>"#
         }
+        "/nest-top.html" => {
+            r#"<!doctype html><title>Nest top</title><h1>Nested frames</h1>
+<iframe src="{{OTHER}}/nest-outer.html" title="Outer" width="500" height="260"></iframe>"#
+        }
+        "/nest-outer.html" => {
+            r#"<!doctype html><title>Outer</title><button onclick="this.textContent = 'Outer pressed'">Outer button</button>
+<iframe src="/nest-deep.html" title="Deep" width="400" height="120"></iframe>"#
+        }
+        "/nest-deep.html" => {
+            r#"<!doctype html><title>Deep</title><p>Deep frame text</p><button onclick="this.textContent = 'Deep pressed'">Deep button</button>"#
+        }
         "/to-file" => {
             return Response::bare(302, "").header("Location", "file:///etc/passwd");
         }
@@ -463,4 +474,29 @@ fn a_horizontal_scroll_container_is_listed_and_scrolls_by_ref() {
         .unwrap_or_else(|| panic!("Card 6 not listed after {after}:\n{obs}"));
     assert!(!card6.contains("scrolled out"), "{card6}\n{obs}");
     assert!(obs.contains("to the left"), "{obs}");
+}
+
+#[test]
+fn a_frame_nested_in_a_cross_origin_frame_is_walked_and_clicked() {
+    let Some(f) = fixture() else { return };
+    let s = "nested-frames";
+    let obs = f.open(s, "/nest-top.html");
+    let deep = obs
+        .lines()
+        .find(|l| l.contains(r#"button "Deep button""#))
+        .unwrap_or_else(|| panic!("the nested frame's button is not listed:\n{obs}"));
+    let r = deep.split_whitespace().next().expect("ref");
+    assert!(
+        r.starts_with('f') && r[1..].contains('f'),
+        "a nested frame ref: {r}"
+    );
+    let frame = &r[..r.rfind('e').expect("e")];
+    assert!(
+        obs.lines()
+            .any(|l| l.starts_with(&format!("{frame}: iframe \"Deep\""))),
+        "{obs}"
+    );
+    let after = f.ok(s, "browser_click", json!({"ref": r}));
+    assert!(after.contains("Deep pressed"), "{after}");
+    assert!(!after.contains("Outer pressed"), "{after}");
 }
