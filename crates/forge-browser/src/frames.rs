@@ -90,7 +90,38 @@ impl Cdp for Channel {
     }
 }
 
+/// The routes to cross-origin frames found during one tool call (one action), so a call that
+/// asks a frame's library several times (point, then act, then check) builds each route once.
+/// Keyed by the tab's target id and the frame number.
+#[derive(Default)]
+pub(crate) struct Routes(std::sync::Mutex<std::collections::HashMap<(String, u64), FrameRoute>>);
+
+impl Routes {
+    fn get(&self, page: &Page, k: u64) -> Option<FrameRoute> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(page.target_id().inner().clone(), k))
+            .cloned()
+    }
+
+    fn put(&self, page: &Page, k: u64, r: &FrameRoute) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((page.target_id().inner().clone(), k), r.clone());
+    }
+
+    fn drop_route(&self, page: &Page, k: u64) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(page.target_id().inner().clone(), k));
+    }
+}
+
 /// One cross-origin frame, reachable.
+#[derive(Clone)]
 struct FrameRoute {
     channel: Channel,
     frame_id: FrameId,
@@ -401,6 +432,7 @@ fn split_ref(r: &str) -> Option<(u64, String)> {
 pub(crate) async fn call(
     page: &Page,
     session: &Session,
+    routes: &Routes,
     cmd: &str,
     args: &Value,
 ) -> Result<Value, PageError> {
@@ -424,8 +456,15 @@ pub(crate) async fn call(
         // A same-origin frame: the top library walks and drives it itself.
         return observe::call(page, cmd, args).await;
     }
-    let Some(r) = route(page, session, k).await? else {
-        return Ok(json!({"error": "stale"}));
+    let r = match routes.get(page, k) {
+        Some(r) => r,
+        None => match route(page, session, k).await? {
+            Some(r) => {
+                routes.put(page, k, &r);
+                r
+            }
+            None => return Ok(json!({"error": "stale"})),
+        },
     };
     let mut inner = args.clone();
     if let Some(o) = inner.as_object_mut() {
@@ -435,7 +474,13 @@ pub(crate) async fn call(
     if let Some((_, rest)) = &by_ref {
         inner["ref"] = json!(rest);
     }
-    let mut v = call_routed(page, session, k, r, cmd, &inner).await?;
+    let mut v = match call_routed(page, session, k, r, cmd, &inner).await {
+        Ok(v) => v,
+        Err(e) => {
+            routes.drop_route(page, k);
+            return Err(e);
+        }
+    };
     if let Some(rr) = v.get("ref").and_then(Value::as_str) {
         if rr.starts_with('e') || rr.starts_with('f') {
             v["ref"] = json!(format!("f{k}{rr}"));

@@ -173,6 +173,7 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
                     st: &mut st,
                     ctx,
                     limit,
+                    routes: Default::default(),
                 };
                 self.action.run(&mut cx, &input).await
             };
@@ -239,6 +240,8 @@ pub(crate) struct Cx<'a> {
     pub(crate) st: &'a mut SessionState,
     pub(crate) ctx: &'a ToolContext,
     pub(crate) limit: Duration,
+    /// Routes to cross-origin frames, built once per call (`frames.rs`).
+    pub(crate) routes: crate::frames::Routes,
 }
 
 impl Cx<'_> {
@@ -253,7 +256,7 @@ impl Cx<'_> {
     /// Page-library command `cmd(args)` for the element `args` names, run by the document that
     /// owns it (the top document, or a cross-origin frame's own context for a ref like `f2e5`).
     pub(crate) async fn lib(&self, page: &Page, cmd: &str, args: &Value) -> R<Value> {
-        Ok(crate::frames::call(page, self.session, cmd, args).await?)
+        Ok(crate::frames::call(page, self.session, &self.routes, cmd, args).await?)
     }
 
     /// `status` (forge's words) followed by the fenced observation of the active tab.
