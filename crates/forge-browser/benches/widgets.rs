@@ -149,6 +149,35 @@ const TASKS: &[(&str, &str)] = &[
         "accordion",
         "Open Shipping, read the return window and submit it",
     ),
+    // Observation round 2 (issue 21 points 3-7, issue 20 point 6a).
+    (
+        "blocked-frame",
+        "Press Continue on the page with a local-file frame",
+    ),
+    (
+        "text-run",
+        "Select the words orange grove in the note and press Mark",
+    ),
+    (
+        "row-control",
+        "Open the mail from Bruno Diaz (the row, not its star)",
+    ),
+    (
+        "ui-resizable",
+        "Make the Notes box at least 400px wide with its resize handle",
+    ),
+    (
+        "carousel",
+        "Add the sixth product (Lamp) from the featured carousel to the cart",
+    ),
+    (
+        "grid-sort",
+        "Open the top row shown in the grid (sorted by Name, descending)",
+    ),
+    (
+        "slot-checkbox",
+        "Turn on Weekly digest (a web component checkbox with a slotted label)",
+    ),
 ];
 
 /// Contents of the file the upload page must receive.
@@ -662,6 +691,57 @@ async fn script(name: &str, d: &mut Drv) -> StepResult<()> {
                 .await?;
             let b = d.r(r#"button "Submit""#)?;
             d.call("browser_click", json!({"ref": b})).await?;
+        }
+        "blocked-frame" => {
+            let b = d.r(r#"button "Continue""#)?;
+            d.call("browser_click", json!({"ref": b})).await?;
+        }
+        "text-run" => {
+            // The note is a div: its text run has a ref of its own.
+            let note = d.r(r#" div "[^"]*orange grove"#)?;
+            d.call(
+                "browser_select_text",
+                json!({"ref": note, "text": "orange grove"}),
+            )
+            .await?;
+            let b = d.r(r#"button "Mark""#)?;
+            d.call("browser_click", json!({"ref": b})).await?;
+        }
+        "row-control" => {
+            let row = d.r(r#""Bruno Diaz[^"]*" \(row\)"#)?;
+            d.call("browser_click", json!({"ref": row})).await?;
+        }
+        "ui-resizable" => {
+            // The first handle (document order) is the east edge.
+            let h = d.r(r#"handle hint="resize handle""#)?;
+            d.call("browser_drag", json!({"from": h, "by": {"x": 200, "y": 0}}))
+                .await?;
+        }
+        "carousel" => {
+            let target = r#"button "Add Lamp to cart""#;
+            for _ in 0..6 {
+                if d.has(target) && !d.has(r#"Add Lamp to cart" \[scrolled out"#) {
+                    break;
+                }
+                let track = d.r(r#"scrollable "Featured products""#)?;
+                d.call(
+                    "browser_scroll",
+                    json!({"ref": track, "direction": "right"}),
+                )
+                .await?;
+                d.call("browser_state", json!({})).await?;
+            }
+            let b = d.r(target)?;
+            d.call("browser_click", json!({"ref": b})).await?;
+        }
+        "grid-sort" => {
+            // The first Open button listed is the top row on screen.
+            let b = d.r(r#"button "Open "#)?;
+            d.call("browser_click", json!({"ref": b})).await?;
+        }
+        "slot-checkbox" => {
+            let c = d.r(r#"checkbox "Weekly digest""#)?;
+            d.call("browser_click", json!({"ref": c})).await?;
         }
         other => return Err(format!("no script for page {other}")),
     }
@@ -1375,6 +1455,30 @@ mod selfcheck {
                 d.click("#days").await?;
                 d.type_text("45").await?;
                 d.click("button[type=submit]").await?;
+            }
+            "blocked-frame" => d.click("#go").await?,
+            "text-run" => {
+                d.select(".note", "orange grove").await?;
+                d.click("#mark").await?;
+            }
+            "row-control" => d.click("#list .item:nth-child(2) .subj").await?,
+            "ui-resizable" => {
+                let a = d.at(".ui-resizable-e").await?;
+                d.drag(a, (a.0 + 200.0, a.1)).await?;
+            }
+            "carousel" => {
+                let _: bool = d
+                    .eval("(() => { document.getElementById('track').scrollLeft = 5000; return true; })()")
+                    .await?;
+                pause(100).await;
+                d.click("#track > div:last-child button").await?;
+            }
+            "grid-sort" => d.click("#body .row:nth-child(4) button").await?,
+            "slot-checkbox" => {
+                let (x, y): (f64, f64) = d
+                    .eval("(() => { const r = document.getElementById('b').shadowRoot.querySelector('input').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+                    .await?;
+                d.click_at(x, y).await?;
             }
             other => return Err(format!("no self-check for {other}")),
         }

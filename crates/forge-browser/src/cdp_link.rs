@@ -66,6 +66,16 @@ impl CdpLink {
         session: Option<&SessionId>,
         cmd: C,
     ) -> Result<C::Response, PageError> {
+        self.exec_within(session, cmd, LINK_LIMIT).await
+    }
+
+    /// [`Self::exec`] with its own time limit.
+    pub(crate) async fn exec_within<C: Command>(
+        &self,
+        session: Option<&SessionId>,
+        cmd: C,
+        limit: Duration,
+    ) -> Result<C::Response, PageError> {
         let method = cmd.identifier();
         let params = serde_json::to_value(&cmd)
             .map_err(|e| PageError::Cdp(format!("cannot encode {method}: {e}")))?;
@@ -78,7 +88,7 @@ impl CdpLink {
                 reply,
             })
             .map_err(|_| PageError::Cdp("forge's frame connection to Chromium is closed".into()))?;
-        let v = match tokio::time::timeout(LINK_LIMIT, rx).await {
+        let v = match tokio::time::timeout(limit, rx).await {
             Ok(Ok(Ok(v))) => v,
             Ok(Ok(Err(e))) => return Err(PageError::Cdp(format!("{method}: {e}"))),
             Ok(Err(_)) => {
@@ -88,7 +98,7 @@ impl CdpLink {
             }
             Err(_) => {
                 return Err(PageError::Cdp(format!(
-                    "{method}: no answer within {LINK_LIMIT:?}"
+                    "{method}: no answer within {limit:?}"
                 )))
             }
         };

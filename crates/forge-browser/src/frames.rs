@@ -26,13 +26,22 @@
 //! the frame's renderer) and checks what covers it in the embedding page. Key events go to the
 //! tab as before: Chromium delivers them to the focused frame, which the frame's library focused.
 //!
-//! Not walked: frames nested inside a cross-origin frame, and more than [`MAX_FRAMES`] frames.
+//! The library is sent to a frame document once: a call first runs on the installed library
+//! (`call_expr`, a few hundred bytes) and sends the library (`lib_expr`, 76 KB) only where the
+//! document does not have it yet.
+//!
+//! Frames nested in a cross-origin frame K and same-origin to it are walked by K's library:
+//! their elements come back with K's own frame refs (`f1e3`), shown as `fKf1e3` and routed to K
+//! with the rest of the ref. Not walked: a frame cross-origin to the frame it is nested in (its
+//! line is listed), and more than [`MAX_FRAMES`] cross-origin frames.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::dom::DescribeNodeParams;
-use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, FrameId};
+use chromiumoxide::cdp::browser_protocol::page::{
+    CreateIsolatedWorldParams, FrameId, NavigateParams, NavigateReturns, StopLoadingParams,
+};
 use chromiumoxide::cdp::browser_protocol::target::{GetTargetsParams, SessionId, TargetId};
 use chromiumoxide::cdp::js_protocol::runtime::{
     EvaluateParams, ExecutionContextId, ReleaseObjectGroupParams,
@@ -81,7 +90,38 @@ impl Cdp for Channel {
     }
 }
 
+/// The routes to cross-origin frames found during one tool call (one action), so a call that
+/// asks a frame's library several times (point, then act, then check) builds each route once.
+/// Keyed by the tab's target id and the frame number.
+#[derive(Default)]
+pub(crate) struct Routes(std::sync::Mutex<std::collections::HashMap<(String, u64), FrameRoute>>);
+
+impl Routes {
+    fn get(&self, page: &Page, k: u64) -> Option<FrameRoute> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(page.target_id().inner().clone(), k))
+            .cloned()
+    }
+
+    fn put(&self, page: &Page, k: u64, r: &FrameRoute) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((page.target_id().inner().clone(), k), r.clone());
+    }
+
+    fn drop_route(&self, page: &Page, k: u64) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(page.target_id().inner().clone(), k));
+    }
+}
+
 /// One cross-origin frame, reachable.
+#[derive(Clone)]
 struct FrameRoute {
     channel: Channel,
     frame_id: FrameId,
@@ -94,6 +134,19 @@ fn lib_expr(cmd: &str, args: &Value) -> String {
     format!(
         "(globalThis.__forgeLib || (globalThis.__forgeLib = {lib}))[{cmd}]({args})",
         lib = observe::LIBRARY,
+        cmd = serde_json::to_string(cmd).unwrap_or_default(),
+    )
+}
+
+/// What [`call_expr`] returns where the library is not installed yet.
+const NOT_INSTALLED: &str = "__forgeFrameNotInstalled";
+
+/// The expression for `cmd(args)` on an installed library, without the library's text (76 KB):
+/// where the library is missing (a new document) it returns `{NOT_INSTALLED: true}` and the
+/// caller sends [`lib_expr`] once. The library's own results never carry that key.
+fn call_expr(cmd: &str, args: &Value) -> String {
+    format!(
+        "globalThis.__forgeLib ? globalThis.__forgeLib[{cmd}]({args}) : ({{{NOT_INSTALLED}: true}})",
         cmd = serde_json::to_string(cmd).unwrap_or_default(),
     )
 }
@@ -134,17 +187,31 @@ impl FrameRoute {
             .execution_context_id)
     }
 
+    /// Run `cmd(args)` in context `ctx`, sending the library only when that document's world
+    /// does not have it yet (once per document).
     async fn eval(
         &self,
         ctx: ExecutionContextId,
         cmd: &str,
         args: &Value,
     ) -> Result<Value, PageError> {
+        let v = self.eval_expr(ctx, call_expr(cmd, args)).await?;
+        if v.get(NOT_INSTALLED).is_some() {
+            return self.eval_expr(ctx, lib_expr(cmd, args)).await;
+        }
+        Ok(v)
+    }
+
+    async fn eval_expr(
+        &self,
+        ctx: ExecutionContextId,
+        expression: String,
+    ) -> Result<Value, PageError> {
         let resp = self
             .channel
             .exec(
                 EvaluateParams::builder()
-                    .expression(lib_expr(cmd, args))
+                    .expression(expression)
                     .context_id(ctx)
                     .return_by_value(true)
                     .await_promise(true)
@@ -228,7 +295,11 @@ async fn frame_id_of(page: &Page, number: u64) -> Result<Option<FrameId>, PageEr
     let el = page
         .execute(
             EvaluateParams::builder()
-                .expression(lib_expr("frameElement", &json!(number)))
+                // Frame numbers come from the library in this world: where it is not installed
+                // (a new document), there is no frame `number` yet, so the library is not sent.
+                .expression(format!(
+                    "globalThis.__forgeLib ? globalThis.__forgeLib.frameElement({number}) : null"
+                ))
                 .context_id(ctx)
                 .object_group(object_group(number))
                 .silent(true)
@@ -245,6 +316,47 @@ async fn frame_id_of(page: &Page, number: u64) -> Result<Option<FrameId>, PageEr
         .await
         .map_err(|e| PageError::Cdp(e.to_string()))?;
     Ok(node.result.node.frame_id.clone())
+}
+
+/// Send `Page.navigate {url}` for `page` on forge's own link (a session forge attached to the
+/// tab's target there) and return Chromium's answer, which comes when the navigation commits or
+/// fails (None when it did not within `limit`: the load is then stopped, so it cannot hold up
+/// the next navigation). chromiumoxide's own `Page.navigate` waits for every frame's `load` (see
+/// `tools/navigate.rs`).
+pub(crate) async fn navigate(
+    page: &Page,
+    session: &Session,
+    url: &str,
+    limit: Duration,
+) -> Result<Option<NavigateReturns>, PageError> {
+    let link = link(session).await?;
+    let target = page.target_id().clone();
+    let mut s = link.session_for(&target).await?;
+    let deadline = tokio::time::Instant::now() + limit;
+    for attempt in 0..2 {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match link
+            .exec_within(Some(&s), NavigateParams::new(url), left)
+            .await
+        {
+            Ok(r) => return Ok(Some(r)),
+            Err(PageError::Cdp(e)) if e.contains("no answer within") => {
+                let _ = link.exec(Some(&s), StopLoadingParams::default()).await;
+                return Ok(None);
+            }
+            // forge's session on the tab is gone (Chromium detached it): attach afresh, once.
+            Err(PageError::Cdp(e))
+                if attempt == 0 && e.to_ascii_lowercase().contains("session") =>
+            {
+                link.forget(&target);
+                s = link.session_for(&target).await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(PageError::Cdp(format!(
+        "cannot navigate to {url}: forge's session on the tab keeps going away"
+    )))
 }
 
 /// The browser's frame link, opened on first use.
@@ -286,11 +398,31 @@ async fn call_routed(
     }
 }
 
-/// `f<K>e<N>` -> (K, N).
-fn split_ref(r: &str) -> Option<(u64, u64)> {
+/// A frame argument, `"f2"`, `"2"` or `2`, as its number.
+fn frame_number(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().strip_prefix('f').unwrap_or(s.trim()).parse().ok(),
+        _ => None,
+    }
+}
+
+/// `f<K>e<N>` -> (K, `e<N>`); `f<K>f<J>e<N>` (an element of frame J nested in cross-origin
+/// frame K, in K's own frame numbering) -> (K, `f<J>e<N>`).
+fn split_ref(r: &str) -> Option<(u64, String)> {
     let rest = r.trim().strip_prefix('f')?;
-    let (k, n) = rest.split_once('e')?;
-    Some((k.parse().ok()?, n.parse().ok()?))
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    let k = rest[..digits].parse().ok()?;
+    let inner = &rest[digits..];
+    let body = match inner.strip_prefix('f') {
+        Some(nested) => {
+            let d = nested.chars().take_while(char::is_ascii_digit).count();
+            (d > 0).then(|| &nested[d..])?
+        }
+        None => inner,
+    };
+    let n = body.strip_prefix('e')?;
+    (!n.is_empty() && n.chars().all(|c| c.is_ascii_digit())).then(|| (k, inner.to_string()))
 }
 
 /// Run page-library command `cmd(args)` for the element `args` names: in the top document's
@@ -300,28 +432,57 @@ fn split_ref(r: &str) -> Option<(u64, u64)> {
 pub(crate) async fn call(
     page: &Page,
     session: &Session,
+    routes: &Routes,
     cmd: &str,
     args: &Value,
 ) -> Result<Value, PageError> {
-    let Some((k, n)) = args.get("ref").and_then(Value::as_str).and_then(split_ref) else {
+    // The frame: a frame ref's (`f2e5`), or the `frame` argument of a selector (`f2`).
+    let by_ref = args.get("ref").and_then(Value::as_str).and_then(split_ref);
+    let by_frame = match args.get("frame") {
+        None | Some(Value::Null) => None,
+        Some(f) => match frame_number(f) {
+            Some(k) => Some(k),
+            None => return Ok(json!({"error": "bad-frame"})),
+        },
+    };
+    let Some(k) = by_ref.as_ref().map(|(k, _)| *k).or(by_frame) else {
         return observe::call(page, cmd, args).await;
     };
     let b = observe::call(page, "frameBox", &json!({"frame": k})).await?;
     if b.get("error").is_some() {
-        return Ok(json!({"error": "stale"}));
+        return Ok(json!({"error": if by_ref.is_some() { "stale" } else { "no-frame" }}));
     }
     if b.get("reachable").and_then(Value::as_bool) == Some(true) {
         // A same-origin frame: the top library walks and drives it itself.
         return observe::call(page, cmd, args).await;
     }
-    let Some(r) = route(page, session, k).await? else {
-        return Ok(json!({"error": "stale"}));
+    let r = match routes.get(page, k) {
+        Some(r) => r,
+        None => match route(page, session, k).await? {
+            Some(r) => {
+                routes.put(page, k, &r);
+                r
+            }
+            None => return Ok(json!({"error": "stale"})),
+        },
     };
     let mut inner = args.clone();
-    inner["ref"] = json!(format!("e{n}"));
-    let mut v = call_routed(page, session, k, r, cmd, &inner).await?;
+    if let Some(o) = inner.as_object_mut() {
+        // In the frame's own library the selector is matched in its own document.
+        o.remove("frame");
+    }
+    if let Some((_, rest)) = &by_ref {
+        inner["ref"] = json!(rest);
+    }
+    let mut v = match call_routed(page, session, k, r, cmd, &inner).await {
+        Ok(v) => v,
+        Err(e) => {
+            routes.drop_route(page, k);
+            return Err(e);
+        }
+    };
     if let Some(rr) = v.get("ref").and_then(Value::as_str) {
-        if rr.starts_with('e') {
+        if rr.starts_with('e') || rr.starts_with('f') {
             v["ref"] = json!(format!("f{k}{rr}"));
         }
     }
@@ -405,7 +566,7 @@ pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observatio
         .frames
         .iter()
         .enumerate()
-        .filter(|(_, f)| !f.same_origin)
+        .filter(|(_, f)| !f.same_origin && f.blocked.is_none())
         .map(|(i, _)| i)
         .take(MAX_FRAMES)
         .collect();
@@ -425,11 +586,17 @@ pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observatio
     });
     let results = futures::future::join_all(walks).await;
     let mut inserts: Vec<(usize, usize, Vec<Element>)> = Vec::new();
+    let mut nested: Vec<observe::Frame> = Vec::new();
     for (i, k, walked) in results {
         let Ok(Ok(Some((child, origin)))) = walked else {
             continue;
         };
         let f = &mut obs.frames[i];
+        if child.url.starts_with("chrome-error:") {
+            // Chromium's error page: its text is Chromium's, not the site's.
+            f.blocked = Some("it did not load: Chromium shows its error page".into());
+            continue;
+        }
         f.walked = true;
         if !origin.is_empty() {
             f.origin = origin;
@@ -441,7 +608,15 @@ pub(crate) async fn observe(page: &Page, session: &Session) -> Result<Observatio
             obs.text.push_str(&format!("\n[frame f{k}] {cut}"));
         }
         inserts.push((at, i, child.elements));
+        // Its own frames, named in the page's numbering (`f2f1`); frames nested in those again
+        // (a frame cross-origin to the frame) are listed but not walked.
+        for mut nf in child.frames {
+            nf.frame = format!("f{k}{}", nf.frame);
+            nf.at = None;
+            nested.push(nf);
+        }
     }
+    obs.frames.extend(nested);
     // Later places first (and of two frames at one place, the later frame first), so earlier
     // indices stay valid and frames keep their document order.
     inserts.sort_by_key(|x| std::cmp::Reverse((x.0, x.1)));
@@ -489,9 +664,12 @@ async fn walk(
     } else {
         "in"
     };
-    // Elements of frames nested in this one have refs in this frame's own frame numbering, which
-    // the tools cannot route: left out.
-    child.elements.retain(|e| e.reference.starts_with('e'));
+    // Elements of frames nested in this one (walked by this frame's library: same-origin to it)
+    // have refs in this frame's own frame numbering (`f1e3`): prefixed like the others
+    // (`f2f1e3`), which the tools route to this frame with the rest of the ref.
+    child
+        .elements
+        .retain(|e| e.reference.starts_with('e') || e.reference.starts_with('f'));
     for e in &mut child.elements {
         e.reference = format!("f{k}{}", e.reference);
         if e.location == "in" && frame_where != "in" {
@@ -512,9 +690,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_call_on_an_installed_library_does_not_carry_the_library() {
+        let e = call_expr("observe", &json!({"maxText": 2000}));
+        assert!(e.len() < 200, "{} bytes", e.len());
+        assert!(e.contains(r#"["observe"]({"maxText":2000})"#), "{e}");
+        assert!(lib_expr("observe", &Value::Null).len() > observe::LIBRARY.len());
+    }
+
+    #[test]
     fn frame_refs_split() {
-        assert_eq!(split_ref("f2e15"), Some((2, 15)));
-        assert_eq!(split_ref(" f10e3 "), Some((10, 3)));
+        assert_eq!(split_ref("f2e15"), Some((2, "e15".into())));
+        assert_eq!(split_ref(" f10e3 "), Some((10, "e3".into())));
+        assert_eq!(split_ref("f2f1e3"), Some((2, "f1e3".into())));
+        assert_eq!(split_ref("f2fe3"), None);
+        assert_eq!(split_ref("f2f1"), None);
         assert_eq!(split_ref("e3"), None);
         assert_eq!(split_ref("f2"), None);
         assert_eq!(split_ref("fxe3"), None);

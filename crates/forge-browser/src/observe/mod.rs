@@ -27,6 +27,7 @@
 //! e13 scrollable hint="results" scroll 0/1,450px, 12 more items below in this list
 //! e14 option "Apricot" [scrolled out of its list]
 //! f1: iframe "Payment" same-origin http://127.0.0.1:8080
+//! f2: iframe "Local" blocked "file:///etc/passwd" (file: pages do not load in frames)
 //! f1e4 button "Pay"
 //! 12 more below, 3 above (browser_state with scroll=1 or a larger max_chars to see them)
 //! text:
@@ -39,7 +40,21 @@
 //!   `<use href="#icon-…">`, an icon-font class (`fa-star`) or ligature (`material-icons`),
 //!   words of its class list and id, a `data-action`-like attribute, a background image's file.
 //! - `row "…"`: the text of a repeated item (list row, post, card, table row) whose controls are
-//!   listed under it, indented. When the item is itself a control its own line is the header.
+//!   listed under it, indented. When the item is itself a control its own line is the header,
+//!   marked `(row)` and named by the item's own text (its controls' names left out), e.g.
+//!   `e9 clickable "Alice Lunch on Friday?" (row)`; any control holding two or more controls
+//!   is named that way when it has no label.
+//! - ARIA state: `value="30" range="0-100"` from `aria-valuenow`/`aria-valuetext` (slider
+//!   handles), `sorted ascending|descending|other` from `aria-sort` (column headers).
+//! - Names follow slots (a shadow `<label>`'s slotted text names its input); an element hit at
+//!   its centre by another part of the same component (its shadow host's tree) is not covered.
+//! - Rows a grid positions absolutely (`[role=row]`, AG Grid after a sort) are listed in screen
+//!   order; a column resize handle repeated in each body row is left out (the header's is listed).
+//! - `handle hint="resize handle"`: a grab-only control (jQuery UI's `.ui-resizable-handle`, a
+//!   Split.js gutter, anything where a resize cursor starts), for `browser_drag {from, by}`.
+//! - Text runs: besides the text blocks below, a `div`/`span` with text of its own (or a block of
+//!   only inline children) outside any text block and listed control gets a ref too; its line
+//!   ends where it ends, so it is never joined with the next control's name.
 //! - Values are exact: JSON-escaped (`\n`, `\t`, `\"`), spaces kept; over 60 chars the first 60
 //!   plus `…` and `(N chars)`.
 //! - `expanded`/`collapsed` from `aria-expanded` or `<details>`; `has children, collapsed` when
@@ -49,7 +64,8 @@
 //!   `<li>` has no text of its own.
 //! - Scroll containers (vertical): `scroll <top>/<max>px`, the items below (and above) the
 //!   visible part; controls they clip are `[scrolled out of its list]` (at most three per list),
-//!   `[clipped by its container]` for overflow-hidden ancestors.
+//!   `[clipped by its container]` for overflow-hidden ancestors. Horizontal-only ones
+//!   (carousels): `scroll x <left>/<max>px, N more items to the right, M to the left`.
 //! - Text blocks (p, li, td, th, headings, ...) carry a ref, usable by `scroll_to`, hover and
 //!   click like any other; a nested block ends the outer one's line, and a block that is only a
 //!   link or button gets none (the control has a ref).
@@ -178,6 +194,11 @@ pub struct Frame {
     /// Where the frame sits in `elements` (its content goes there when forge walks it).
     #[serde(default)]
     pub at: Option<usize>,
+    /// Why the frame shows nothing: a scheme Chromium never loads into a web page's frame
+    /// (`file:`, `view-source:`, `chrome:`), or a load that ended on Chromium's error page (a
+    /// redirect to such a scheme, say).
+    #[serde(default)]
+    pub blocked: Option<String>,
     /// A cross-origin frame whose content forge walked through the frame's own context
     /// (`frames.rs`); set on the Rust side, never by the page library.
     #[serde(skip)]

@@ -15,6 +15,8 @@
   };
 
   // (SVG's own elements keep their lower-case names: an <svg><title> is not page text.)
+  // Schemes a web page's frame can show (anything else Chromium refuses to load into it).
+  const FRAME_SCHEMES = new Set(['http:', 'https:', 'about:', 'data:', 'blob:', 'javascript:']);
   const SKIP_TAGS = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'TITLE', 'title', 'desc', 'script', 'style']);
   const INTERACTIVE_ROLES = new Set(['button', 'link', 'checkbox', 'radio', 'tab', 'menuitem',
     'menuitemcheckbox', 'menuitemradio', 'option', 'switch', 'textbox', 'combobox', 'searchbox',
@@ -101,6 +103,12 @@
       if (item && (el.tagName === 'LI' || !p.querySelector(':scope > li'))) return item;
     }
     if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') return null;
+    // A grab-only control (a resize handle, a splitter): no click does anything, a drag does.
+    // A column's resize handle repeated in every body row of a grid is left out (the header's
+    // handle resizes the column).
+    const grab = isGrabHandle(el, st);
+    if (grab === 'repeat') return null;
+    if (grab) return 'handle';
     if (el.hasAttribute('onclick') || S.clickers.has(el)) return 'clickable';
     // A card made draggable for HTML5 drag and drop: browser_drag takes it by its ref.
     if (el.getAttribute('draggable') === 'true') return 'draggable';
@@ -114,6 +122,48 @@
       if (!p || style(p).cursor !== 'pointer') return 'clickable';
     }
     return null;
+  }
+
+  const RESIZE_CURSOR = /^(?:[nsew]{1,2}|nwse|nesw|col|row)-resize$/;
+  // Class names of resize handles and splitters (jQuery UI, Split.js, common hand-written ones).
+  const GRAB_CLASSES = ['ui-resizable-handle', 'resize-handle', 'resizer', 'resize-grip', 'splitter', 'split-handle', 'gutter-horizontal', 'gutter-vertical'];
+  // Whether `el` is a resize handle or splitter: a resize cursor where the cursor starts (a
+  // parent with the same cursor passes it on), or a handle class, on a box a pointer can grab.
+  function isGrabHandle(el, st) {
+    const byClass = GRAB_CLASSES.some((c) => el.classList.contains(c));
+    if (!byClass && !RESIZE_CURSOR.test(st.cursor)) return false;
+    if (['TEXTAREA', 'INPUT', 'SELECT', 'BODY', 'HTML'].includes(el.tagName)) return false;
+    const p = el.parentElement;
+    if (!byClass && p && style(p).cursor === st.cursor) return false;
+    const b = el.getBoundingClientRect();
+    if (b.width < 2 || b.height < 2) return false;
+    const row = el.closest('[role="row"], tr');
+    if (row && !row.querySelector('[role="columnheader"], th')) return 'repeat';
+    return true;
+  }
+
+  // Rows a grid positions absolutely (AG Grid moves them by transform when sorting, leaving the
+  // DOM order as it was): the controls of a run of such rows are listed in screen order.
+  function screenOrder(elements, listed) {
+    const rowOf = new Map();
+    const top = new Map();
+    for (const e of listed) {
+      const row = e.el.closest('[role="row"]');
+      if (!row || !row.parentElement || style(row).position !== 'absolute') continue;
+      rowOf.set(e.item, row);
+      if (!top.has(row)) top.set(row, row.getBoundingClientRect().top);
+    }
+    if (!rowOf.size) return;
+    for (let i = 0; i < elements.length;) {
+      const r = rowOf.get(elements[i]);
+      if (!r) { i++; continue; }
+      let j = i + 1;
+      while (j < elements.length && rowOf.has(elements[j]) && rowOf.get(elements[j]).parentElement === r.parentElement) j++;
+      const run = elements.slice(i, j).map((it, k) => ({ it, k, y: top.get(rowOf.get(it)) }));
+      run.sort((a, b) => (a.y - b.y) || (a.k - b.k));
+      for (let k = 0; k < run.length; k++) elements[i + k] = run[k].it;
+      i = j;
+    }
   }
 
   const hasOwnText = (el) => Array.from(el.childNodes).some((c) => c.nodeType === 3 && c.data.trim());
@@ -157,7 +207,15 @@
       if (depth > 64) return;
       for (const c of Array.from(n.childNodes)) {
         if (c.nodeType === 3) out += c.data;
-        else if (c.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON', 'SCRIPT', 'STYLE', 'OPTION'].includes(c.tagName)) rec(c, depth + 1);
+        // A shadow <label> names its control through a <slot>: the slotted text (Shoelace's
+        // sl-checkbox) is the label's text.
+        else if (c.nodeType === 1 && c.tagName === 'SLOT') {
+          for (const a of c.assignedNodes({ flatten: true }).slice(0, 200)) {
+            if (a.nodeType === 3) out += a.data;
+            else if (a.nodeType === 1) { out += ' '; rec(a, depth + 1); out += ' '; }
+          }
+          if (!c.assignedNodes().length) rec(c, depth + 1);
+        } else if (c.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON', 'SCRIPT', 'STYLE', 'OPTION'].includes(c.tagName)) rec(c, depth + 1);
       }
     };
     rec(root, 0);
@@ -438,6 +496,10 @@
     // Hitting an element inside el's shadow tree, or a light-DOM ancestor that hosts it.
     for (let n = hit; n; n = n.parentNode || n.host) { if (n === el) return ''; }
     if (hit.tagName === 'LABEL' && hit.control === el) return '';
+    // A part of the same component: an element in el's shadow tree or the host's light DOM
+    // (Shoelace's sl-select shows its tags over its own combobox).
+    const host = el.getRootNode().host;
+    if (host) for (let n = hit; n; n = n.parentNode || n.host) { if (n === host) return ''; }
     if (el.labels && Array.from(el.labels).includes(hit)) return '';
     return describe(hit);
   }
@@ -472,6 +534,17 @@
     const ae = el.getAttribute('aria-expanded');
     if (ae) st.expanded = ae === 'true';
     else if (tag === 'SUMMARY' && el.parentElement && el.parentElement.tagName === 'DETAILS') st.expanded = el.parentElement.open;
+    // A slider handle's value (noUiSlider, ARIA sliders): its text form when given.
+    const vn = el.getAttribute('aria-valuenow');
+    if (vn !== null && st.value === undefined) {
+      const vt = el.getAttribute('aria-valuetext');
+      st.ariaValue = clip(vt && vt.trim() ? vt : vn, 40);
+      const lo = el.getAttribute('aria-valuemin'), hi = el.getAttribute('aria-valuemax');
+      if (lo !== null && hi !== null) st.range = clip(lo, 20) + '-' + clip(hi, 20);
+    }
+    // A column header's sort state.
+    const sort = el.getAttribute('aria-sort');
+    if (sort === 'ascending' || sort === 'descending' || sort === 'other') st.sort = sort;
     const as = el.getAttribute('aria-selected');
     if (as === 'true') st.selectedItem = true;
     if (el.disabled || el.getAttribute('aria-disabled') === 'true') st.disabled = true;
@@ -514,6 +587,30 @@
     return true;
   }
 
+  // Elements never made a text block of their own (their text names something else).
+  const NOT_RUNS = new Set(['BODY', 'HTML', 'LABEL', 'OPTION', 'OPTGROUP', 'LEGEND', 'SUMMARY', 'SLOT', 'A', 'BUTTON']);
+  const CONTROL_TAGS = new Set(['A', 'BUTTON', 'INPUT', 'SELECT', 'TEXTAREA', 'IFRAME']);
+  // Whether `el` (outside any text block and control) is a run of text a model may need to read
+  // or select: it holds text of its own (a div's or span's text node), or it is a block whose
+  // children are all inline, hold no control and carry text (`<div><span>a</span> <b>b</b></div>`).
+  function textRun(el, st) {
+    // A component's host: its text is slotted into its own parts (a label, say).
+    if (NOT_RUNS.has(el.tagName) || el.isContentEditable || el.shadowRoot) return false;
+    const kids = el.childNodes;
+    if (kids.length > 200) return false;
+    let any = false, inline = true;
+    for (const c of Array.from(kids)) {
+      if (c.nodeType === 3) {
+        if (c.data.trim()) return true;
+      } else if (c.nodeType === 1) {
+        any = true;
+        if (!inline) continue;
+        if (CONTROL_TAGS.has(c.tagName) || c.shadowRoot || isBlock(style(c))) inline = false;
+      }
+    }
+    return any && inline && isBlock(st) && !!el.textContent.trim();
+  }
+
   function observe(opts) {
     const maxText = opts.maxText || 20000;
     const vw = document.documentElement.clientWidth || innerWidth;
@@ -535,6 +632,8 @@
       // Clipping ancestors of the node being visited (nearest last): {el, box, scroll, item}.
       const clips = [];
       let block = null;
+      // The outermost listed control being walked (its text is its name, not a text run).
+      let control = null;
       const clippedBy = (rect) => {
         const cx = rect.left + rect.width / 2, cy = rect.top + rect.height / 2;
         for (let i = clips.length - 1; i >= 0; i--) {
@@ -569,7 +668,13 @@
           try { child = el.contentDocument; } catch (_) { child = null; }
           let origin = '';
           try { origin = new URL(el.src || 'about:blank', doc.baseURI).origin; } catch (_) { origin = clip(el.src, 80); }
-          frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100), at: elements.length });
+          // A scheme the browser never loads into a frame of a web page (file:, view-source:,
+          // chrome:, ...): the frame stays empty; say so instead of listing an empty document.
+          let scheme = '';
+          try { scheme = new URL(el.getAttribute('src') || 'about:blank', doc.baseURI).protocol; } catch (_) { scheme = ''; }
+          const blocked = scheme && !FRAME_SCHEMES.has(scheme) ? scheme + ' pages do not load in frames' : undefined;
+          frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100), at: elements.length, blocked });
+          if (blocked) return false;
           if (child && child.documentElement) {
             pushText('\n');
             visitDoc(child);
@@ -582,7 +687,10 @@
           let where = top + rect.height <= 0 ? 'above' : (top >= vh ? 'below' : (left + rect.width <= 0 || left >= vw ? 'side' : 'in'));
           let r = isInteractive(el, st);
           // A scroll container (vertical): listed with its position, even when not a control.
-          const scrolls = el !== root && el !== doc.body && SCROLLS.has(st.overflowY) && el.scrollHeight > el.clientHeight + 2 && el.tagName !== 'TEXTAREA';
+          const scrollsY = el !== root && el !== doc.body && SCROLLS.has(st.overflowY) && el.scrollHeight > el.clientHeight + 2 && el.tagName !== 'TEXTAREA';
+          // A horizontal-only one (a carousel, a row of cards): listed too, with its x position.
+          const scrollsX = !scrollsY && el !== root && el !== doc.body && SCROLLS.has(st.overflowX) && el.scrollWidth > el.clientWidth + 2 && el.tagName !== 'TEXTAREA' && el.tagName !== 'INPUT';
+          const scrolls = scrollsY || scrollsX;
           let item = null;
           if (r || scrolls) {
             const state = r ? elementState(el, rect) : {};
@@ -611,7 +719,23 @@
             elements.push(item);
             listed.push({ el, item, doc });
           }
-          if (scrolls) {
+          if (scrollsX) {
+            item.state.scrollX = { x: Math.round(el.scrollLeft), max: Math.round(el.scrollWidth - el.clientWidth) };
+            let box = el;
+            for (let i = 0; i < 2 && box.children.length === 1; i++) box = box.children[0];
+            const cb = el.getBoundingClientRect();
+            const inLeft = cb.left + el.clientLeft, inRight = inLeft + el.clientWidth;
+            let right = 0, left = 0;
+            for (const c of Array.from(box.children).slice(0, 2000)) {
+              const r2 = c.getBoundingClientRect();
+              if (r2.width <= 0) continue;
+              if (r2.left >= inRight - 1) right++;
+              else if (r2.right <= inLeft + 1) left++;
+            }
+            if (right) item.state.itemsRight = right;
+            if (left) item.state.itemsLeft = left;
+          }
+          if (scrollsY) {
             const max = el.scrollHeight - el.clientHeight;
             item.state.scroll = { y: Math.round(el.scrollTop), max: Math.round(max) };
             // Items of the list: its children, or those of a lone wrapper child.
@@ -636,7 +760,8 @@
           }
           // A text block of the excerpt, named by a ref. A block inside another ends the outer
           // one's line (whose text so far was its own: a tree item's label before its list).
-          if (!textFull && !item && TEXT_BLOCKS.has(el.tagName) && !onlyControl(el)) {
+          if (r && !control) control = el;
+          if (!textFull && !item && !control && (TEXT_BLOCKS.has(el.tagName) || ((!block || isBlock(st)) && textRun(el, st))) && !onlyControl(el)) {
             if (block) pushText('\u0003\n');
             block = el;
             pushText('\n\u0001' + refName(el) + ' ' + el.tagName.toLowerCase() + '\u0002');
@@ -655,6 +780,7 @@
       const leave = (el) => {
         if (clips.length && clips[clips.length - 1].el === el) clips.pop();
         if (block === el) { block = null; pushText('\u0003\n'); }
+        if (control === el) control = null;
       };
       // Hidden text: text nodes are only kept when their parent element is rendered and visible.
       const textVisit = (n) => {
@@ -670,6 +796,7 @@
       if (doc.body) walk(doc.body, textVisit, 0, leave);
     };
     visitDoc(document);
+    screenOrder(elements, listed);
     const rows = structure(listed, vh);
     const se = document.scrollingElement || document.documentElement;
     return {
@@ -702,6 +829,15 @@
     }
     if (open) flush();
     return out.replace(/\s*\n\s*/g, '\n').trim();
+  }
+
+  // The text of `el` beside the names of the listed controls `inside` it (longest first, so
+  // "World" does not eat "World Home"; a clipped name without its ellipsis), spaces collapsed.
+  function textBeside(el, inside) {
+    let rest = contentText(el).replace(PUA, '').replace(/\s+/g, ' ');
+    const names = inside.map((c) => (c.item.name || '').replace(/…$/, '')).filter(Boolean).sort((x, y) => y.length - x.length);
+    for (const n of names) rest = rest.split(n).join(' ');
+    return rest.replace(/\s+/g, ' ').trim();
   }
 
   const norm = (s) => String(s || '').replace(/\s+/g, ' ').trim().toLowerCase();
@@ -742,8 +878,14 @@
       const item = e.item;
       // A container of several controls (a menu, a listbox, a card) is not named by their
       // joined text: each control has its own line.
-      if (alive(e.el).length >= 2) item.name = clip(labelText(e.el) || e.el.title || '', 80);
-      if (!item.name) {
+      // Its own text (beside its controls' names) names it when nothing else does: a mail row
+      // that is itself clickable is named by its sender and subject.
+      const inner = alive(e.el);
+      if (inner.length >= 2) item.name = clip(labelText(e.el) || e.el.title || textBeside(e.el, inner), 80);
+      if (item.role === 'handle') {
+        // The name, if any, is the page's; the hint says what kind of grab it is.
+        item.hint = 'resize handle';
+      } else if (!item.name) {
         const h = hintOf(e.el);
         if (h) item.hint = h;
       }
@@ -800,12 +942,15 @@
           const t = clip(contentText(a).replace(PUA, ''), 400);
           // Its text beside the controls' names (longest first, so "World" does not eat
           // "World Home"; a clipped name without its ellipsis).
-          let rest = contentText(a).replace(PUA, '').replace(/\s+/g, ' ');
-          const names = controls.map((c) => c.item.name.replace(/…$/, '')).filter(Boolean).sort((x, y) => y.length - x.length);
-          for (const n of names) rest = rest.split(n).join(' ');
+          const rest = textBeside(a, controls.filter((c) => c.el !== a));
           if (/[\p{L}\p{N}].*[\p{L}\p{N}].*[\p{L}\p{N}]/u.test(rest)) {
             row = { ref: refName(a), text: clip(t, 60) };
             rows.push(row);
+            // A row that is itself a control is named by its text (its line is the header).
+            if (self && !self.item.merged && (!self.item.name || self.item.hint)) {
+              self.item.name = clip(rest, 60);
+              delete self.item.hint;
+            }
           }
         }
       }
@@ -844,12 +989,28 @@
       return { el: r.el, ref: args.ref };
     }
     if (args.selector) {
+      const d = scopeDoc(args);
+      if (d.error) return d;
       let el;
-      try { el = document.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
+      try { el = d.doc.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
       if (!el) return { error: 'no-match' };
       return { el, ref: refName(el) };
     }
     return { error: 'no-target' };
+  }
+
+  // The document a selector is matched in: this one, or (with `frame`, a frame number of the
+  // latest observation, `f2` or `2`) that same-origin frame's document.
+  function scopeDoc(args) {
+    if (args.frame === undefined || args.frame === null || args.frame === '') return { doc: document };
+    const n = String(args.frame).replace(/^f/, '');
+    if (!/^\d+$/.test(n)) return { error: 'bad-frame' };
+    const fe = frameElement(n);
+    if (!fe) return { error: 'no-frame' };
+    let doc = null;
+    try { doc = fe.contentDocument; } catch (_) { doc = null; }
+    if (!doc) return { error: 'no-frame' };
+    return { doc };
   }
 
   // Scroll `el` into view and say where a real click should land, and what covers it.
@@ -1051,14 +1212,17 @@
   }
 
   function extract(args) {
-    let root = document.body || document.documentElement;
+    const scope = scopeDoc(args);
+    if (scope.error) return scope;
+    const sd = scope.doc;
+    let root = sd.body || sd.documentElement;
     if (args.selector) {
-      try { root = document.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
+      try { root = sd.querySelector(args.selector); } catch (e) { return { error: 'bad-selector', detail: String(e.message || e) }; }
       if (!root) return { error: 'no-match' };
     }
     if (args.mode === 'html') {
       if (!args.selector) return { error: 'html-needs-selector' };
-      if (root === document.documentElement || root === document.body || root === document.head) return { error: 'html-whole-page' };
+      if (root === sd.documentElement || root === sd.body || root === sd.head) return { error: 'html-whole-page' };
       return { content: root.outerHTML };
     }
     if (args.mode === 'links') {

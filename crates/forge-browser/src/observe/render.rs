@@ -29,6 +29,15 @@ pub fn element_line(e: &Element) -> String {
             line.push_str(&format!(" ({} chars)", thousands(n)));
         }
     }
+    if let Some(v) = st.get("ariaValue").and_then(Value::as_str) {
+        line.push_str(&format!(" value={}", quote(v)));
+        if let Some(r) = st.get("range").and_then(Value::as_str) {
+            line.push_str(&format!(" range={}", quote(r)));
+        }
+    }
+    if let Some(s) = st.get("sort").and_then(Value::as_str) {
+        line.push_str(&format!(" sorted {s}"));
+    }
     match st.get("checked") {
         Some(Value::Bool(true)) => line.push_str(" checked"),
         Some(Value::Bool(false)) => line.push_str(" unchecked"),
@@ -82,6 +91,17 @@ pub fn element_line(e: &Element) -> String {
         }
         if let Some(n) = st.get("itemsAbove").and_then(Value::as_u64) {
             line.push_str(&format!(", {n} above"));
+        }
+    }
+    if let Some(sc) = st.get("scrollX").and_then(Value::as_object) {
+        let x = sc.get("x").and_then(Value::as_u64).unwrap_or(0);
+        let max = sc.get("max").and_then(Value::as_u64).unwrap_or(0);
+        line.push_str(&format!(" scroll x {}/{}px", thousands(x), thousands(max)));
+        if let Some(n) = st.get("itemsRight").and_then(Value::as_u64) {
+            line.push_str(&format!(", {n} more items to the right"));
+        }
+        if let Some(n) = st.get("itemsLeft").and_then(Value::as_u64) {
+            line.push_str(&format!(", {n} to the left"));
         }
     }
     if st.get("selectedItem") == Some(&Value::Bool(true)) {
@@ -186,6 +206,10 @@ pub fn render(obs: &Observation, budget: usize) -> String {
             line.push_str("  ");
         }
         line.push_str(&element_line(e));
+        if row == Some(e.reference.as_str()) {
+            // The control is itself the row: its controls follow, indented.
+            line.push_str(" (row)");
+        }
         line.push('\n');
         if out.len() + lines.len() + line.len() > element_budget {
             cut += 1;
@@ -259,7 +283,9 @@ fn frame_line(f: &Frame) -> String {
         s.push(' ');
         s.push_str(&quote(&f.name));
     }
-    if f.same_origin {
+    if let Some(why) = &f.blocked {
+        s.push_str(&format!(" blocked {} ({why})", quote(&f.src)));
+    } else if f.same_origin {
         s.push_str(&format!(" same-origin {}", f.origin));
     } else if f.walked {
         s.push_str(&format!(" cross-origin {}", f.origin));

@@ -6,7 +6,6 @@ use serde_json::{json, Value};
 
 use super::{schema, str_arg, BrowserAction, Cx, MAX_BUDGET};
 use crate::error::{failed, invalid, R};
-use crate::observe;
 
 pub(crate) struct Extract;
 
@@ -26,6 +25,10 @@ impl BrowserAction for Extract {
             "selector".into(),
             json!({"type": "string", "description": "One element (required for html)."}),
         );
+        p.insert(
+            "frame".into(),
+            json!({"type": "string", "description": "Read frame f2 (of the latest observation) instead of the page."}),
+        );
         p.insert("mode".into(), json!({"type": "string", "enum": ["text", "links", "html"], "description": "Default text."}));
         p.insert("max_chars".into(), json!({"type": "integer", "minimum": 200, "maximum": MAX_BUDGET, "description": "Default 8000."}));
         p.insert(
@@ -44,18 +47,23 @@ impl BrowserAction for Extract {
             )));
         }
         let selector = str_arg(input, "selector").filter(|s| !s.is_empty());
-        let v = observe::call(
-            &page,
-            "extract",
-            &json!({"mode": mode, "selector": selector}),
-        )
-        .await?;
+        let mut args = json!({"mode": mode, "selector": selector});
+        if let Some(f) = str_arg(input, "frame")
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+        {
+            args["frame"] = json!(f);
+        }
+        // Same-origin frames are read by the top document's library, cross-origin ones by the
+        // frame's own (frames.rs).
+        let v = cx.lib(&page, "extract", &args).await?;
         if let Some(e) = v.get("error").and_then(Value::as_str) {
             return Err(match e {
                 "html-needs-selector" => invalid("mode=html needs a `selector` naming one element (the whole page's HTML is never returned)"),
                 "html-whole-page" => invalid("mode=html returns one element's HTML, not the whole page; pick a narrower selector"),
                 "no-match" => failed(format!("no element matches selector {:?}", selector.unwrap_or(""))),
                 "bad-selector" => invalid(format!("{:?} is not a valid CSS selector", selector.unwrap_or(""))),
+                "no-frame" | "bad-frame" | "stale" => invalid(format!("no frame {:?} on the page: `frame` names a frame line of the latest observation, like \"f2\"", str_arg(input, "frame").unwrap_or(""))),
                 other => failed(format!("extract failed: {other}")),
             });
         }

@@ -173,6 +173,7 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
                     st: &mut st,
                     ctx,
                     limit,
+                    routes: Default::default(),
                 };
                 self.action.run(&mut cx, &input).await
             };
@@ -239,6 +240,8 @@ pub(crate) struct Cx<'a> {
     pub(crate) st: &'a mut SessionState,
     pub(crate) ctx: &'a ToolContext,
     pub(crate) limit: Duration,
+    /// Routes to cross-origin frames, built once per call (`frames.rs`).
+    pub(crate) routes: crate::frames::Routes,
 }
 
 impl Cx<'_> {
@@ -253,7 +256,7 @@ impl Cx<'_> {
     /// Page-library command `cmd(args)` for the element `args` names, run by the document that
     /// owns it (the top document, or a cross-origin frame's own context for a ref like `f2e5`).
     pub(crate) async fn lib(&self, page: &Page, cmd: &str, args: &Value) -> R<Value> {
-        Ok(crate::frames::call(page, self.session, cmd, args).await?)
+        Ok(crate::frames::call(page, self.session, &self.routes, cmd, args).await?)
     }
 
     /// `status` (forge's words) followed by the fenced observation of the active tab.
@@ -302,6 +305,7 @@ impl Cx<'_> {
             "bad-ref" => format!("{reference:?} is not a ref; refs look like e12 or f1e3. Current observation:"),
             "no-match" => format!("no element matches selector {selector:?}. Current observation:"),
             "bad-selector" => format!("{selector:?} is not a valid CSS selector. Current observation:"),
+            "no-frame" | "bad-frame" => "no frame with that number: `frame` names a frame line of the latest observation (\"f2\"). Current observation:".to_string(),
             other => format!("cannot use that element ({other}). Current observation:"),
         };
         match self.observed(head.clone(), DEFAULT_BUDGET).await {
@@ -594,7 +598,8 @@ pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
 pub(crate) fn target_props() -> serde_json::Map<String, Value> {
     let v = json!({
         "ref": {"type": "string"},
-        "selector": {"type": "string", "description": "CSS"}
+        "selector": {"type": "string", "description": "CSS"},
+        "frame": {"type": "string", "description": "With selector: match it in frame f2 of the observation."}
     });
     v.as_object().cloned().unwrap_or_default()
 }
@@ -623,7 +628,13 @@ pub(crate) fn target_args(input: &Value) -> R<Value> {
         .filter(|s| !s.is_empty());
     match (r, s) {
         (Some(r), _) => Ok(json!({"ref": r})),
-        (None, Some(s)) => Ok(json!({"selector": s})),
+        (None, Some(s)) => match str_arg(input, "frame")
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+        {
+            Some(f) => Ok(json!({"selector": s, "frame": f})),
+            None => Ok(json!({"selector": s})),
+        },
         (None, None) => Err(invalid(
             "give `ref` (from the latest observation, e.g. \"e12\") or `selector` (CSS)",
         )),

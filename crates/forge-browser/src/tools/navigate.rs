@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
 use forge_tools::{ToolError, ToolOutput};
 use serde_json::{json, Value};
 
@@ -70,10 +69,20 @@ impl BrowserAction for Navigate {
         let t0 = tokio::time::Instant::now();
         let page = cx.page()?;
         let mut watch = NavWatch::new(&page).await?;
-        let nav = page
-            .execute(NavigateParams::new(url.as_str()))
-            .await?
-            .result;
+        // `Page.navigate` goes through forge's own CDP link, not the tab's chromiumoxide session:
+        // chromiumoxide answers a `Page.navigate` sent through a `Page` only when the main frame
+        // and every child frame reached `load`, so a frame that never loads (an iframe of a
+        // blocked scheme: file:, view-source:, chrome:) held the call for its 30 s time limit,
+        // and a navigation abandoned by a time limit queued the next one behind it. Chromium
+        // itself answers when the navigation commits (or fails); NavWatch waits for the load.
+        let Some(nav) =
+            crate::frames::navigate(&page, cx.session, url.as_str(), limit * 3 / 5).await?
+        else {
+            return Err(failed(format!(
+                "navigation to {url} did not get a response within {:.0} s (the load was stopped)",
+                (limit * 3 / 5).as_secs_f64()
+            )));
+        };
         if let Some(err) = nav.error_text.filter(|e| !e.is_empty()) {
             if let Some(b) = blocked_from_error(cx.manager, url.as_str(), &err) {
                 return Err(ActionError::Tool(ToolError::Blocked(b)));
