@@ -4,7 +4,7 @@
 //! one Chromium shared by the tests in this file (each test has its own session).
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use forge_browser::{browser_tools, BrowserToolOptions};
 use forge_testkit::browser::*;
@@ -184,17 +184,12 @@ impl Fixture {
     }
 }
 
-/// Navigating to `path` returns well inside the old 30 s stall, and its observation lists a
-/// blocked frame and the text after it.
+/// Navigating to `path` succeeds (before the fix it failed after 30 s with "Request timed out",
+/// waiting for the blocked frame's load), and its observation lists a blocked frame and the text
+/// after it. No wall-clock assert: the navigation's own failure is the signal.
 fn returns_with_blocked_frame(session: &str, path: &str, frames: usize) {
     let Some(f) = fixture() else { return };
-    let t0 = Instant::now();
     let obs = f.open(session, path);
-    let took = t0.elapsed();
-    assert!(
-        took < Duration::from_secs(15),
-        "navigate took {took:?}:\n{obs}"
-    );
     assert!(obs.starts_with("navigated: HTTP 200"), "{obs}");
     let blocked = obs.lines().filter(|l| l.contains("blocked")).count();
     assert_eq!(blocked, frames, "blocked frames listed:\n{obs}");
@@ -221,22 +216,21 @@ fn a_navigation_after_one_cut_off_at_a_hanging_host_is_fast() {
     let Some(f) = fixture() else { return };
     let s = "after-hang";
     f.open(s, "/plain.html");
-    let t0 = Instant::now();
     let cut = f.call(
         s,
         "browser_navigate",
         json!({"url": f.server.url("/hang.html"), "timeout_ms": 2000}),
     );
     assert!(cut.is_err(), "a 20 s response within 2 s: {cut:?}");
-    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
-    let t1 = Instant::now();
-    let obs = f.open(s, "/plain.html");
-    let took = t1.elapsed();
-    assert!(obs.contains("Plain page."), "{obs}");
-    assert!(
-        took < Duration::from_secs(10),
-        "the next navigation took {took:?}"
+    // The next navigation is given its own time limit (the tool's `timeout_ms`, not a wall-clock
+    // assert): before the fix it stayed queued behind the cut-off load for 18-29 s, so it failed
+    // this limit.
+    let obs = f.ok(
+        s,
+        "browser_navigate",
+        json!({"url": f.server.url("/plain.html"), "timeout_ms": 10000}),
     );
+    assert!(obs.contains("Plain page."), "{obs}");
 }
 
 /// The ref at the start of the line containing `needle` (a text or element line).
