@@ -914,7 +914,11 @@
     // Inside a contenteditable region the focus sits on its editing host, an ancestor of `el`.
     const focused = el.ownerDocument.activeElement === el || active === el
       || !!(el.isContentEditable && active && active.isContentEditable && active.contains(el));
-    return { ref: t.ref, hadValue, focused, sensitive: !!sens };
+    // The field's own frame origin (location is unforgeable; this runs in forge's isolated world
+    // of the document that owns the element): browser_fill {secret} types only on bound origins.
+    let origin = '';
+    try { origin = String(win(el).location.origin); } catch (_) { origin = ''; }
+    return { ref: t.ref, hadValue, focused, sensitive: !!sens, origin };
   }
 
   function valueOf(args) {

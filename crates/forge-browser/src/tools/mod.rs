@@ -260,7 +260,8 @@ impl Cx<'_> {
     pub(crate) async fn observed(&self, status: String, budget: usize) -> R<ToolOutput> {
         let st = &*self.st;
         let tab = st.active_tab().ok_or_else(|| failed("no open tab"))?;
-        let obs = crate::frames::observe(&tab.page, self.session).await?;
+        let mut obs = crate::frames::observe(&tab.page, self.session).await?;
+        mask_secret_values(&mut obs, &self.ctx.secrets);
         let mut body = observe::render(&obs, budget);
         let dialogs: Vec<String> =
             std::mem::take(&mut *tab.dialogs.lock().unwrap_or_else(|p| p.into_inner()));
@@ -602,6 +603,36 @@ pub(crate) fn target_props() -> serde_json::Map<String, Value> {
 /// An object schema with `props` and `required` (left out when empty: nothing is required).
 /// No `"additionalProperties": false`: forge does not validate inputs against the schema, every
 /// tool ignores unknown keys, and leaving it out keeps `tools/list` small (docs/benchmarks.md, "MCP").
+/// A field holding a secret shows `value=(secret NAME)`, also when the observation cut its value
+/// (a cut value that is the start of a secret of the same full length). Other occurrences of a
+/// value in page text are replaced by the runtime's redactor on the call path.
+fn mask_secret_values(obs: &mut observe::Observation, secrets: &forge_tools::Secrets) {
+    if secrets.is_empty() {
+        return;
+    }
+    for e in &mut obs.elements {
+        let Some(v) = e.state.get("value").and_then(Value::as_str) else {
+            continue;
+        };
+        let full = e.state.get("valueLength").and_then(Value::as_u64);
+        let name = match (v.strip_suffix('…'), full) {
+            (Some(prefix), Some(n)) => secrets
+                .iter()
+                .find(|s| {
+                    let sv = s.value.expose();
+                    sv.chars().count() as u64 == n && sv.starts_with(prefix)
+                })
+                .map(|s| s.name.clone()),
+            _ => secrets.name_of_value(v).map(str::to_string),
+        };
+        if let Some(name) = name {
+            e.state
+                .insert("value".into(), Value::String(format!("(secret {name})")));
+            e.state.remove("valueLength");
+        }
+    }
+}
+
 pub(crate) fn schema(props: serde_json::Map<String, Value>, required: &[&str]) -> Value {
     if required.is_empty() {
         return json!({"type": "object", "properties": props});
