@@ -189,6 +189,61 @@ pub fn is_valid_secret_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
+impl SecretSpec {
+    /// Every binding (origin or host) of this secret that the egress allowlist `entries` (host
+    /// or `*.suffix`, optional `:port`; without a port only 80 and 443) does not reach under
+    /// `mode`, as text: what `forge skills audit` and `forge package --prod` report. `$VAR`
+    /// entries cannot be reviewed and reach nothing here.
+    pub fn outside_allowlist(&self, mode: crate::EgressMode, entries: &[String]) -> Vec<String> {
+        if mode == crate::EgressMode::DevOpen {
+            return Vec::new();
+        }
+        let reach = |host: &str, port: Option<u16>| {
+            mode == crate::EgressMode::Allowlist
+                && entries.iter().any(|e| entry_allows(e, host, port))
+        };
+        let mut out = Vec::new();
+        for o in &self.origins {
+            if !reach(&o.host, Some(o.port)) {
+                out.push(o.to_string());
+            }
+        }
+        for h in &self.hosts {
+            let (host, port) = match split_host_port(h) {
+                Ok(hp) => hp,
+                Err(_) => (h.clone(), None),
+            };
+            if !reach(&host, port) {
+                out.push(h.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Whether allowlist entry `entry` lets a request reach `host` on `port` (`None`: any port the
+/// entry allows).
+fn entry_allows(entry: &str, host: &str, port: Option<u16>) -> bool {
+    let entry = entry.trim();
+    if entry.contains('$') || entry.is_empty() {
+        return false;
+    }
+    let Ok((pattern, entry_port)) = split_host_port(&entry.replace("*.", "wildcard-marker."))
+    else {
+        return false;
+    };
+    let host_ok = match pattern.strip_prefix("wildcard-marker.") {
+        Some(suffix) => host.ends_with(&format!(".{suffix}")),
+        None => pattern == host,
+    };
+    let port_ok = match (entry_port, port) {
+        (_, None) => true,
+        (Some(e), Some(p)) => e == p,
+        (None, Some(p)) => p == 80 || p == 443,
+    };
+    host_ok && port_ok
+}
+
 /// Read `secrets` from the marked tree: the config, the errors and the warnings.
 pub(crate) fn read(doc: &Doc<'_>) -> (SecretsConfig, Vec<SourceDiagnostic>, Vec<SourceDiagnostic>) {
     let mut out = SecretsConfig::default();
@@ -546,6 +601,38 @@ mod tests {
     fn first_problem(body: &str) -> crate::SourceDiagnostic {
         let e = parse(body).expect_err("refused");
         e.problems().first().expect("a problem").clone()
+    }
+
+    #[test]
+    fn bindings_outside_the_allowlist_are_named() {
+        let c = parse(
+            "secrets:\n  pw: {from: \"env:X\", origins: [\"https://portal.example\", \"http://127.0.0.1:8080\"], hosts: [api.a.example, \"api.b.example:8443\"]}\n",
+        )
+        .expect("parses");
+        let s = c.secrets.get("pw").expect("pw");
+        let entries: Vec<String> = vec![
+            "portal.example".into(),
+            "*.a.example".into(),
+            "127.0.0.1:8080".into(),
+        ];
+        assert_eq!(
+            s.outside_allowlist(crate::EgressMode::Allowlist, &entries),
+            vec!["api.b.example:8443".to_string()]
+        );
+        assert_eq!(
+            s.outside_allowlist(crate::EgressMode::DenyAll, &entries)
+                .len(),
+            4
+        );
+        assert!(s
+            .outside_allowlist(crate::EgressMode::DevOpen, &[])
+            .is_empty());
+        let entries: Vec<String> = vec!["*.portal.example".into(), "127.0.0.1".into()];
+        assert_eq!(
+            s.outside_allowlist(crate::EgressMode::Allowlist, &entries).len(),
+            4,
+            "a wildcard never matches the apex; a loopback entry without a port does not reach 8080"
+        );
     }
 
     #[test]
