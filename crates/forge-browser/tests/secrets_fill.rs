@@ -26,7 +26,7 @@ struct Fixture {
 fn portal_page(r: &Request, other: &str) -> Response {
     match (r.method.as_str(), r.path.as_str()) {
         ("GET", "/login") => Response::html(format!(
-            r#"<!doctype html><title>Portal login</title>
+            r#"<!doctype html><title>Portal login</title><h1>Portal</h1>
 <form method=post action="/login">
 <label for=u>Username</label> <input id=u name=u autocomplete=username>
 <label for=p>Password</label> <input id=p name=p type=password autocomplete=current-password>
@@ -203,4 +203,42 @@ fn a_field_in_another_origins_frame_is_refused_and_that_server_never_gets_the_va
         )
         .expect_err("unknown");
     assert!(err.to_string().contains("portal_password"), "{err}");
+}
+
+/// A screenshot of the user-name field, filled in session `session` by `fill` (focus moved away
+/// first, so no caret is drawn).
+fn field_png(f: &Fixture, session: &str, fill: Value) -> Vec<u8> {
+    let obs = f.ok(
+        session,
+        "browser_navigate",
+        json!({"url": f.portal.url("/login")}),
+    );
+    let mut fill = fill;
+    fill["ref"] = json!(ref_of(&obs, "\"Username\""));
+    f.ok(session, "browser_fill", fill);
+    let heading = ref_of(&f.ok(session, "browser_state", json!({})), "\"Portal\"");
+    f.ok(session, "browser_click", json!({"ref": heading}));
+    let out = f.ok(
+        session,
+        "browser_screenshot",
+        json!({"selector": "#u", "filename": format!("{session}.png")}),
+    );
+    let path = f.b.files.path().join(format!("{session}.png"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}; {out}", path.display()))
+}
+
+#[test]
+fn a_text_field_holding_a_secret_is_masked_in_screenshots() {
+    let Some(f) = fixture() else { return };
+    let plain_a = field_png(f, "shot-plain-a", json!({"value": USER}));
+    let plain_b = field_png(f, "shot-plain-b", json!({"value": USER}));
+    assert_eq!(
+        plain_a, plain_b,
+        "screenshots of the same field are not reproducible"
+    );
+    let secret = field_png(f, "shot-secret", json!({"secret": "portal_user"}));
+    assert_ne!(
+        secret, plain_a,
+        "the secret's field looks like the plain value"
+    );
 }

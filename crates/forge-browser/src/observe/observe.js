@@ -921,6 +921,15 @@
     return { ref: t.ref, hadValue, focused, sensitive: !!sens, origin };
   }
 
+  // A non-password field that holds a forge secret is drawn like a password field (discs), so
+  // screenshots never show the value; what the field holds is unchanged.
+  function maskSecretField(args) {
+    const t = target(args);
+    if (t.error) return t;
+    t.el.style.setProperty('-webkit-text-security', 'disc', 'important');
+    return { ref: t.ref, masked: true };
+  }
+
   function valueOf(args) {
     const t = target(args);
     if (t.error) return t;
@@ -1635,7 +1644,7 @@
 
   return {
     frameElement, frameBox,
-    observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
+    observe, point, prepareFill, maskSecretField, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     listenerRoots,
     ready: () => ({ state: document.readyState, url: location.href }),

@@ -144,6 +144,11 @@ impl BrowserAction for Fill {
                 press_key(&page, &KeyPress::char(ch)).await?;
             }
         }
+        if secret.is_some() {
+            // Screenshots: a field holding a secret is drawn masked (discs) from now on, also a
+            // plain text field.
+            cx.lib(&page, "maskSecretField", &json!({"ref": r})).await?;
+        }
         let after = cx.lib(&page, "valueOf", &json!({"ref": r})).await?;
         let len = after.get("length").and_then(Value::as_u64).unwrap_or(0);
         let want = value.chars().count() as u64;
