@@ -246,15 +246,51 @@ fn entry_allows(entry: &str, host: &str, port: Option<u16>) -> bool {
 
 /// Read `secrets` from the marked tree: the config, the errors and the warnings.
 pub(crate) fn read(doc: &Doc<'_>) -> (SecretsConfig, Vec<SourceDiagnostic>, Vec<SourceDiagnostic>) {
+    let (out, errors, warnings, literals) = read_unmasked(doc);
+    if literals.is_empty() {
+        return (out, errors, warnings);
+    }
+    // Refused literal values are blanked in the source the diagnostics show (same byte length,
+    // newlines kept, so every span stays valid): the rendered error must not print a credential.
+    let mut text = doc.src.inner().clone().into_bytes();
+    for (start, end) in literals {
+        for b in text.get_mut(start..end).into_iter().flatten() {
+            if *b != b'\n' && *b != b'\r' {
+                *b = b'*';
+            }
+        }
+    }
+    // Only ASCII bytes replaced whole characters' bytes: still UTF-8; lossy is a no-op here.
+    let masked = std::sync::Arc::new(
+        miette::NamedSource::new(doc.src.name(), String::from_utf8_lossy(&text).into_owned())
+            .with_language("yaml"),
+    );
+    let mask = |v: Vec<SourceDiagnostic>| {
+        v.into_iter()
+            .map(|d| d.with_source(masked.clone()))
+            .collect()
+    };
+    (out, mask(errors), mask(warnings))
+}
+
+type Read = (
+    SecretsConfig,
+    Vec<SourceDiagnostic>,
+    Vec<SourceDiagnostic>,
+    Vec<(usize, usize)>,
+);
+
+fn read_unmasked(doc: &Doc<'_>) -> Read {
     let mut out = SecretsConfig::default();
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
+    let mut literals: Vec<(usize, usize)> = Vec::new();
     let Some(root) = doc.tree.get(&[Seg::Key("secrets")]) else {
-        return (out, errors, warnings);
+        return (out, errors, warnings, literals);
     };
     let entries = match &root.kind {
         Kind::Map(e) => e,
-        Kind::Scalar(s) if s.trim().is_empty() => return (out, errors, warnings),
+        Kind::Scalar(s) if s.trim().is_empty() => return (out, errors, warnings, literals),
         _ => {
             errors.push(doc.diag(
                 "forge::config::secrets",
@@ -265,7 +301,7 @@ pub(crate) fn read(doc: &Doc<'_>) -> (SecretsConfig, Vec<SourceDiagnostic>, Vec<
                     "write it as `secrets: {{{EXAMPLE}}}` (see docs/secrets.md)"
                 )),
             ));
-            return (out, errors, warnings);
+            return (out, errors, warnings, literals);
         }
     };
     for (key, value) in entries {
@@ -308,6 +344,7 @@ pub(crate) fn read(doc: &Doc<'_>) -> (SecretsConfig, Vec<SourceDiagnostic>, Vec<
             _ => {
                 // A bare value (`portal_password: hunter2`) is a literal: refused, and the
                 // diagnostic points at the name so that the value is not printed again.
+                literals.push(doc.span_of(value));
                 errors.push(kd(
         doc,
                     "forge::config::secret-literal",
@@ -328,7 +365,7 @@ pub(crate) fn read(doc: &Doc<'_>) -> (SecretsConfig, Vec<SourceDiagnostic>, Vec<
                 .find(|(fk, _)| matches!(&fk.kind, Kind::Scalar(s) if s == k))
         };
         let mut bad = false;
-        for (fk, _) in fields {
+        for (fk, fv) in fields {
             let Kind::Scalar(k) = &fk.kind else { continue };
             if ENTRY_KEYS.contains(&k.as_str()) {
                 continue;
@@ -337,6 +374,7 @@ pub(crate) fn read(doc: &Doc<'_>) -> (SecretsConfig, Vec<SourceDiagnostic>, Vec<
                 k.as_str(),
                 "value" | "literal" | "password" | "token" | "secret"
             ) {
+                literals.push(doc.span_of(fv));
                 errors.push(kd(
         doc,
                     "forge::config::secret-literal",
@@ -385,6 +423,7 @@ pub(crate) fn read(doc: &Doc<'_>) -> (SecretsConfig, Vec<SourceDiagnostic>, Vec<
                     match parse_source(s) {
                         Ok(src) => Some(src),
                         Err(SourceError::Literal) => {
+                            literals.push(doc.span_of(fv));
                             errors.push(kd(
         doc,
                             "forge::config::secret-literal",
@@ -518,7 +557,7 @@ pub(crate) fn read(doc: &Doc<'_>) -> (SecretsConfig, Vec<SourceDiagnostic>, Vec<
             });
         }
     }
-    (out, errors, warnings)
+    (out, errors, warnings, literals)
 }
 
 /// A diagnostic at a key node (so that a refused literal value is not printed again).
