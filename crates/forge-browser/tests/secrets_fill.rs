@@ -34,6 +34,11 @@ fn portal_page(r: &Request, other: &str) -> Response {
 </form>
 <iframe src="{other}/frame" title="Other origin" width="420" height="160"></iframe>"#
         )),
+        ("GET", "/grab") => Response::html(
+            r#"<!doctype html><title>Grab</title>
+<input id=u aria-label="Username"> <input id=x aria-label="Decoy">
+<script>document.getElementById('u').addEventListener('keydown', () => setTimeout(() => document.getElementById('x').focus(), 0), {once: true});</script>"#,
+        ),
         ("POST", "/login") => {
             let body = String::from_utf8_lossy(&r.body).to_string();
             let ok = body.contains(&format!("u={USER}")) && body.contains(&format!("p={PASSWORD}"));
@@ -240,5 +245,33 @@ fn a_text_field_holding_a_secret_is_masked_in_screenshots() {
     assert_ne!(
         secret, plain_a,
         "the secret's field looks like the plain value"
+    );
+}
+
+#[test]
+fn typing_a_secret_stops_when_the_page_moves_focus_away() {
+    let Some(f) = fixture() else { return };
+    let obs = f.ok(
+        "grab",
+        "browser_navigate",
+        json!({"url": f.portal.url("/grab")}),
+    );
+    let field = ref_of(&obs, "\"Username\"");
+    let err = f
+        .call(
+            "grab",
+            "browser_fill",
+            json!({"ref": field, "secret": "portal_user"}),
+        )
+        .expect_err("stopped");
+    assert!(err.to_string().contains("lost focus"), "{err}");
+    let state = f.ok("grab", "browser_state", json!({}));
+    let decoy = state
+        .lines()
+        .find(|l| l.contains("\"Decoy\""))
+        .unwrap_or_else(|| panic!("no decoy in {state}"));
+    assert!(
+        !decoy.contains(&USER[1..3]),
+        "the rest of the secret went into the decoy: {decoy}"
     );
 }

@@ -125,11 +125,16 @@ impl BrowserAction for Fill {
         }
         let mut after_enter = false;
         for (n, ch) in value.chars().enumerate() {
-            if after_enter {
+            if after_enter || (secret.is_some() && n > 0) {
+                // A secret: every key must reach the checked field; if focus moved (a page
+                // script, a frame), stop before the next key goes elsewhere.
                 // Enter can submit and load another page (whose focused field may be protected):
                 // type on only while the target still has focus.
                 let v = cx.lib(&page, "stillFocused", &json!({"ref": r})).await?;
                 if v.get("focused").and_then(Value::as_bool) != Some(true) {
+                    if let Some(s) = secret {
+                        return Err(failed(format!("stopped after {n} of {} chars of secret {}: {r} lost focus while typing; the rest was not typed", value.chars().count(), s.name)));
+                    }
                     return Err(failed(format!("stopped after {n} of {} chars: {r} lost focus after a newline (Enter) in the value; the rest was not typed. Use submit=true to press Enter after the value", value.chars().count())));
                 }
             }
