@@ -177,6 +177,7 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
             task_seconds_cap: cfg.tasks.max_seconds_cap,
         },
         confinement: cfg.security.confinement,
+        secrets: cfg.secrets.clone(),
     }
 }
 

@@ -129,13 +129,39 @@ const STATE_URL_ENV: &str = "FORGE_STATE_URL";
 /// The Secret's keys: the agent's required env, then its optional env plus the runtime token and
 /// the state store URL.
 fn secret_env_names(spec: &BuildSpec) -> (Vec<String>, Vec<String>) {
-    let (required, mut optional) = spec.env_names();
+    let (mut required, mut optional) = spec.env_names();
+    // forge.yaml secrets read from `env:NAME`: the key is the variable's name, required (forge
+    // refuses to start without it).
+    for secret in &spec.secrets.entries {
+        if let forge_skills::SecretSource::Env(var) = &secret.source {
+            if !required.contains(var) {
+                required.push(var.clone());
+            }
+            optional.retain(|o| o != var);
+        }
+    }
     for key in [RUNTIME_TOKEN_ENV, STATE_URL_ENV] {
         if !required.iter().chain(&optional).any(|n| n == key) {
             optional.push(key.to_string());
         }
     }
     (required, optional)
+}
+
+/// Name of the volume holding the forge.yaml secrets read from files (`file:PATH`).
+const SECRET_FILES_VOLUME: &str = "forge-secret-files";
+
+/// forge.yaml secrets read from `file:PATH`: (key in the agent's Secret = the secret's name,
+/// absolute path where the pod sees it).
+fn secret_files(spec: &BuildSpec) -> Vec<(String, String)> {
+    spec.secrets
+        .entries
+        .iter()
+        .filter_map(|x| match &x.source {
+            forge_skills::SecretSource::File(p) => Some((x.name.clone(), p.display().to_string())),
+            forge_skills::SecretSource::Env(_) => None,
+        })
+        .collect()
 }
 
 /// A pod being replaced gets the longest a task may run plus 30 s to stop Chromium and the proxy.
@@ -250,16 +276,44 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
     // No /dev/shm volume, for browser agents either: Chromium runs with --disable-dev-shm-usage
     // and a 64 MiB /dev/shm does not crash it (scripts/measure-dev-shm.sh, docs/benchmarks.md),
     // while a memory-backed one would count against the pod's memory limit.
-    let mounts = vec![
+    let mut mounts = vec![
         mount("tmp", "/tmp"),
         mount("home", "/home/forge"),
         mount("forge-state", "/app/.forge"),
     ];
-    let volumes = vec![
+    let mut volumes = vec![
         empty_dir("tmp", if browser { "1Gi" } else { "256Mi" }),
         empty_dir("home", "256Mi"),
         empty_dir("forge-state", "1Gi"),
     ];
+    // Each file secret: its key of the agent's Secret mounted read-only at exactly its path
+    // (`subPath`, so two secrets in one directory do not hide each other).
+    let files = secret_files(spec);
+    if !files.is_empty() {
+        let items: Vec<Value> = files
+            .iter()
+            .map(|(key, _)| map([("key", s(key)), ("path", s(key))]))
+            .collect();
+        volumes.push(map([
+            ("name", s(SECRET_FILES_VOLUME)),
+            (
+                "secret",
+                map([
+                    ("secretName", s(secret_name(spec))),
+                    ("items", seq(items)),
+                    ("defaultMode", n(0o440)),
+                ]),
+            ),
+        ]));
+        for (key, path) in &files {
+            mounts.push(map([
+                ("name", s(SECRET_FILES_VOLUME)),
+                ("mountPath", s(path)),
+                ("subPath", s(key)),
+                ("readOnly", Value::Bool(true)),
+            ]));
+        }
+    }
     let mut container = Mapping::new();
     container.insert(s("name"), s("agent"));
     container.insert(s("image"), s(image));
@@ -401,6 +455,9 @@ fn secret(spec: &BuildSpec) -> Value {
     let mut data = Mapping::new();
     for name in required.iter().chain(&optional) {
         data.insert(s(name), s(""));
+    }
+    for (key, _) in secret_files(spec) {
+        data.insert(s(key), s(""));
     }
     map([
         ("apiVersion", s("v1")),

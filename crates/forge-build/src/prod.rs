@@ -9,7 +9,8 @@
 //! `allow_private_ips: true` without `allowed_private_cidrs` narrowing it (rejected, not warned:
 //! it opens the whole cluster network to the agent); an `http://` (unencrypted) MCP server URL
 //! to a host outside the cluster ([`is_cluster_host`]); more than one replica
-//! (`deploy.replicas.max > 1`) on the SQLite store, which each pod would keep for itself.
+//! (`deploy.replicas.max > 1`) on the SQLite store, which each pod would keep for itself; a
+//! forge.yaml secret bound to an origin or host the egress policy does not allow.
 
 use forge_skills::EgressMode;
 
@@ -203,6 +204,24 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
             problem: reason.clone(),
             fix: "change the skill so `forge skills audit` passes".into(),
         });
+    }
+
+    // Every secret's origins and hosts must be reachable under the egress policy (otherwise the
+    // secret is unusable there, or the binding names a host nobody reviewed).
+    for secret in &spec.secrets.entries {
+        for outside in secret.outside_allowlist(spec.egress.mode, &spec.all_domains()) {
+            out.push(ProdProblem {
+                file: config.clone(),
+                field: format!("secrets.{}", secret.name),
+                problem: format!(
+                    "secret `{}` is bound to {outside}, which the egress policy does not allow",
+                    secret.name
+                ),
+                fix: format!(
+                    "add {outside} to `egress.allowed_domains` (with its port when not 80/443), or remove it from the secret's origins/hosts"
+                ),
+            });
+        }
     }
 
     for (i, m) in spec.mcp_servers.iter().enumerate() {

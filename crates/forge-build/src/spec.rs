@@ -58,6 +58,9 @@ pub struct BuildSpec {
     pub deploy: DeploySpec,
     /// forge.yaml `security.confinement` (the Deployment's `forge.dev/confinement` annotation).
     pub confinement: forge_skills::Confinement,
+    /// forge.yaml `secrets` (references only): env sources become Secret keys, file sources
+    /// Secret mounts; `--prod` checks their bindings against the allowlist.
+    pub secrets: forge_skills::SecretsConfig,
 }
 
 /// How many replicas, which store, how long a pod may take to drain.

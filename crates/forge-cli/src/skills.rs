@@ -527,7 +527,31 @@ fn audit(a: AuditArgs) -> ExitCode {
             }
         }
     }
-    if report.policy_summary.passed {
+    // forge.yaml secrets: every origin and host they are bound to must be inside the allowlist.
+    let mut secrets_ok = true;
+    if let Some(ag) = loaded.agent.as_ref() {
+        let entries: Vec<String> = ag
+            .config
+            .egress
+            .allowed_domains
+            .iter()
+            .chain(&ag.aggregate.egress_domains)
+            .cloned()
+            .collect();
+        for secret in &ag.config.secrets.entries {
+            for outside in secret.outside_allowlist(ag.config.egress.mode, &entries) {
+                secrets_ok = false;
+                eprintln!(
+                    "error: {}: secrets.{}: secret `{}` is bound to {outside}, which the egress policy (mode {}) does not allow\n  fix: add {outside} to `egress.allowed_domains` (with its port when not 80/443), or remove it from the secret's origins/hosts",
+                    ag.config.path.display(),
+                    secret.name,
+                    secret.name,
+                    ag.config.egress.mode.as_str()
+                );
+            }
+        }
+    }
+    if report.policy_summary.passed && secrets_ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

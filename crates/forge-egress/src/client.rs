@@ -4,7 +4,7 @@
 //! validated, only a validated address dialed), so the client obeys exactly the proxy's policy.
 //! Redirects are followed by the client itself (at most [`ClientOptions::max_redirects`], default
 //! 10), each hop re-validated from scratch; `Authorization`, `Proxy-Authorization`, `Cookie` and the
-//! API-key headers (`CREDENTIAL_HEADERS`) are dropped on the first hop that leaves the original
+//! API-key headers (`CREDENTIAL_HEADERS`) and headers marked sensitive are dropped on the first hop that leaves the original
 //! origin and never restored. HTTPS uses rustls with
 //! the webpki root certificates (no OpenSSL, no system trust store). One connection per hop, no
 //! pooling: a connection is always to an address validated for that very request.
@@ -365,6 +365,16 @@ impl EgressClient {
                         // in them: Anthropic `x-api-key`, Azure `api-key`, Google `x-goog-api-key`).
                         for h in CREDENTIAL_HEADERS {
                             headers.remove(*h);
+                        }
+                        // Any header the caller marked sensitive (`HeaderValue::set_sensitive`,
+                        // e.g. one carrying a forge secret) is dropped too, whatever its name.
+                        let marked: Vec<http::HeaderName> = headers
+                            .iter()
+                            .filter(|(_, v)| v.is_sensitive())
+                            .map(|(k, _)| k.clone())
+                            .collect();
+                        for h in marked {
+                            headers.remove(h);
                         }
                     }
                     let to_get = status == StatusCode::SEE_OTHER && method != Method::HEAD

@@ -25,12 +25,16 @@
 //!    as `<server>__<tool>`, unless `denied_tools` names them; a `required` server that fails stops
 //!    startup, any other is recorded as absent with the cause.
 //!
+//! 0b (before all of that): forge.yaml `secrets:` resolved (`assemble/secrets.rs`).
+//!
 //! Every call then goes through [`ToolRunner::execute`]: input guardrails, the time limit, the
-//! tool (which fences outside content), output guardrails (block, then redact).
+//! tool (which fences outside content), output guardrails (block, then redact), then every secret
+//! value in the result or error replaced by `(secret NAME)`.
 
 mod call;
 mod deps;
 mod options;
+mod secrets;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -83,6 +87,7 @@ pub struct AssembledTools {
     stopped: Arc<AtomicBool>,
     mcp: Vec<forge_mcp::McpConnection>,
     confinement: ConfinementStatus,
+    secrets: forge_tools::Secrets,
 }
 
 impl AssembledTools {
@@ -126,6 +131,11 @@ impl AssembledTools {
         &self.confinement
     }
 
+    /// The agent's resolved secrets (names and bindings for the prompt; the redactor).
+    pub fn secrets(&self) -> &forge_tools::Secrets {
+        &self.secrets
+    }
+
     /// The browser manager, when a skill declared the browser.
     pub fn browser(&self) -> Option<&BrowserParts> {
         self.browser.as_ref()
@@ -150,6 +160,7 @@ impl AssembledTools {
             timeout: self.timeout,
             browser: self.browser.as_ref().map(|b| b.manager().clone()),
             stopped: self.stopped.clone(),
+            secrets: self.secrets.clone(),
         })
     }
 
@@ -217,6 +228,9 @@ pub async fn assemble(
         .config
         .check_mcp_env(&|k| env(k))
         .map_err(|e| AssembleError::McpEnv(format!("{:?}", miette_report(e))))?;
+
+    // 0b. Secrets: every reference resolved now (a missing source stops startup, naming it).
+    let secrets = secrets::resolve(&agent.config.secrets, &env, opts.secret_uses.clone())?;
 
     // 1. Guardrails.
     let guardrails = Arc::new(Guardrails::from_skills(&agg.guardrails)?);
@@ -497,6 +511,7 @@ pub async fn assemble(
         stopped: Arc::new(AtomicBool::new(false)),
         mcp,
         confinement,
+        secrets,
     })
 }
 

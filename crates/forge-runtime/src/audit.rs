@@ -176,6 +176,19 @@ impl AuditLog {
         }
     }
 
+    /// Never write forge.yaml secret `name`'s `value` into the log: it is replaced by
+    /// `(secret NAME)` wherever it appears, whatever its length.
+    pub fn add_named_secret(&self, name: &str, value: &str) {
+        if value.is_empty() {
+            return;
+        }
+        if let Ok(mut s) = self.scrubber.lock() {
+            s.named
+                .push((value.to_string(), format!("(secret {name})")));
+            s.named.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
+        }
+    }
+
     /// Append one event. `fields` should be a JSON object; its members become top-level keys
     /// (reserved keys are dropped). Write failures are reported through `tracing`, not returned:
     /// auditing never aborts the work it describes.
@@ -221,6 +234,18 @@ impl AuditLog {
             tracing::error!("cannot write audit event {event}: {e}");
         }
         inner.prev_hash = hash;
+    }
+}
+
+/// Each use of a secret by a tool becomes a `secret_use` event (name, origin, tool; never the
+/// value).
+impl forge_tools::SecretUseSink for AuditLog {
+    fn used(&self, task_id: Option<&str>, name: &str, origin: &str, tool: &str) {
+        self.emit(
+            task_id,
+            "secret_use",
+            serde_json::json!({"secret": name, "origin": origin, "tool": tool}),
+        );
     }
 }
 
@@ -399,6 +424,8 @@ pub fn verify_file(path: &Path) -> Result<VerifySummary, VerifyError> {
 #[derive(Default)]
 struct Scrubber {
     secrets: Vec<String>,
+    /// forge.yaml secrets: (value, `(secret NAME)`), longest value first, any length.
+    named: Vec<(String, String)>,
 }
 
 /// Credential shapes scrubbed from every string even when forge does not know the value:
@@ -462,6 +489,11 @@ impl Scrubber {
     fn scrub(&self, v: &mut Value) {
         match v {
             Value::String(s) => {
+                for (value, with) in &self.named {
+                    if s.contains(value.as_str()) {
+                        *s = s.replace(value.as_str(), with);
+                    }
+                }
                 for secret in &self.secrets {
                     if s.contains(secret.as_str()) {
                         *s = s.replace(secret.as_str(), "[SECRET]");

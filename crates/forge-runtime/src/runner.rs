@@ -410,8 +410,14 @@ impl Runner {
             opts.deps.proxy.observer = Some(Arc::new(AuditEgressObserver::proxy(a.clone())));
             opts.deps.client.observer = Some(Arc::new(AuditEgressObserver::client(a.clone())));
             opts.deps.browser_crash = Some(Arc::new(a.clone()));
+            opts.secret_uses = Some(Arc::new(a.clone()));
         }
         let tools = Arc::new(assemble(agent, opts.clone()).await?);
+        if let Some(a) = &audit {
+            for s in tools.secrets().iter() {
+                a.add_named_secret(&s.name, s.value.expose());
+            }
+        }
         let info = agent_info(agent);
         // 4. Providers and the loop.
         let model = match models {
@@ -1006,7 +1012,11 @@ fn build_model(
             tools: Arc::new(crate::agent_loop::browser_task::BrowserOnly(
                 assembled_tools.clone(),
             )),
-            system_prompt: crate::agent_loop::browser_task::SUB_AGENT_PROMPT.to_string(),
+            system_prompt: format!(
+                "{}{}",
+                crate::agent_loop::browser_task::SUB_AGENT_PROMPT,
+                secrets_prompt(tools.secrets())
+            ),
             audit: audit.clone(),
             config: config.clone(),
             files_dir: tools.files_dir().to_path_buf(),
@@ -1030,7 +1040,8 @@ fn build_model(
             body: s.body.clone(),
         })
         .collect();
-    let prompt = system_prompt(&info.id, info.description.as_deref(), &skills, &specs);
+    let mut prompt = system_prompt(&info.id, info.description.as_deref(), &skills, &specs);
+    prompt.push_str(&secrets_prompt(tools.secrets()));
     let agent_loop = Arc::new(AgentLoop {
         provider,
         tools: loop_tools,
@@ -1058,4 +1069,20 @@ fn bind_probe(
     forge_egress::accept::bind(addr)
         .map(Some)
         .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// The system prompt's secrets section: each name and where it may be used, never a value.
+/// Empty when the agent has none.
+fn secrets_prompt(secrets: &forge_tools::Secrets) -> String {
+    if secrets.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n## Secrets\nThese credentials are held by forge; you never see their values and must \
+         not ask for them. Use one by name: `browser_fill {{\"ref\": ..., \"secret\": \"NAME\"}}` types \
+         it into a field whose page origin it is bound to; in `http_request` a header value may \
+         contain `{{{{secret:NAME}}}}`, inserted only for its hosts. Where a value would appear in a \
+         result, you see `(secret NAME)`.\n{}",
+        secrets.prompt_lines()
+    )
 }

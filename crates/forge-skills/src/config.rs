@@ -1,6 +1,6 @@
 //! forge.yaml: the agent file (`agent_id`, `version`, `model`, `tools`, `skills.path`, `egress`,
 //! `security.policy_path`, `security.confinement`, `denied_tools`, `mcp.servers` (read in `mcp.rs`), `state` and `deploy`
-//! (checked in `fleet.rs`), `browser` and `a2a` (read in `browser.rs`), `workspaces.retention`). Errors are diagnostics pointing at the YAML; unknown keys are warnings
+//! (checked in `fleet.rs`), `browser` and `a2a` (read in `browser.rs`), `workspaces.retention`), `secrets` (read in `secrets.rs`). Errors are diagnostics pointing at the YAML; unknown keys are warnings
 //! that name them.
 
 use std::path::{Path, PathBuf};
@@ -61,6 +61,10 @@ pub struct ForgeConfig {
     /// The per-conversation files directories (`workspaces`): how long an idle one is kept.
     #[serde(default)]
     pub workspaces: WorkspacesConfig,
+    /// Credentials by reference (`secrets`; read from the marked tree by `secrets.rs`, so serde
+    /// skips it).
+    #[serde(default, skip_deserializing)]
+    pub secrets: crate::secrets::SecretsConfig,
     /// Where the file was read from.
     #[serde(skip)]
     pub path: PathBuf,
@@ -257,6 +261,7 @@ const KNOWN: &[(&[&str], &[&str])] = &[
             "a2a",
             "tasks",
             "workspaces",
+            "secrets",
         ],
     ),
     (&["workspaces"], &["retention"]),
@@ -404,6 +409,11 @@ impl ForgeConfig {
             return Err(invalid(mcp_errors));
         }
         cfg.mcp = mcp;
+        let (secrets, secret_errors, secret_warnings) = crate::secrets::read(&doc);
+        if !secret_errors.is_empty() {
+            return Err(invalid(secret_errors));
+        }
+        cfg.secrets = secrets;
         if !(1..=MAX_TUNNELS_LIMIT).contains(&cfg.egress.max_tunnels) {
             return Err(invalid(vec![doc.diag(
                 "forge::config::egress-max-tunnels",
@@ -441,6 +451,7 @@ impl ForgeConfig {
         cfg.path = path.to_path_buf();
         cfg.warnings = unknown_keys(&doc);
         cfg.warnings.extend(mcp_warnings);
+        cfg.warnings.extend(secret_warnings);
         cfg.warnings.extend(fleet_warnings);
         cfg.warnings.extend(browser_warnings);
         cfg.source = Some(src);

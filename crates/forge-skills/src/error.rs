@@ -75,6 +75,13 @@ impl SourceDiagnostic {
         }
     }
 
+    /// The same diagnostic shown over `src`, a text of the same length (e.g. with a refused
+    /// credential blanked out).
+    pub(crate) fn with_source(mut self, src: Arc<NamedSource<String>>) -> Self {
+        self.src = src;
+        self
+    }
+
     pub(crate) fn warning(mut self) -> Self {
         self.severity = Severity::Warning;
         self

@@ -14,6 +14,8 @@
 //!   and the build: `tool_plan.rs`
 //! - [`parse_cli_tool_config`] (forge.yaml `tools[].config` of cli_execute), [`parse_duration_value`]:
 //!   `tool_config.rs`
+//! - [`SecretsConfig`], [`SecretSpec`] (forge.yaml `secrets`: credentials by reference bound to
+//!   origins and hosts; literal values refused): `secrets.rs`
 //! - [`TasksConfig`] (forge.yaml `tasks`: per-task budgets, defaults and caps): `tasks.rs`
 //! - [`Agent::load`] (forge.yaml + active skills + aggregate): `agent.rs`
 //! - [`Error`], [`SourceDiagnostic`] (miette diagnostics with source spans): `error.rs`
@@ -30,6 +32,7 @@ mod embedded;
 mod error;
 mod fleet;
 mod mcp;
+mod secrets;
 mod skill;
 mod tasks;
 mod tool_config;
@@ -56,6 +59,10 @@ pub use mcp::{
     MCP_DEFAULT_TIMEOUT, MCP_MAX_TIMEOUT, MCP_MIN_TIMEOUT,
 };
 pub use miette;
+pub use secrets::{
+    is_valid_secret_name, normalize_secret_host, SecretOrigin, SecretSource, SecretSpec,
+    SecretsConfig,
+};
 pub use skill::{
     parse_skill, parse_tool_sections, BinRequirement, BrowserGuardrails, Capability,
     EnvRequirements, FilesystemAccess, ForgeMeta, Guardrails, Origin, OutputAction, OutputRule,

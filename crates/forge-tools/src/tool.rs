@@ -27,6 +27,9 @@ pub struct ToolContext {
     /// The task this call belongs to (the A2A task id, or a one-off run's), when there is one;
     /// `session_key` is then its conversation. Audit events of the call name it.
     pub task_id: Option<String>,
+    /// The agent's resolved secrets (forge.yaml `secrets:`), usable by reference only where
+    /// each is bound; empty unless the runtime set them.
+    pub secrets: crate::secrets::Secrets,
 }
 
 impl ToolContext {
@@ -39,6 +42,7 @@ impl ToolContext {
             files_dir: files_dir.into(),
             timeout: None,
             task_id: None,
+            secrets: crate::secrets::Secrets::default(),
         }
     }
 }

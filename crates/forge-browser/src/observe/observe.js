@@ -1075,7 +1075,20 @@
     // Inside a contenteditable region the focus sits on its editing host, an ancestor of `el`.
     const focused = el.ownerDocument.activeElement === el || active === el
       || !!(el.isContentEditable && active && active.isContentEditable && active.contains(el));
-    return { ref: t.ref, hadValue, focused, sensitive: !!sens };
+    // The field's own frame origin (location is unforgeable; this runs in forge's isolated world
+    // of the document that owns the element): browser_fill {secret} types only on bound origins.
+    let origin = '';
+    try { origin = String(win(el).location.origin); } catch (_) { origin = ''; }
+    return { ref: t.ref, hadValue, focused, sensitive: !!sens, origin };
+  }
+
+  // A non-password field that holds a forge secret is drawn like a password field (discs), so
+  // screenshots never show the value; what the field holds is unchanged.
+  function maskSecretField(args) {
+    const t = target(args);
+    if (t.error) return t;
+    t.el.style.setProperty('-webkit-text-security', 'disc', 'important');
+    return { ref: t.ref, masked: true };
   }
 
   function valueOf(args) {
@@ -1795,7 +1808,7 @@
 
   return {
     frameElement, frameBox,
-    observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
+    observe, point, prepareFill, maskSecretField, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     listenerRoots,
     ready: () => ({ state: document.readyState, url: location.href }),

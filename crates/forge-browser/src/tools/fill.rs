@@ -1,5 +1,7 @@
 //! `browser_fill`: type a value into a text field with real key events (replacing its content),
 //! refusing sensitive fields unless the agent allows them; optionally press Enter afterwards.
+//! `secret: NAME` types a forge-held secret instead, only into a field whose own frame origin the
+//! secret is bound to (a password field then needs no opt-in).
 
 use std::time::Duration;
 
@@ -25,18 +27,22 @@ impl BrowserAction for Fill {
     }
 
     fn description(&self) -> &'static str {
-        "Type `value` into a text field with real keys, replacing it. Password/payment fields are refused unless allowed."
+        "Type `value` into a text field with real keys, replacing it. Password/payment fields are refused unless allowed. Instead of `value`, `secret: NAME` types a secret forge holds (listed in the system prompt) into a field on an origin that secret is bound to."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = target_props();
         p.insert("value".into(), json!({"type": "string"}));
         p.insert(
+            "secret".into(),
+            json!({"type": "string", "description": "Name of a secret to type instead of `value`."}),
+        );
+        p.insert(
             "submit".into(),
             json!({"type": "boolean", "description": "Press Enter after."}),
         );
         p.insert("wait_for".into(), wait_for_prop());
-        schema(p, &["value"])
+        schema(p, &[])
     }
 
     fn navigates(&self) -> bool {
@@ -47,12 +53,33 @@ impl BrowserAction for Fill {
         let mut target = target_args(input)?;
         let wait = wait_for_arg(input)?;
         let wait = cx.wait_baseline(wait).await?;
-        let value = input
-            .get("value")
-            .and_then(Value::as_str)
-            .ok_or_else(|| invalid("`value` (a string) is required"))?;
+        // The context reference outlives `cx`'s borrows below (the secret's value is read from it).
+        let ctx = cx.ctx;
+        let secret = match input.get("secret") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) => {
+                if input.get("value").is_some_and(|v| !v.is_null()) {
+                    return Err(invalid("give either `value` or `secret`, not both"));
+                }
+                Some(ctx.secrets.get(name).ok_or_else(|| {
+                    invalid(format!(
+                        "there is no secret {name:?} for this agent; its secrets: {}",
+                        ctx.secrets.names()
+                    ))
+                })?)
+            }
+            Some(_) => return Err(invalid("`secret` must be a secret's name (a string)")),
+        };
+        let value = match secret {
+            Some(s) => s.value.expose(),
+            None => input.get("value").and_then(Value::as_str).ok_or_else(|| {
+                invalid("`value` (a string) or `secret` (a secret's name) is required")
+            })?,
+        };
         let page = cx.page()?;
-        target["allowSensitive"] = json!(cx.options.allow_sensitive_fill);
+        // A secret bound to the field's origin may go into a password field without the opt-in;
+        // whether the origin is bound is checked below, before anything is typed.
+        target["allowSensitive"] = json!(cx.options.allow_sensitive_fill || secret.is_some());
         let v = cx.lib(&page, "prepareFill", &target).await?;
         let r = v
             .get("ref")
@@ -70,6 +97,25 @@ impl BrowserAction for Fill {
                 other => cx.stale(other, &target).await,
             });
         }
+        if let Some(s) = secret {
+            let origin = v.get("origin").and_then(Value::as_str).unwrap_or("");
+            match forge_tools::BoundOrigin::of_url(origin).filter(|o| s.allows_origin(o)) {
+                Some(o) => cx.ctx.secrets.record_use(
+                    cx.ctx.task_id.as_deref(),
+                    &s.name,
+                    &o.to_string(),
+                    "browser_fill",
+                ),
+                None => {
+                    return Err(failed(format!(
+                        "refused to fill {r} with secret {}: the field's frame origin is {}, and the secret is bound to {}; nothing was typed",
+                        s.name,
+                        if origin.is_empty() { "unknown" } else { origin },
+                        s.bindings()
+                    )))
+                }
+            }
+        }
         if !v.get("focused").and_then(Value::as_bool).unwrap_or(false) {
             // The keys would go to whatever has focus instead (possibly a protected field).
             return Err(failed(format!("could not focus {r} (hidden, inert or not focusable), so nothing was typed; browser_state shows what is visible")));
@@ -79,11 +125,16 @@ impl BrowserAction for Fill {
         }
         let mut after_enter = false;
         for (n, ch) in value.chars().enumerate() {
-            if after_enter {
+            if after_enter || (secret.is_some() && n > 0) {
+                // A secret: every key must reach the checked field; if focus moved (a page
+                // script, a frame), stop before the next key goes elsewhere.
                 // Enter can submit and load another page (whose focused field may be protected):
                 // type on only while the target still has focus.
                 let v = cx.lib(&page, "stillFocused", &json!({"ref": r})).await?;
                 if v.get("focused").and_then(Value::as_bool) != Some(true) {
+                    if let Some(s) = secret {
+                        return Err(failed(format!("stopped after {n} of {} chars of secret {}: {r} lost focus while typing; the rest was not typed", value.chars().count(), s.name)));
+                    }
                     return Err(failed(format!("stopped after {n} of {} chars: {r} lost focus after a newline (Enter) in the value; the rest was not typed. Use submit=true to press Enter after the value", value.chars().count())));
                 }
             }
@@ -98,10 +149,18 @@ impl BrowserAction for Fill {
                 press_key(&page, &KeyPress::char(ch)).await?;
             }
         }
+        if secret.is_some() {
+            // Screenshots: a field holding a secret is drawn masked (discs) from now on, also a
+            // plain text field.
+            cx.lib(&page, "maskSecretField", &json!({"ref": r})).await?;
+        }
         let after = cx.lib(&page, "valueOf", &json!({"ref": r})).await?;
         let len = after.get("length").and_then(Value::as_u64).unwrap_or(0);
         let want = value.chars().count() as u64;
-        let mut status = format!("filled {r} ({want} chars)");
+        let mut status = match secret {
+            Some(s) => format!("filled {r} with secret {} ({want} chars)", s.name),
+            None => format!("filled {r} ({want} chars)"),
+        };
         if len != want {
             status.push_str(&format!(
                 "; the field now holds {len} chars (the page changed or limited the value)"

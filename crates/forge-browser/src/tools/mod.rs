@@ -263,7 +263,8 @@ impl Cx<'_> {
     pub(crate) async fn observed(&self, status: String, budget: usize) -> R<ToolOutput> {
         let st = &*self.st;
         let tab = st.active_tab().ok_or_else(|| failed("no open tab"))?;
-        let obs = crate::frames::observe(&tab.page, self.session).await?;
+        let mut obs = crate::frames::observe(&tab.page, self.session).await?;
+        mask_secret_values(&mut obs, &self.ctx.secrets);
         let mut body = observe::render(&obs, budget);
         let dialogs: Vec<String> =
             std::mem::take(&mut *tab.dialogs.lock().unwrap_or_else(|p| p.into_inner()));
@@ -607,6 +608,58 @@ pub(crate) fn target_props() -> serde_json::Map<String, Value> {
 /// An object schema with `props` and `required` (left out when empty: nothing is required).
 /// No `"additionalProperties": false`: forge does not validate inputs against the schema, every
 /// tool ignores unknown keys, and leaving it out keeps `tools/list` small (docs/benchmarks.md, "MCP").
+/// A field holding a secret shows `value=(secret NAME)`, also when the observation cut its value
+/// (a cut value that is the start of a secret of the same full length). Page text, names and
+/// titles are redacted here too, before rendering cuts them to the budget (a value cut in half
+/// by the budget would no longer be recognised by the runtime's redactor on the call path).
+fn mask_secret_values(obs: &mut observe::Observation, secrets: &forge_tools::Secrets) {
+    if secrets.is_empty() {
+        return;
+    }
+    let redact = |t: &mut String| {
+        if let std::borrow::Cow::Owned(r) = secrets.redact(t) {
+            *t = r;
+        }
+    };
+    redact(&mut obs.title);
+    redact(&mut obs.url);
+    redact(&mut obs.text);
+    for row in &mut obs.rows {
+        redact(&mut row.text);
+    }
+    for e in &mut obs.elements {
+        redact(&mut e.name);
+        if let Some(h) = e.hint.as_mut() {
+            redact(h);
+        }
+    }
+    for e in &mut obs.elements {
+        let Some(v) = e.state.get("value").and_then(Value::as_str) else {
+            continue;
+        };
+        let full = e.state.get("valueLength").and_then(Value::as_u64);
+        let name = match (v.strip_suffix('…'), full) {
+            (Some(prefix), Some(n)) => secrets
+                .iter()
+                .find(|s| {
+                    let sv = s.value.expose();
+                    sv.chars().count() as u64 == n && sv.starts_with(prefix)
+                })
+                .map(|s| s.name.clone()),
+            _ => secrets.name_of_value(v).map(str::to_string),
+        };
+        if let Some(name) = name {
+            e.state
+                .insert("value".into(), Value::String(format!("(secret {name})")));
+            e.state.remove("valueLength");
+        }
+        // A value (or option, placeholder...) that holds a secret among other text.
+        for v in e.state.values_mut() {
+            secrets.redact_json(v);
+        }
+    }
+}
+
 pub(crate) fn schema(props: serde_json::Map<String, Value>, required: &[&str]) -> Value {
     if required.is_empty() {
         return json!({"type": "object", "properties": props});
@@ -648,6 +701,61 @@ pub(crate) async fn settle_frames(page: &Page) {
         observe::call(page, "ready", &Value::Null),
     )
     .await;
+}
+
+#[cfg(test)]
+mod secret_mask_tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_masked_before_the_budget_can_cut_them_in_half() {
+        const PW: &str = "Pw9x2LmQ4vZ-long-enough-to-be-cut";
+        let secrets = forge_tools::Secrets::new(
+            vec![forge_tools::Secret {
+                name: "portal_password".into(),
+                value: forge_tools::SecretValue::new(PW.into()),
+                origins: Vec::new(),
+                hosts: vec!["x.example".into()],
+            }],
+            None,
+        );
+        let long = format!("{PW}{}", "x".repeat(80));
+        let obs: observe::Observation = serde_json::from_value(json!({
+            "url": "http://x.example/", "title": format!("Denied {PW}"),
+            "viewport": {"width": 800.0, "height": 600.0},
+            "scroll": {"x": 0.0, "y": 0.0, "width": 800.0, "height": 600.0},
+            "elements": [{"ref": "e1", "role": "textbox", "name": "Note", "where": "in",
+                          "state": {"value": format!("{}…", &long[..60]), "valueLength": long.chars().count()}},
+                         {"ref": "e2", "role": "textbox", "name": "Secret", "where": "in",
+                          "state": {"value": format!("{}…", &PW[..20]), "valueLength": PW.chars().count()}}],
+            "frames": [],
+            "text": format!("{} wrong password: {PW} {}", "word ".repeat(60), "tail ".repeat(40)),
+        }))
+        .expect("an observation");
+        let mut masked = obs.clone();
+        mask_secret_values(&mut masked, &secrets);
+        let mut cut_seen = false;
+        for budget in (400..2400).step_by(3) {
+            let raw = observe::render(&obs, budget);
+            let raw_text = raw.split("\ntext:\n").nth(1).unwrap_or("");
+            cut_seen |= raw_text.contains(&PW[..6]) && !raw_text.contains(PW);
+            let out = observe::render(&masked, budget);
+            assert!(!out.contains(&PW[..6]), "budget {budget}: {out}");
+        }
+        assert!(
+            cut_seen,
+            "no budget cut the value in half; the test shows nothing"
+        );
+        let out = observe::render(&masked, 4000);
+        assert!(
+            out.contains("e2 textbox \"Secret\" value=\"(secret portal_password)\""),
+            "{out}"
+        );
+        assert!(
+            out.contains("wrong password: (secret portal_password)"),
+            "{out}"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -97,6 +97,8 @@ pub(crate) struct CallEnv {
     /// Set when the assembled tools were shut down: calls are refused from then on (a call
     /// would otherwise relaunch Chromium on a proxy that no longer listens).
     pub stopped: Arc<AtomicBool>,
+    /// The agent's resolved secrets: every call's context gets them, every result is redacted.
+    pub secrets: forge_tools::Secrets,
 }
 
 /// The tool call path. Cheap to clone; share it across tasks and sessions.
@@ -296,6 +298,14 @@ impl ToolRunner {
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
+        let mut with_secrets;
+        let ctx = if ctx.secrets.is_empty() && !self.env.secrets.is_empty() {
+            with_secrets = ctx.clone();
+            with_secrets.secrets = self.env.secrets.clone();
+            &with_secrets
+        } else {
+            ctx
+        };
         let run = tool.execute(ctx, input);
         let out = tokio::select! {
             r = async {
@@ -306,10 +316,11 @@ impl ToolRunner {
             } => r,
             _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
         };
-        match out {
+        let out = match out {
             Ok(out) => self.filter_output(name, ctx, out),
             Err(e) => Err(self.filter_error(name, ctx, e)),
-        }
+        };
+        redact_secrets(&ctx.secrets, out)
     }
 
     /// A tool error can quote outside content (a browser error carries a fresh observation of
@@ -451,5 +462,39 @@ impl ToolSession {
     /// End the session, closing its browser context.
     pub async fn close(self) {
         self.runner.close_session(&self.key).await;
+    }
+}
+
+/// Every secret value in a call's result or error replaced by `(secret NAME)`: the last step of
+/// every call, so no tool's output (a page echoing a password, a server echoing a header) carries
+/// one to the model, the audit log, the store or an A2A/MCP answer.
+fn redact_secrets(
+    secrets: &forge_tools::Secrets,
+    out: Result<ToolOutput, ToolError>,
+) -> Result<ToolOutput, ToolError> {
+    if secrets.is_empty() {
+        return out;
+    }
+    match out {
+        Ok(mut o) => {
+            o.text = secrets.redact(&o.text).into_owned();
+            if let Some(d) = o.data.as_mut() {
+                secrets.redact_json(d);
+            }
+            Ok(o)
+        }
+        Err(ToolError::InvalidInput(m)) => {
+            Err(ToolError::InvalidInput(secrets.redact(&m).into_owned()))
+        }
+        Err(ToolError::Failed(m)) => Err(ToolError::Failed(secrets.redact(&m).into_owned())),
+        Err(ToolError::Guardrail(m)) => Err(ToolError::Guardrail(secrets.redact(&m).into_owned())),
+        Err(ToolError::Blocked(r)) => {
+            let reason = r.reason();
+            match secrets.redact(&reason) {
+                std::borrow::Cow::Owned(clean) => Err(ToolError::Blocked(r.rewritten(clean))),
+                std::borrow::Cow::Borrowed(_) => Err(ToolError::Blocked(r)),
+            }
+        }
+        Err(e) => Err(e),
     }
 }

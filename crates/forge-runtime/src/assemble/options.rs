@@ -31,6 +31,8 @@ pub struct AssembleOptions {
     pub events: Option<Arc<dyn ToolEvents>>,
     /// Egress and browser knobs (resolver for tests, proxy observer, browser flags).
     pub deps: DepOptions,
+    /// Told each time a tool uses a secret (the runtime writes a `secret_use` audit event).
+    pub secret_uses: Option<Arc<dyn forge_tools::SecretUseSink>>,
 }
 
 /// Knobs for the egress and browser parts (test resolvers and CAs, the proxy observer).
@@ -48,6 +50,15 @@ pub struct DepOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AssembleError {
+    /// A forge.yaml `secrets:` entry's source is missing or empty.
+    #[error("secret {name} ({reference}): {why}\n  fix: {fix}")]
+    Secret {
+        name: String,
+        /// `env:NAME` or `file:PATH`.
+        reference: String,
+        why: String,
+        fix: String,
+    },
     #[error(transparent)]
     Guardrail(#[from] GuardrailError),
     /// forge.yaml `tools[cli_execute].config` is wrong, or cli_execute refused a binary.

@@ -49,6 +49,9 @@ pub struct HttpCall {
     pub body: Option<Vec<u8>>,
     pub max_body_bytes: usize,
     pub timeout: Duration,
+    /// Names of headers that carry a secret: marked sensitive, so the client drops them on any
+    /// redirect to another origin.
+    pub sensitive: Vec<String>,
 }
 
 /// What came back.
@@ -79,9 +82,12 @@ pub async fn send(ctx: &ToolContext, call: HttpCall) -> Result<HttpReply, ToolEr
     for (k, v) in &call.headers {
         let name = http::HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| ToolError::InvalidInput(format!("{k:?} is not a valid header name")))?;
-        let value = http::HeaderValue::from_str(v).map_err(|_| {
+        let mut value = http::HeaderValue::from_str(v).map_err(|_| {
             ToolError::InvalidInput(format!("the value of header {k:?} is not valid"))
         })?;
+        if call.sensitive.iter().any(|s| s.eq_ignore_ascii_case(k)) {
+            value.set_sensitive(true);
+        }
         headers.append(name, value);
     }
     let body = bytes::Bytes::from(call.body.unwrap_or_default());
@@ -127,6 +133,73 @@ fn egress_error(e: forge_egress::EgressError) -> ToolError {
     }
 }
 
+/// Replace each `{{secret:NAME}}` in header values with the secret's value, when the request's
+/// origin is one the secret is bound to; otherwise refuse before anything is sent. Returns the
+/// names of the headers that now carry a secret (sent marked sensitive), and records each use.
+fn substitute_secrets(
+    ctx: &ToolContext,
+    url: &str,
+    headers: &mut [(String, String)],
+) -> Result<Vec<String>, ToolError> {
+    const OPEN: &str = "{{secret:";
+    let mut sensitive = Vec::new();
+    let mut used: Vec<String> = Vec::new();
+    for (k, v) in headers.iter_mut() {
+        if !v.contains(OPEN) {
+            continue;
+        }
+        let target = crate::secrets::BoundOrigin::of_url(url).ok_or_else(|| {
+            ToolError::InvalidInput(format!("cannot tell the origin of {url:?}; secrets are sent only to http(s) hosts they are bound to"))
+        })?;
+        let mut out = String::new();
+        let mut rest = v.as_str();
+        while let Some(i) = rest.find(OPEN) {
+            out.push_str(&rest[..i]);
+            let after = &rest[i + OPEN.len()..];
+            let Some(j) = after.find("}}") else {
+                return Err(ToolError::InvalidInput(format!(
+                    "header {k:?}: `{{{{secret:` is not closed; write {{{{secret:NAME}}}}"
+                )));
+            };
+            let name = after[..j].trim();
+            let Some(secret) = ctx.secrets.get(name) else {
+                return Err(ToolError::InvalidInput(format!(
+                    "header {k:?} names secret {name:?}, which this agent does not have; its secrets: {}",
+                    ctx.secrets.names()
+                )));
+            };
+            if !secret.allows_request_to(&target) {
+                return Err(ToolError::Failed(format!(
+                    "refused: secret {name} may be sent only to {}, and this request goes to {}://{}:{}; nothing was sent",
+                    secret.bindings(),
+                    target.scheme,
+                    target.host,
+                    target.port
+                )));
+            }
+            out.push_str(secret.value.expose());
+            if !used.iter().any(|u| u == name) {
+                used.push(name.to_string());
+            }
+            rest = &after[j + 2..];
+        }
+        out.push_str(rest);
+        *v = out;
+        sensitive.push(k.clone());
+    }
+    if let Some(target) = crate::secrets::BoundOrigin::of_url(url).filter(|_| !used.is_empty()) {
+        for name in &used {
+            ctx.secrets.record_use(
+                ctx.task_id.as_deref(),
+                name,
+                &target.to_string(),
+                "http_request",
+            );
+        }
+    }
+    Ok(sensitive)
+}
+
 fn header_value(reply: &HttpReply, name: &str) -> Option<String> {
     reply
         .headers
@@ -170,7 +243,8 @@ impl Tool for HttpRequest {
         "Send an HTTP request (GET, POST, PUT, PATCH, DELETE, HEAD) to a host in this agent's egress \
          allowlist. Returns the status, the final URL after redirects, selected headers and the body \
          (fenced as untrusted content, cut at max_bytes). A \"blocked by egress policy\" error means \
-         the host is not allowed."
+         the host is not allowed. A header value may name a secret as {{secret:NAME}} (the system \
+         prompt lists them): forge inserts the value only for the hosts that secret is bound to."
     }
 
     fn input_schema(&self) -> Value {
@@ -282,6 +356,7 @@ impl Tool for HttpRequest {
             _ => DEFAULT_MAX_BODY_BYTES,
         };
         let timeout = ctx.timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT);
+        let sensitive = substitute_secrets(ctx, &url, &mut headers)?;
         let reply = send(
             ctx,
             HttpCall {
@@ -291,6 +366,7 @@ impl Tool for HttpRequest {
                 body,
                 max_body_bytes,
                 timeout,
+                sensitive,
             },
         )
         .await?;
@@ -415,6 +491,7 @@ impl Tool for WebFetch {
                 body: None,
                 max_body_bytes: WEB_FETCH_MAX_BYTES,
                 timeout,
+                sensitive: Vec::new(),
             },
         )
         .await?;
