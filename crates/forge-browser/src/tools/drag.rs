@@ -31,6 +31,9 @@ const MAX_OFFSET: f64 = 10_000.0;
 /// How long a drag of a `draggable` element waits for Chromium to report the native drag.
 const INTERCEPT_WAIT: Duration = Duration::from_millis(300);
 
+/// The pause before each of the last two `dragover`s of an HTML5 drag.
+const DROP_PAUSE: Duration = Duration::from_millis(50);
+
 pub(crate) struct Drag;
 
 /// `{"ref": ..}` for a ref like `e12`/`f1e3`, else `{"selector": ..}`.
@@ -158,7 +161,11 @@ impl BrowserAction for Drag {
         }
         let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
         let (fx, fy) = (num(&plan["from"], "x"), num(&plan["from"], "y"));
-        let (tx, ty) = (num(&plan["to"], "x"), num(&plan["to"], "y"));
+        let (mut tx, mut ty) = (num(&plan["to"], "x"), num(&plan["to"], "y"));
+        if to.is_some() {
+            let b = &plan["to"]["box"];
+            (tx, ty) = past_midpoint((fx, fy), (tx, ty), (num(b, "w"), num(b, "h")));
+        }
         let fref = plan["from"]["ref"].as_str().unwrap_or("").to_string();
         let tref = plan["to"]["ref"].as_str().unwrap_or("").to_string();
         if let Some(cover) = plan
@@ -180,7 +187,15 @@ impl BrowserAction for Drag {
         let mut watch = NavWatch::new(&page).await?;
         page.execute(SetInterceptDragsParams::new(true)).await?;
         let done = self
-            .drag(cx, &page, (fx, fy), (tx, ty), steps, draggable)
+            .drag(
+                cx,
+                &page,
+                (fx, fy),
+                (tx, ty),
+                steps,
+                draggable,
+                to.is_some(),
+            )
             .await;
         // Always switch interception off again, even when the drag failed part way.
         let _ = page.execute(SetInterceptDragsParams::new(false)).await;
@@ -194,6 +209,13 @@ impl BrowserAction for Drag {
         status.push_str(&format!(" ({mode}, {moves} moves)"));
         let after = observe::call(&page, "boxOf", &json!({"ref": fref})).await?;
         status.push_str(&format!("; {}", what_moved(&fref, &before, &after)));
+        if let Some(c) = container_change(&plan["container"], &after["container"]) {
+            status.push_str(&format!("; {c}"));
+        }
+        let (moved, order) = list_change(&plan, &after);
+        if let Some(m) = moved {
+            status.push_str(&format!("; {m}"));
+        }
         let out = watch
             .settle(cx.manager, Duration::from_millis(25), cx.limit * 3 / 5)
             .await;
@@ -201,14 +223,17 @@ impl BrowserAction for Drag {
         if !what.is_empty() {
             status.push_str(&format!("; {what}"));
         }
-        cx.observed(status, DEFAULT_BUDGET).await
+        cx.observed_with(status, order.as_deref(), DEFAULT_BUDGET)
+            .await
     }
 }
 
 impl Drag {
     /// Approach `from`, press, move along the path with the button held, and release at `to`
-    /// (or finish an intercepted HTML5 drag with drag events). Returns the mode and the number
-    /// of moves made.
+    /// (or finish an intercepted HTML5 drag with drag events). With `nudge`, one more move 1 px
+    /// further in the direction of travel before the release (a sortable list recomputes the
+    /// drop place on each move). Returns the mode and the number of moves made.
+    #[allow(clippy::too_many_arguments)]
     async fn drag(
         &self,
         cx: &mut Cx<'_>,
@@ -217,6 +242,7 @@ impl Drag {
         to: (f64, f64),
         steps: usize,
         draggable: bool,
+        nudge: bool,
     ) -> R<(&'static str, usize)> {
         let mut intercepted = page.event_listener::<EventDragIntercepted>().await?;
         cx.move_pointer(page, from, None).await?;
@@ -229,7 +255,30 @@ impl Drag {
             1,
         )
         .await?;
-        let path = pointer::linear(from, to, steps);
+        // A slow start, as a person's: two small moves (2 and 6 px towards the end) before the
+        // rest, so the page's pointer-down work (SortableJS makes the item draggable there) and
+        // Chromium's drag threshold see a beginning; then the even path.
+        let (dx, dy) = (to.0 - from.0, to.1 - from.1);
+        let len = dx.hypot(dy);
+        let mut path: Vec<(f64, f64)> = Vec::new();
+        if len > 12.0 {
+            for d in [2.0, 6.0] {
+                path.push((from.0 + dx * d / len, from.1 + dy * d / len));
+            }
+        }
+        path.extend(pointer::linear(from, to, steps));
+        let end = if nudge && len > 0.5 {
+            let (ux, uy) = if dy.abs() >= dx.abs() {
+                (0.0, dy.signum())
+            } else {
+                (dx.signum(), 0.0)
+            };
+            let e = (to.0 + ux, to.1 + uy);
+            path.push(e);
+            e
+        } else {
+            to
+        };
         let mut data: Option<DragData> = None;
         let mut sent = 0;
         for &p in &path {
@@ -249,7 +298,7 @@ impl Drag {
                 break;
             }
         }
-        if data.is_none() && draggable {
+        if data.is_none() && (draggable || draggable_now(page).await) {
             if let Ok(Some(ev)) = tokio::time::timeout(INTERCEPT_WAIT, intercepted.next()).await {
                 data = Some(ev.data.clone());
             }
@@ -258,16 +307,20 @@ impl Drag {
             mouse(
                 page,
                 DispatchMouseEventType::MouseReleased,
-                to.0,
-                to.1,
+                end.0,
+                end.1,
                 Some(MouseButton::Left),
                 1,
             )
             .await?;
-            cx.set_pointer(page, to);
+            cx.set_pointer(page, end);
             return Ok(("mouse", sent));
         };
         // A native (HTML5) drag started: the page now expects drag events, not mouse moves.
+        // Let it finish its dragstart work first (SortableJS defers it to the next task and
+        // ignores drag events until then: without this pause about one fast drag in 40 did
+        // nothing).
+        observe::let_page_run(page, Duration::from_millis(300)).await;
         let mut rest: Vec<(f64, f64)> = path[sent.min(path.len())..].to_vec();
         if rest.is_empty() {
             rest.push(to);
@@ -288,20 +341,123 @@ impl Drag {
                 .await?;
             sent += 1;
         }
-        page.execute(drag_event(DispatchDragEventType::Drop, to)?)
+        // Then hold still over the end a moment, as a person does before dropping: two more
+        // `dragover`s 50 ms apart (the drop place is decided on `dragover`; a page still busy
+        // with its drag start ignored the first ones).
+        for p in [to, end] {
+            tokio::time::sleep(DROP_PAUSE).await;
+            page.execute(drag_event(DispatchDragEventType::DragOver, p)?)
+                .await?;
+            sent += 1;
+        }
+        page.execute(drag_event(DispatchDragEventType::Drop, end)?)
             .await?;
         mouse(
             page,
             DispatchMouseEventType::MouseReleased,
-            to.0,
-            to.1,
+            end.0,
+            end.1,
             Some(MouseButton::Left),
             1,
         )
         .await?;
-        cx.set_pointer(page, to);
+        cx.set_pointer(page, end);
         Ok(("HTML5 drag-and-drop", sent))
     }
+}
+
+/// Whether the element under the pressed button became draggable on the press (SortableJS sets
+/// `draggable` in its pointer-down handler), so the drag waits for Chromium to report the native
+/// drag.
+async fn draggable_now(page: &Page) -> bool {
+    observe::call(page, "pressedDraggable", &Value::Null)
+        .await
+        .ok()
+        .and_then(|v| v.get("draggable").and_then(Value::as_bool))
+        .unwrap_or(false)
+}
+
+/// Where a drag onto a target of size `size` (w, h) centred at `to` releases: past the target's
+/// midpoint in the direction of travel (a quarter of its size, at least 3 px, staying 2 px
+/// inside it), on the main axis of the move. Sortable lists (jQuery UI sortable, SortableJS)
+/// move an item down (or right) only once the pointer passes the target's middle going that
+/// way; releasing at the centre would reorder only upwards.
+fn past_midpoint(from: (f64, f64), to: (f64, f64), size: (f64, f64)) -> (f64, f64) {
+    let (dx, dy) = (to.0 - from.0, to.1 - from.1);
+    let past = |len: f64| (len / 4.0).max(3.0).min((len / 2.0 - 2.0).max(0.0));
+    if dy.abs() >= dx.abs() {
+        (to.0, to.1 + dy.signum() * past(size.1))
+    } else {
+        (to.0 + dx.signum() * past(size.0), to.1)
+    }
+}
+
+/// What a drag did to the order of the list the dragged element is an item of: forge's words
+/// (positions only, for the status line) and the item texts before and after (page text, for the
+/// fenced part). Nothing when the element is not a list item.
+fn list_change(plan: &Value, after: &Value) -> (Option<String>, Option<String>) {
+    let names = |v: &Value| -> Option<Vec<String>> {
+        Some(
+            v.as_array()?
+                .iter()
+                .map(|s| s.as_str().unwrap_or("").to_string())
+                .collect(),
+        )
+    };
+    let Some(b) = names(&plan["list"]) else {
+        return (None, None);
+    };
+    let quote = |v: &[String]| {
+        v.iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some(a) = names(&after["list"]) else {
+        return (
+            Some("the list it was in is gone from the page".into()),
+            None,
+        );
+    };
+    let i0 = plan.get("index").and_then(Value::as_i64).unwrap_or(-1);
+    let i1 = after.get("index").and_then(Value::as_i64).unwrap_or(-1);
+    if a == b {
+        return (
+            Some(format!("list order unchanged ({} items)", b.len())),
+            Some(format!("list order (unchanged): {}", quote(&b))),
+        );
+    }
+    let words = match (i0, i1) {
+        (p, q) if p >= 0 && q >= 0 && p != q => format!(
+            "list order changed: the item moved from position {} to {} of {}",
+            p + 1,
+            q + 1,
+            a.len()
+        ),
+        (p, -1) if p >= 0 => "list order changed: the item left this list".to_string(),
+        _ => "list order changed".to_string(),
+    };
+    (
+        Some(words),
+        Some(format!(
+            "list order before: {}\nlist order after: {}",
+            quote(&b),
+            quote(&a)
+        )),
+    )
+}
+
+/// A resize of the dragged element's container (a grip inside a resizable panel).
+fn container_change(before: &Value, after: &Value) -> Option<String> {
+    let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let (w0, h0) = (n(before, "w")?, n(before, "h")?);
+    let (w1, h1) = (n(after, "w")?, n(after, "h")?);
+    if (w1 - w0).abs() < 0.5 && (h1 - h0).abs() < 0.5 {
+        return None;
+    }
+    Some(format!(
+        "its container resized from {w0:.0}x{h0:.0} to {w1:.0}x{h1:.0} px"
+    ))
 }
 
 /// What a drag did to the dragged element, from its box before and after.
