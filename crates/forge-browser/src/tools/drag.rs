@@ -230,9 +230,10 @@ impl BrowserAction for Drag {
 
 impl Drag {
     /// Approach `from`, press, move along the path with the button held, and release at `to`
-    /// (or finish an intercepted HTML5 drag with drag events). With `nudge`, one more move 1 px
-    /// further in the direction of travel before the release (a sortable list recomputes the
-    /// drop place on each move). Returns the mode and the number of moves made.
+    /// (or finish an intercepted HTML5 drag with drag events). With `nudge` (a drag onto a
+    /// target), a slow start and one more move 1 px further in the direction of travel before
+    /// the release (a sortable list recomputes the drop place on each move). Returns the mode
+    /// and the number of moves made.
     #[allow(clippy::too_many_arguments)]
     async fn drag(
         &self,
@@ -255,13 +256,14 @@ impl Drag {
             1,
         )
         .await?;
-        // A slow start, as a person's: two small moves (2 and 6 px towards the end) before the
-        // rest, so the page's pointer-down work (SortableJS makes the item draggable there) and
-        // Chromium's drag threshold see a beginning; then the even path.
+        // Onto a target: a slow start, as a person's, two small moves (2 and 6 px towards the
+        // end) before the rest, so the page's pointer-down work (SortableJS makes the item
+        // draggable there) and Chromium's drag threshold see a beginning; then the even path.
+        // (A drag `by` an offset keeps exactly its `steps` moves: sliders and grips.)
         let (dx, dy) = (to.0 - from.0, to.1 - from.1);
         let len = dx.hypot(dy);
         let mut path: Vec<(f64, f64)> = Vec::new();
-        if len > 12.0 {
+        if nudge && len > 12.0 {
             for d in [2.0, 6.0] {
                 path.push((from.0 + dx * d / len, from.1 + dy * d / len));
             }
