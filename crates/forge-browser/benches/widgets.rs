@@ -165,6 +165,10 @@ const TASKS: &[(&str, &str)] = &[
         "sortable-html5",
         "Move \"Task 1\" to the bottom of the board list",
     ),
+    (
+        "typed-fields",
+        "Fill the event form: date 2025-04-14, start 09:30, reminder 2025-04-13 18:00, month 2025-04, week 2025-W16, colour #1e90ff",
+    ),
 ];
 
 /// Contents of the file the upload page must receive.
@@ -581,6 +585,22 @@ async fn script(name: &str, d: &mut Drv) -> StepResult<()> {
             let a = d.r(r#""Task 1"$"#)?;
             let to = d.r(r#""Task 4"$"#)?;
             d.call("browser_drag", json!({"from": a, "to": to})).await?;
+        }
+        "typed-fields" => {
+            // Each value as the task sentence (the h1) gives it, into the field its label names.
+            for (label, pat) in [
+                ("Event date", r"date (\d{4}-\d{2}-\d{2})"),
+                ("Start time", r"start (\d{2}:\d{2})"),
+                ("Reminder", r"reminder (\d{4}-\d{2}-\d{2} \d{2}:\d{2})"),
+                ("Billing month", r"month (\d{4}-\d{2})"),
+                ("Sprint week", r"week (\d{4}-W\d{2})"),
+                ("Label colour", r"colour (#[0-9a-fA-F]{6})"),
+            ] {
+                let value = d.cap(pat)?;
+                let field = d.r(&format!("\"{label}\""))?;
+                d.call("browser_fill", json!({"ref": field, "value": value}))
+                    .await?;
+            }
         }
         "delayed-menu" => {
             // `wait_for {"text": "Pricing"}` would be met at once by the task sentence (the h1

@@ -347,3 +347,57 @@ fn a_sortablejs_like_html5_list_reorders_on_twenty_drags_in_a_row() {
         assert_eq!(after, json!(want), "drag {i}: {}", status(&obs));
     }
 }
+
+#[test]
+fn date_time_and_colour_inputs_are_set_exactly_and_bad_formats_refused() {
+    let Some(f) = fixture() else { return };
+    let s = "typed";
+    let obs = f.open(s, "typed-fields.html");
+    let field = |obs: &str, label: &str| ref_of(obs, &format!("\"{label}\""));
+    // A malformed date is refused before anything changes, naming the expected format.
+    let d = field(&obs, "Event date");
+    match f.call(s, "browser_fill", json!({"ref": d, "value": "06/03/1961"})) {
+        Err(ToolError::InvalidInput(m)) => {
+            assert!(m.contains("yyyy-mm-dd") && m.contains("date field"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        f.eval(s, "document.getElementById('date').value"),
+        json!("")
+    );
+    let cases = [
+        ("Event date", "2025-04-14", "date", "2025-04-14"),
+        ("Start time", "09:30", "time", "09:30"),
+        ("Reminder", "2025-04-13 18:00", "dtl", "2025-04-13T18:00"),
+        ("Billing month", "2025-04", "month", "2025-04"),
+        ("Sprint week", "2025-W16", "week", "2025-W16"),
+        ("Label colour", "#1E90FF", "color", "#1e90ff"),
+    ];
+    let mut obs = obs;
+    for (label, value, id, want) in cases {
+        let r = field(&obs, label);
+        obs = f.ok(s, "browser_fill", json!({"ref": r, "value": value}));
+        assert!(
+            status(&obs).contains(&format!("the page reads back {want}")),
+            "{label}: {}",
+            status(&obs)
+        );
+        assert_eq!(
+            f.eval(s, &format!("document.getElementById('{id}').value")),
+            json!(want),
+            "{label}"
+        );
+    }
+    assert_eq!(f.verdict(s), "solved", "{obs}");
+    // A value the field cannot hold (a date the month does not have) is refused too.
+    let d = field(&obs, "Event date");
+    match f.call(s, "browser_fill", json!({"ref": d, "value": "2025-02-30"})) {
+        Err(ToolError::InvalidInput(m)) => assert!(m.contains("yyyy-mm-dd"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        f.eval(s, "document.getElementById('date').value"),
+        json!("2025-04-14")
+    );
+}

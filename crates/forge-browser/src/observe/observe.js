@@ -942,10 +942,20 @@
     return c;
   }
 
+  // Input types whose value has a fixed format and a segmented or picker editor: filled
+  // through the input's own value (setTyped), not by typing keys.
+  const TYPED_INPUTS = ['date', 'time', 'datetime-local', 'month', 'week', 'color'];
+
   function prepareFill(args) {
     const t = target(args);
     if (t.error) return t;
     const el = t.el;
+    if (el.tagName === 'INPUT' && TYPED_INPUTS.includes((el.type || '').toLowerCase())) {
+      if (el.disabled || el.readOnly) return { ref: t.ref, error: 'disabled', what: describe(el) };
+      const why = sensitivity(el);
+      if (why && !args.allowSensitive) return { ref: t.ref, error: 'sensitive', why };
+      return { ref: t.ref, typed: el.type.toLowerCase() };
+    }
     const editable = (el.tagName === 'INPUT' && !['checkbox', 'radio', 'button', 'submit', 'reset', 'image', 'file', 'hidden', 'range', 'color'].includes((el.type || '').toLowerCase()))
       || el.tagName === 'TEXTAREA' || el.isContentEditable;
     if (!editable) return { ref: t.ref, error: 'not-editable', what: describe(el) };
@@ -971,6 +981,28 @@
     const focused = el.ownerDocument.activeElement === el || active === el
       || !!(el.isContentEditable && active && active.isContentEditable && active.contains(el));
     return { ref: t.ref, hadValue, focused, sensitive: !!sens };
+  }
+
+  // Set a date/time/colour input to `args.value` (already in the type's format) the way its own
+  // editor does: focus it, set the value through HTMLInputElement's own setter (this world's
+  // prototype: a page that wraps the instance's setter, as React does, still sees the input
+  // event), then `input` and `change`. Returns what the field reads back.
+  function setTyped(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const el = t.el;
+    if (el.tagName !== 'INPUT' || !TYPED_INPUTS.includes((el.type || '').toLowerCase())) return { ref: t.ref, error: 'not-typed' };
+    if (el.disabled || el.readOnly) return { ref: t.ref, error: 'disabled', what: describe(el) };
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    el.focus();
+    const before = el.value;
+    const setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;
+    setter.call(el, args.value);
+    if (el.value !== before) {
+      el.dispatchEvent(new Event('input', { bubbles: true, composed: true }));
+      el.dispatchEvent(new Event('change', { bubbles: true }));
+    }
+    return { ref: t.ref, type: el.type, value: el.value, valid: el.checkValidity ? el.validity.valid : true };
   }
 
   function valueOf(args) {
@@ -1735,7 +1767,7 @@
 
   return {
     frameElement, frameBox,
-    observe, point, prepareFill, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
+    observe, point, prepareFill, setTyped, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     listenerRoots,
     ready: () => ({ state: document.readyState, url: location.href }),
