@@ -401,3 +401,42 @@ fn date_time_and_colour_inputs_are_set_exactly_and_bad_formats_refused() {
         json!("2025-04-14")
     );
 }
+
+#[test]
+fn a_drag_longer_than_the_viewport_scrolls_on_the_way() {
+    let Some(f) = fixture() else { return };
+    let want: Vec<String> = (2..=40)
+        .map(|i| format!("Item {i}"))
+        .chain(["Item 1".to_string()])
+        .collect();
+    // The page's own auto-scroll (pointer held at the edge), then a page that has none (the
+    // mouse wheel).
+    for (s, page) in [
+        ("long-auto", "sortable-long.html"),
+        ("long-wheel", "sortable-long.html?wheel"),
+    ] {
+        // Item 1's ref from the first observation, Item 40's after scrolling down to it (a ref
+        // stays valid while its element is on the page).
+        let obs = f.open(s, page);
+        let from = item_ref(&obs, "Item 1");
+        let obs = f.ok(s, "browser_state", json!({"scroll": 3}));
+        let to = item_ref(&obs, "Item 40");
+        let obs = f.ok(s, "browser_drag", json!({"from": from, "to": to}));
+        assert!(
+            status(&obs).contains("scrolling the page on the way"),
+            "{s}: {}",
+            status(&obs)
+        );
+        let order = f.eval(
+            s,
+            "[...document.querySelectorAll('#list li')].map((l) => l.textContent)",
+        );
+        assert_eq!(order, json!(want), "{s}: {}", status(&obs));
+        assert_eq!(f.verdict(s), "solved", "{s}");
+        assert!(
+            status(&obs).contains("from position 1 to 40 of 40"),
+            "{s}: {}",
+            status(&obs)
+        );
+    }
+}

@@ -1308,7 +1308,22 @@
       window.scrollBy((a.x + b.x) / 2 - vw / 2, (a.y + b.y) / 2 - vh / 2);
       [a, b] = ends();
     }
-    if (!inView(a) || !inView(b)) return { error: 'too-far', ref: f.ref, dx: b.x - a.x, dy: b.y - a.y, vw, vh };
+    let far = false;
+    if (!inView(a) || !inView(b)) {
+      // Longer than one viewport: put `from` near the side the drag leaves from (20% in), so
+      // the travel towards the other side is as long as it can be; the drag then scrolls the
+      // page as it goes (dragGoal tells where the end is after each step).
+      const [a0, b0] = [a, b];
+      const sx = Math.abs(b0.x - a0.x) > vw * 0.6 ? a0.x - (b0.x > a0.x ? vw * 0.2 : vw * 0.8) : 0;
+      const sy = Math.abs(b0.y - a0.y) > vh * 0.6 ? a0.y - (b0.y > a0.y ? vh * 0.2 : vh * 0.8) : 0;
+      window.scrollBy(sx, sy);
+      [a, b] = ends();
+      if (!inView(a)) return { error: 'too-far', ref: f.ref, dx: b.x - a.x, dy: b.y - a.y, vw, vh };
+      far = true;
+    }
+    // Where the drag ends, kept so that a long drag can ask again after scrolling: the target
+    // element, or the `by` end as a document position.
+    S.dragGoal = t ? { el: new WeakRef(t.el) } : { x: b.x + scrollX, y: b.y + scrollY };
     const r = el.getBoundingClientRect();
     const draggable = !!(el.closest('[draggable="true"]') || (el.draggable && el.getAttribute('draggable') !== 'false'));
     // The list the dragged element is an item of (its parent, when that holds two or more
@@ -1324,11 +1339,31 @@
       to: { x: b.x, y: b.y, ref: t ? t.ref : '', box: t ? actBox(t.el) : null },
       cover: coverOf(el, r),
       draggable,
+      far,
       box: actBox(el),
       list: item ? listOrder(item.parentElement) : null,
       index: item ? listIndex(item.parentElement, item) : null,
       container: el.parentElement ? actBox(el.parentElement) : null,
     };
+  }
+
+  // Where a long drag's end is now (top-viewport point, the target's box), whether it is in view
+  // (24 px inside the edges), the viewport and the page's scroll position.
+  function dragGoal() {
+    const vw = document.documentElement.clientWidth || innerWidth;
+    const vh = document.documentElement.clientHeight || innerHeight;
+    const g = S.dragGoal;
+    if (!g) return { error: 'no-goal' };
+    let p, box = null;
+    if (g.el) {
+      const el = g.el.deref();
+      if (!el || !el.isConnected) return { error: 'stale' };
+      p = actCentre(el); box = actBox(el);
+    } else {
+      p = { x: g.x - scrollX, y: g.y - scrollY };
+    }
+    const m = 24;
+    return { x: p.x, y: p.y, box, inView: p.x >= m && p.y >= m && p.x < vw - m && p.y < vh - m, vw, vh, sx: scrollX, sy: scrollY };
   }
 
   // Whether the element a drag pressed (dragPlan's `from`) is draggable now: pages such as
@@ -1369,6 +1404,7 @@
     const extra = {
       list: list && list.isConnected ? listOrder(list) : null,
       index: list && item && list.isConnected ? listIndex(list, item) : null,
+      count: list && list.isConnected ? Array.from(list.children).filter((c) => !actHidden(c)).length : null,
       container: cont && cont.isConnected ? actBox(cont) : null,
     };
     if (r.error) return Object.assign({ gone: true }, extra);
@@ -1399,7 +1435,7 @@
     return { files };
   }
 
-  const ACTIONS = { waitState, dragPlan, boxOf, pressedDraggable, uploadTarget, elementOf, filesOf };
+  const ACTIONS = { waitState, dragPlan, boxOf, pressedDraggable, dragGoal, uploadTarget, elementOf, filesOf };
   // ---- end of action helpers (tools) ----
 
 

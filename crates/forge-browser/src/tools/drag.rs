@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chromiumoxide::cdp::browser_protocol::input::{
-    DispatchDragEventParams, DispatchDragEventType, DispatchMouseEventType, DragData,
-    EventDragIntercepted, MouseButton, SetInterceptDragsParams,
+    DispatchDragEventParams, DispatchDragEventType, DispatchMouseEventParams,
+    DispatchMouseEventType, DragData, EventDragIntercepted, MouseButton, SetInterceptDragsParams,
 };
 use chromiumoxide::Page;
 use forge_tools::{fence, ToolOutput};
@@ -147,7 +147,7 @@ impl BrowserAction for Drag {
             return Err(match e {
                 "not-visible" => failed(format!("{r} (`{which}`) is not visible (hidden or zero-size), so it cannot be dragged there; browser_state shows what is visible")),
                 "too-far" => failed(format!(
-                    "the drag from {r} spans ({:+.0}, {:+.0}) px, more than the {}x{} viewport can show at once; forge drags within one viewport. Drag in shorter moves with `by`, or pick a nearer target",
+                    "the drag from {r} spans ({:+.0}, {:+.0}) px and its start cannot be shown in the {}x{} viewport while leaving room to travel; drag in shorter moves with `by`, or pick a nearer target",
                     plan.get("dx").and_then(Value::as_f64).unwrap_or(0.0),
                     plan.get("dy").and_then(Value::as_f64).unwrap_or(0.0),
                     plan.get("vw").and_then(Value::as_f64).unwrap_or(0.0),
@@ -186,8 +186,12 @@ impl BrowserAction for Drag {
 
         let mut watch = NavWatch::new(&page).await?;
         page.execute(SetInterceptDragsParams::new(true)).await?;
-        let done = self
-            .drag(
+        let far = plan.get("far").and_then(Value::as_bool).unwrap_or(false);
+        let done = if far {
+            self.long_drag(cx, &page, (fx, fy), steps, to.is_some())
+                .await
+        } else {
+            self.drag(
                 cx,
                 &page,
                 (fx, fy),
@@ -196,7 +200,8 @@ impl BrowserAction for Drag {
                 draggable,
                 to.is_some(),
             )
-            .await;
+            .await
+        };
         // Always switch interception off again, even when the drag failed part way.
         let _ = page.execute(SetInterceptDragsParams::new(false)).await;
         let (mode, moves) = done?;
@@ -368,6 +373,199 @@ impl Drag {
     }
 }
 
+/// Most rounds of a long drag's scrolling (each a move at the edge, a wait and a look).
+const LONG_DRAG_ROUNDS: usize = 120;
+/// The pause after each move at the edge of a long drag (pages scroll on a timer or per move).
+const EDGE_PAUSE: Duration = Duration::from_millis(50);
+
+impl Drag {
+    /// A mouse drag whose end is outside the viewport: press at `from`, move to the viewport's
+    /// edge towards the end and hold there (moves every 50 ms), as a person does, so the page's
+    /// own auto-scroll (jQuery UI sortable, SortableJS) scrolls; when the page does not scroll
+    /// within three such moves, turn the mouse wheel (a person's other way), then move on. Once
+    /// the end is in view, the ordinary path to it and the release (past a target's midpoint,
+    /// as in [`Drag::drag`]). Bounded by [`LONG_DRAG_ROUNDS`]. An HTML5 drag that starts on
+    /// the way is cancelled (`dragCancel`) and reported: forge does not scroll native drags.
+    async fn long_drag(
+        &self,
+        cx: &mut Cx<'_>,
+        page: &Page,
+        from: (f64, f64),
+        steps: usize,
+        onto_target: bool,
+    ) -> R<(&'static str, usize)> {
+        let mut intercepted = page.event_listener::<EventDragIntercepted>().await?;
+        cx.move_pointer(page, from, None).await?;
+        mouse(
+            page,
+            DispatchMouseEventType::MousePressed,
+            from.0,
+            from.1,
+            Some(MouseButton::Left),
+            1,
+        )
+        .await?;
+        let held = Some(MouseButton::Left);
+        let mut at = from;
+        let mut sent = 0usize;
+        let mut still = 0usize;
+        let mut last_scroll: Option<(f64, f64)> = None;
+        let (mut wheeled, mut directly) = (false, false);
+        let mut dir0: Option<(f64, f64)> = None;
+        let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        for _ in 0..LONG_DRAG_ROUNDS {
+            if let Some(Some(ev)) = intercepted.next().now_or_never() {
+                let p = DispatchDragEventParams::builder()
+                    .r#type(DispatchDragEventType::DragCancel)
+                    .x(at.0)
+                    .y(at.1)
+                    .data(ev.data.clone())
+                    .build()
+                    .map_err(failed)?;
+                let _ = page.execute(p).await;
+                let _ = mouse(
+                    page,
+                    DispatchMouseEventType::MouseReleased,
+                    at.0,
+                    at.1,
+                    held.clone(),
+                    1,
+                )
+                .await;
+                return Err(failed(
+                    "the drag started a native HTML5 drag-and-drop and its end is outside the viewport; forge does not scroll native drags, so it cancelled it. Scroll so both ends are in view (browser_scroll) or drag in shorter `by` moves",
+                ));
+            }
+            let g = observe::call(page, "dragGoal", &Value::Null).await?;
+            if let Some(e) = g.get("error").and_then(Value::as_str) {
+                let _ = mouse(
+                    page,
+                    DispatchMouseEventType::MouseReleased,
+                    at.0,
+                    at.1,
+                    held.clone(),
+                    1,
+                )
+                .await;
+                return Err(failed(format!(
+                    "the drag's target went away while the page scrolled ({e}); released where the pointer was"
+                )));
+            }
+            let (gx, gy, vw, vh) = (num(&g, "x"), num(&g, "y"), num(&g, "vw"), num(&g, "vh"));
+            // The drag's direction, from where it started to where the end first was (the last
+            // moves may go back a little once the page scrolled past; the release still goes
+            // past the target's midpoint in this direction).
+            let dir = *dir0.get_or_insert((gx - from.0, gy - from.1));
+            if g.get("inView").and_then(Value::as_bool) == Some(true) {
+                let mut to = (gx, gy);
+                if onto_target {
+                    let b = &g["box"];
+                    to = past_midpoint((gx - dir.0, gy - dir.1), to, (num(b, "w"), num(b, "h")));
+                }
+                let mut path = pointer::linear(at, to, (steps / 2).max(2));
+                let end = if onto_target {
+                    let (dx, dy) = dir;
+                    let e = if dy.abs() >= dx.abs() {
+                        (to.0, to.1 + dy.signum())
+                    } else {
+                        (to.0 + dx.signum(), to.1)
+                    };
+                    path.push(e);
+                    e
+                } else {
+                    to
+                };
+                cx.move_along(page, &path, held.clone()).await?;
+                sent += path.len();
+                mouse(
+                    page,
+                    DispatchMouseEventType::MouseReleased,
+                    end.0,
+                    end.1,
+                    held.clone(),
+                    1,
+                )
+                .await?;
+                cx.set_pointer(page, end);
+                return Ok((
+                    if directly {
+                        "mouse, scrolling the page on the way (forge scrolled it: neither the page nor the wheel did)"
+                    } else {
+                        "mouse, scrolling the page on the way"
+                    },
+                    sent,
+                ));
+            }
+            // Hold at the edge towards the end (12 px inside the viewport).
+            let edge = (gx.clamp(12.0, vw - 12.0), gy.clamp(12.0, vh - 12.0));
+            let target = if (edge.0 - at.0).hypot(edge.1 - at.1) > 1.0 {
+                edge
+            } else {
+                // A move the page sees at the same place: 1 px back and forth.
+                (edge.0, edge.1 + if sent % 2 == 0 { 1.0 } else { 0.0 })
+            };
+            cx.move_along(page, &[target], held.clone()).await?;
+            at = target;
+            sent += 1;
+            tokio::time::sleep(EDGE_PAUSE).await;
+            let scroll = (num(&g, "sx"), num(&g, "sy"));
+            if last_scroll == Some(scroll) {
+                still += 1;
+            } else {
+                still = 0;
+            }
+            last_scroll = Some(scroll);
+            if still >= 3 && wheeled {
+                // Not even the wheel scrolled it (Chromium sends no wheel scroll while a button
+                // is held on some pages): scroll the page directly, as browser_scroll falls back
+                // to doing (the page still gets its `scroll` event).
+                let dy = gy - at.1;
+                observe::call(page, "scrollBy", &json!({"pages": dy.signum() * 0.5})).await?;
+                still = 0;
+                wheeled = false;
+                directly = true;
+            } else if still >= 3 {
+                // The page does not scroll by itself: the wheel, towards the end.
+                wheeled = true;
+                let (dx, dy) = (gx - at.0, gy - at.1);
+                let wheel = DispatchMouseEventParams::builder()
+                    .r#type(DispatchMouseEventType::MouseWheel)
+                    .x(at.0)
+                    .y(at.1)
+                    .button(MouseButton::Left)
+                    .buttons(1)
+                    .delta_x(if dx.abs() > vw / 2.0 {
+                        dx.signum() * vw / 2.0
+                    } else {
+                        0.0
+                    })
+                    .delta_y(if dy.abs() > vh / 2.0 {
+                        dy.signum() * vh / 2.0
+                    } else {
+                        0.0
+                    })
+                    .build()
+                    .map_err(failed)?;
+                page.execute(wheel).await?;
+                tokio::time::sleep(EDGE_PAUSE).await;
+                still = 0;
+            }
+        }
+        let _ = mouse(
+            page,
+            DispatchMouseEventType::MouseReleased,
+            at.0,
+            at.1,
+            held,
+            1,
+        )
+        .await;
+        Err(failed(format!(
+            "the drag's end did not come into view after {LONG_DRAG_ROUNDS} rounds of holding at the edge and scrolling; released at the edge. Scroll with browser_scroll, then drag the rest"
+        )))
+    }
+}
+
 /// Whether the element under the pressed button became draggable on the press (SortableJS sets
 /// `draggable` in its pointer-down handler), so the drag waits for Chromium to report the native
 /// drag.
@@ -421,20 +619,23 @@ fn list_change(plan: &Value, after: &Value) -> (Option<String>, Option<String>) 
             None,
         );
     };
+    let count = after
+        .get("count")
+        .and_then(Value::as_u64)
+        .unwrap_or(a.len() as u64);
     let i0 = plan.get("index").and_then(Value::as_i64).unwrap_or(-1);
     let i1 = after.get("index").and_then(Value::as_i64).unwrap_or(-1);
     if a == b {
         return (
-            Some(format!("list order unchanged ({} items)", b.len())),
+            Some(format!("list order unchanged ({count} items)")),
             Some(format!("list order (unchanged): {}", quote(&b))),
         );
     }
     let words = match (i0, i1) {
         (p, q) if p >= 0 && q >= 0 && p != q => format!(
-            "list order changed: the item moved from position {} to {} of {}",
+            "list order changed: the item moved from position {} to {} of {count}",
             p + 1,
             q + 1,
-            a.len()
         ),
         (p, -1) if p >= 0 => "list order changed: the item left this list".to_string(),
         _ => "list order changed".to_string(),
