@@ -34,65 +34,61 @@ impl TargetBox {
 
 /// An approach move split by what the page must see of it.
 ///
-/// `quick` are points nothing needs to see one by one (the eased travel, ending just outside the
-/// target's box): they are sent without waiting for each other, so Chromium may merge them into
-/// one `mousemove` (it dispatches moves once per frame); the page still sees a move that ends
-/// outside the target. `paced` are the moves onto the target, each its own `mousemove` (each
-/// waits for the renderer's ack, which comes with the frame that dispatched it): the first one
-/// enters the target from outside, so the last `mouseover` the page sees is a fresh one on the
-/// target, after a `mousemove` elsewhere (a jQuery UI 1.12 autocomplete replays a stale hover of
-/// a newly opened menu on the first `mousemove` after it: that move is now the one outside).
+/// `quick` are the moves that bring the pointer just outside the target (sent without waiting
+/// for each other's ack; the page sees at least a move that ends outside the target). `paced`
+/// are the moves onto the target, each its own `mousemove` (each waits for the renderer's ack,
+/// which comes with the frame that dispatched it): the first one enters the target from
+/// outside, so the last `mouseover` the page sees is a fresh one on the target, after a
+/// `mousemove` elsewhere (a jQuery UI 1.12 autocomplete replays a stale hover of a newly opened
+/// menu on the first `mousemove` after it: that move is now the one outside).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Approach {
     pub(crate) quick: Vec<(f64, f64)>,
     pub(crate) paced: Vec<(f64, f64)>,
 }
 
-/// The approach from `from` to `to` (a point of the target). With the target's box: when the
-/// pointer is inside the box, the first move leaves it through the nearest edge; then eased
-/// travel (about one point per 120 px, at most 8) to a point just outside the box where the
-/// straight line to `to` enters it; then 1 px short of `to`, then `to`. Without a box (text
-/// positions, scroll points), eased travel then the two points on `to`.
+/// The approach from `from` to `to` (a point of the target).
+///
+/// With the target's box: one move to just outside the box (3 px out where the straight line
+/// to `to` enters it; when the pointer rests inside the box, 4 px out through the nearest
+/// edge), then 1 px short of `to`, then `to`. The travel is one move: Chromium dispatches moves
+/// once per frame and merges moves queued together, so intermediate points sent without
+/// waiting never reached the page anyway, and waiting for each cost a frame per ~120 px (a
+/// click from a fresh tab's corner took 133 ms instead of 34; docs/benchmarks.md, "Click from
+/// a far start"). Without a box (text positions, scroll points, a drag's start): eased travel
+/// (about one point per 120 px, at most 8) then the two points on `to`.
 pub(crate) fn approach(from: (f64, f64), to: (f64, f64), target: Option<TargetBox>) -> Approach {
     let mut quick = Vec::new();
-    let mut start = from;
     if let Some(b) = target {
         if b.contains(from) {
-            // Leave through the nearest edge, then come back in.
+            // Leave through the nearest edge (not off the viewport's left or top: the box is
+            // clipped to the viewport).
             let exits = [
                 (from.0 - b.x, (b.x - OUTSIDE - 1.0, from.1)),
                 (b.x + b.w - from.0, (b.x + b.w + OUTSIDE + 1.0, from.1)),
                 (from.1 - b.y, (from.0, b.y - OUTSIDE - 1.0)),
                 (b.y + b.h - from.1, (from.0, b.y + b.h + OUTSIDE + 1.0)),
             ];
-            // Not off the left or top edge of the viewport (the box is clipped to it).
-            let best = exits
+            if let Some((_, p)) = exits
                 .into_iter()
                 .filter(|e| e.1 .0 >= 0.0 && e.1 .1 >= 0.0)
-                .min_by(|a, b| a.0.total_cmp(&b.0));
-            if let Some((_, p)) = best {
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+            {
                 quick.push(p);
-                start = p;
+            }
+        } else {
+            quick.push(outside_point(from, to, b));
+        }
+    } else {
+        let dist = (to.0 - from.0).hypot(to.1 - from.1);
+        let n = ((dist / PX_PER_STEP).ceil() as usize).clamp(1, MAX_APPROACH_STEPS);
+        if dist >= 1.0 {
+            for i in 1..n {
+                let t = i as f64 / n as f64;
+                let e = 1.0 - (1.0 - t).powi(3);
+                quick.push((from.0 + (to.0 - from.0) * e, from.1 + (to.1 - from.1) * e));
             }
         }
-    }
-    // Where the travel ends: just outside the box on the line to `to`, or `to` itself.
-    let entry = target.map(|b| outside_point(start, to, b));
-    let travel_end = entry.unwrap_or(to);
-    let dist = (travel_end.0 - start.0).hypot(travel_end.1 - start.1);
-    let n = ((dist / PX_PER_STEP).ceil() as usize).clamp(1, MAX_APPROACH_STEPS);
-    if dist >= 1.0 {
-        for i in 1..n {
-            let t = i as f64 / n as f64;
-            let e = 1.0 - (1.0 - t).powi(3);
-            quick.push((
-                start.0 + (travel_end.0 - start.0) * e,
-                start.1 + (travel_end.1 - start.1) * e,
-            ));
-        }
-    }
-    if let Some(p) = entry {
-        quick.push(p);
     }
     // The point just short of the target, on the side the pointer comes from (the other side
     // when the pointer is already there, so that it is a real move).
@@ -292,9 +288,9 @@ mod tests {
         );
         assert!(a.paced.iter().all(|p| b.contains(*p)), "{a:?}");
         assert_eq!(a.paced.last(), Some(&to));
-        // From far away: eased travel, still ending just outside, then onto the target.
+        // From far away: one move to just outside, then onto the target.
         let far = approach((0.0, 0.0), to, Some(b));
-        assert!(far.quick.len() >= 2, "{far:?}");
+        assert_eq!(far.quick.len(), 1, "{far:?}");
         assert!(far.quick.iter().all(|p| !b.contains(*p)), "{far:?}");
         assert!(far.paced.iter().all(|p| b.contains(*p)), "{far:?}");
         // Resting inside the target: the first move leaves it through the nearest edge (the
