@@ -440,3 +440,22 @@ fn a_drag_longer_than_the_viewport_scrolls_on_the_way() {
         );
     }
 }
+
+#[test]
+fn a_grip_dragged_by_an_offset_reports_its_container_resized() {
+    let Some(f) = fixture() else { return };
+    let s = "grip";
+    let obs = f.open(s, "resize.html");
+    let grip = ref_of(&obs, "\"Drag to resize\"");
+    let obs = f.ok(
+        s,
+        "browser_drag",
+        json!({"from": grip, "by": {"x": 240, "y": 0}}),
+    );
+    assert_eq!(f.verdict(s), "solved", "{obs}");
+    assert!(
+        status(&obs).contains("its container resized from 202x152 to 442x152 px"),
+        "{}",
+        status(&obs)
+    );
+}
