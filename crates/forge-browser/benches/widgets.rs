@@ -178,6 +178,26 @@ const TASKS: &[(&str, &str)] = &[
         "slot-checkbox",
         "Turn on Weekly digest (a web component checkbox with a slotted label)",
     ),
+    (
+        "autocomplete-replay",
+        "Tick \"Remember\", then pick the 3rd suggestion (Algeria) for \"ge\"",
+    ),
+    (
+        "header-filter",
+        "Sort the staff table by Age (click the Age column header)",
+    ),
+    (
+        "sortable-both",
+        "Move \"Alpha\" below \"Delta\", then \"Echo\" to the top",
+    ),
+    (
+        "sortable-html5",
+        "Move \"Task 1\" to the bottom of the board list",
+    ),
+    (
+        "typed-fields",
+        "Fill the event form: date 2025-04-14, start 09:30, reminder 2025-04-13 18:00, month 2025-04, week 2025-W16, colour #1e90ff",
+    ),
 ];
 
 /// Contents of the file the upload page must receive.
@@ -562,6 +582,54 @@ async fn script(name: &str, d: &mut Drv) -> StepResult<()> {
             // The third suggestion, as its own line.
             let third = d.r(r#""Japan""#)?;
             d.call("browser_click", json!({"ref": third})).await?;
+        }
+        "autocomplete-replay" => {
+            // The checkbox sits where the menu's first item appears: the pointer rests there when
+            // the menu opens (jQuery UI 1.12 replays that hover on the next mousemove).
+            let rem = d.r(r#"checkbox "Remember"#)?;
+            d.call("browser_click", json!({"ref": rem})).await?;
+            let t = d.r(r#"textbox "Country"#)?;
+            d.call(
+                "browser_fill",
+                json!({"ref": t, "value": "ge", "wait_for": {"text": "Nigeria"}}),
+            )
+            .await?;
+            let third = d.r(r#""Algeria""#)?;
+            d.call("browser_click", json!({"ref": third})).await?;
+        }
+        "header-filter" => {
+            let h = d.r(r#"clickable "Age""#)?;
+            d.call("browser_click", json!({"ref": h})).await?;
+        }
+        "sortable-both" => {
+            let a = d.r(r#"clickable "Alpha"$"#)?;
+            let to = d.r(r#"clickable "Delta"$"#)?;
+            d.call("browser_drag", json!({"from": a, "to": to})).await?;
+            let e = d.r(r#"clickable "Echo"$"#)?;
+            let first = d.r(r#"clickable "Bravo"$"#)?;
+            d.call("browser_drag", json!({"from": e, "to": first}))
+                .await?;
+        }
+        "sortable-html5" => {
+            let a = d.r(r#""Task 1"$"#)?;
+            let to = d.r(r#""Task 4"$"#)?;
+            d.call("browser_drag", json!({"from": a, "to": to})).await?;
+        }
+        "typed-fields" => {
+            // Each value as the task sentence (the h1) gives it, into the field its label names.
+            for (label, pat) in [
+                ("Event date", r"date (\d{4}-\d{2}-\d{2})"),
+                ("Start time", r"start (\d{2}:\d{2})"),
+                ("Reminder", r"reminder (\d{4}-\d{2}-\d{2} \d{2}:\d{2})"),
+                ("Billing month", r"month (\d{4}-\d{2})"),
+                ("Sprint week", r"week (\d{4}-W\d{2})"),
+                ("Label colour", r"colour (#[0-9a-fA-F]{6})"),
+            ] {
+                let value = d.cap(pat)?;
+                let field = d.r(&format!("\"{label}\""))?;
+                d.call("browser_fill", json!({"ref": field, "value": value}))
+                    .await?;
+            }
         }
         "delayed-menu" => {
             // `wait_for {"text": "Pricing"}` would be met at once by the task sentence (the h1
@@ -1149,6 +1217,9 @@ mod selfcheck {
                 .ok_or("drag events ended")?
                 .data
                 .clone();
+            // A person's drag takes a moment before it reaches the drop place (sortable-html5
+            // ignores drag events until its deferred drag-start work has run).
+            pause(100).await;
             for kind in [
                 DispatchDragEventType::DragEnter,
                 DispatchDragEventType::DragOver,
@@ -1370,6 +1441,32 @@ mod selfcheck {
                 d.type_text("ja").await?;
                 pause(100).await;
                 d.click("#menu li:nth-child(3)").await?;
+            }
+            "autocomplete-replay" => {
+                d.click("#rem").await?;
+                d.click("#country").await?;
+                d.type_text("ge").await?;
+                pause(100).await;
+                // Leave the stale hover's item first, then onto item 3 (a person's path).
+                let (x, y) = d.at("#menu li:nth-child(2)").await?;
+                d.move_to(x, y).await?;
+                d.click("#menu li:nth-child(3)").await?;
+            }
+            "header-filter" => {
+                let (x, y): (f64, f64) = d.eval("(() => { const r = document.querySelectorAll('.col')[1].querySelector('.title').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()").await?;
+                d.click_at(x, y).await?;
+            }
+            "sortable-both" => {
+                let a = d.at("#list li:nth-child(1)").await?;
+                let b = d.at("#list li:nth-child(4)").await?;
+                d.drag(a, (b.0, b.1 + 8.0)).await?;
+                let a = d.at("#list li:nth-child(5)").await?;
+                let b = d.at("#list li:nth-child(1)").await?;
+                d.drag(a, (b.0, b.1 - 8.0)).await?;
+            }
+            "sortable-html5" => {
+                d.html5_drag("#list li:nth-child(1)", "#list li:nth-child(4)")
+                    .await?
             }
             "delayed-menu" => {
                 d.click("#products").await?;

@@ -479,9 +479,9 @@
   }
 
   // What covers `el` at its centre (in its own document), or '' when the centre hits `el`.
-  function coverOf(el, r) {
+  function coverOf(el, r, p) {
     const doc = el.ownerDocument;
-    const cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+    const cx = p ? p.x : r.left + r.width / 2, cy = p ? p.y : r.top + r.height / 2;
     const vw = doc.documentElement.clientWidth || win(el).innerWidth;
     const vh = doc.documentElement.clientHeight || win(el).innerHeight;
     if (cx < 0 || cy < 0 || cx >= vw || cy >= vh) return '';
@@ -1029,7 +1029,8 @@
       return { ref: t.ref, error: 'not-visible', what: describe(el) };
     }
     const off = frameOffset(el.ownerDocument);
-    let cover = coverOf(el, r);
+    const aim = aimPoint(el, r);
+    let cover = coverOf(el, r, aim);
     if (!cover) {
       // Something in a parent document may cover the frame itself.
       for (let w = el.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
@@ -1044,13 +1045,78 @@
     const submit = (el.tagName === 'BUTTON' && (el.type || 'submit') === 'submit' && el.form)
       || (el.tagName === 'INPUT' && ['submit', 'image'].includes(el.type) && el.form);
     const navLikely = !!((link && (link.target || '_self') === '_self' && !(link.getAttribute('href') || '').startsWith('#')) || submit);
-    return { ref: t.ref, navLikely, x: r.left + r.width / 2 + off.x, y: r.top + r.height / 2 + off.y, cover, disabled, tag: el.tagName.toLowerCase(), what: describe(el) };
+    // The visible part of the box (in its document's viewport), in top-viewport coordinates:
+    // the pointer's approach enters it from outside last (pointer.rs).
+    const dvw = el.ownerDocument.documentElement.clientWidth || win(el).innerWidth;
+    const dvh = el.ownerDocument.documentElement.clientHeight || win(el).innerHeight;
+    const bx = Math.max(r.left, 0), by = Math.max(r.top, 0);
+    const box = { x: bx + off.x, y: by + off.y, w: Math.max(Math.min(r.right, dvw) - bx, 0), h: Math.max(Math.min(r.bottom, dvh) - by, 0) };
+    return { ref: t.ref, navLikely, x: aim.x + off.x, y: aim.y + off.y, box, cover, disabled, tag: el.tagName.toLowerCase(), what: describe(el) };
   }
+
+  // Controls that can sit inside another clickable element (a filter box in a column header).
+  const NESTED_CONTROL = 'input, select, textarea, button, a[href], [contenteditable=""], [contenteditable="true"], [role="button"], [role="textbox"], [role="searchbox"], [role="combobox"], [role="checkbox"], [role="switch"], [role="link"]';
+
+  // The innermost element at viewport point (x, y) of `doc`, through open shadow roots.
+  function hitAt(doc, x, y) {
+    let hit = doc.elementFromPoint(x, y);
+    for (let i = 0; hit && hit.shadowRoot && i < 16; i++) {
+      const inner = hit.shadowRoot.elementFromPoint(x, y);
+      if (!inner || inner === hit) break;
+      hit = inner;
+    }
+    return hit;
+  }
+
+  // Where a person would click `el`: its centre, unless the centre lands in a control nested in
+  // `el` (clicking a header must sort, not focus its filter box); then the point of `el` nearest
+  // the centre (on a 9x7 grid over its visible box) that hits `el` outside any nested control.
+  // When there is none, or the centre hits something that is not part of `el` (a cover, which
+  // the caller reports), the centre. Viewport coordinates of `el`'s document.
+  function aimPoint(el, r) {
+    const c = { x: r.left + r.width / 2, y: r.top + r.height / 2 };
+    const doc = el.ownerDocument;
+    // The control between the hit element and `el` (null: none; undefined: not inside `el`).
+    const nested = (hit) => {
+      let ctl = null;
+      for (let n = hit, i = 0; n && i < 64; n = n.parentNode || n.host, i++) {
+        if (n === el) return ctl;
+        if (!ctl && n.nodeType === 1 && n.matches(NESTED_CONTROL)) ctl = n;
+      }
+      if (hit && hit.tagName === 'LABEL' && hit.control === el) return null;
+      return undefined;
+    };
+    const vw = doc.documentElement.clientWidth || win(el).innerWidth;
+    const vh = doc.documentElement.clientHeight || win(el).innerHeight;
+    if (c.x < 0 || c.y < 0 || c.x >= vw || c.y >= vh) return c;
+    const atCentre = nested(hitAt(doc, c.x, c.y));
+    if (!atCentre) return c;
+    const x0 = Math.max(r.left, 0), x1 = Math.min(r.right, vw), y0 = Math.max(r.top, 0), y1 = Math.min(r.bottom, vh);
+    const pts = [];
+    for (let i = 0; i < 9; i++) {
+      for (let j = 0; j < 7; j++) pts.push({ x: x0 + (x1 - x0) * (i + 0.5) / 9, y: y0 + (y1 - y0) * (j + 0.5) / 7 });
+    }
+    pts.sort((a, b) => Math.hypot(a.x - c.x, a.y - c.y) - Math.hypot(b.x - c.x, b.y - c.y));
+    for (const p of pts) {
+      if (nested(hitAt(doc, p.x, p.y)) === null) return p;
+    }
+    return c;
+  }
+
+  // Input types whose value has a fixed format and a segmented or picker editor: filled
+  // through the input's own value (setTyped), not by typing keys.
+  const TYPED_INPUTS = ['date', 'time', 'datetime-local', 'month', 'week', 'color'];
 
   function prepareFill(args) {
     const t = target(args);
     if (t.error) return t;
     const el = t.el;
+    if (el.tagName === 'INPUT' && TYPED_INPUTS.includes((el.type || '').toLowerCase())) {
+      if (el.disabled || el.readOnly) return { ref: t.ref, error: 'disabled', what: describe(el) };
+      const why = sensitivity(el);
+      if (why && !args.allowSensitive) return { ref: t.ref, error: 'sensitive', why };
+      return { ref: t.ref, typed: el.type.toLowerCase() };
+    }
     const editable = (el.tagName === 'INPUT' && !['checkbox', 'radio', 'button', 'submit', 'reset', 'image', 'file', 'hidden', 'range', 'color'].includes((el.type || '').toLowerCase()))
       || el.tagName === 'TEXTAREA' || el.isContentEditable;
     if (!editable) return { ref: t.ref, error: 'not-editable', what: describe(el) };
@@ -1089,6 +1155,28 @@
     if (t.error) return t;
     t.el.style.setProperty('-webkit-text-security', 'disc', 'important');
     return { ref: t.ref, masked: true };
+  }
+
+  // Set a date/time/colour input to `args.value` (already in the type's format) the way its own
+  // editor does: focus it, set the value through HTMLInputElement's own setter (this world's
+  // prototype: a page that wraps the instance's setter, as React does, still sees the input
+  // event), then `input` and `change`. Returns what the field reads back.
+  function setTyped(args) {
+    const t = target(args);
+    if (t.error) return t;
+    const el = t.el;
+    if (el.tagName !== 'INPUT' || !TYPED_INPUTS.includes((el.type || '').toLowerCase())) return { ref: t.ref, error: 'not-typed' };
+    if (el.disabled || el.readOnly) return { ref: t.ref, error: 'disabled', what: describe(el) };
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    el.focus();
+    const before = el.value;
+    const setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;
+    setter.call(el, args.value);
+    if (el.value !== before) {
+      el.dispatchEvent(new Event('input', { bubbles: true, composed: true }));
+      el.dispatchEvent(new Event('change', { bubbles: true }));
+    }
+    return { ref: t.ref, type: el.type, value: el.value, valid: el.checkValidity ? el.validity.valid : true };
   }
 
   function valueOf(args) {
@@ -1397,23 +1485,107 @@
       window.scrollBy((a.x + b.x) / 2 - vw / 2, (a.y + b.y) / 2 - vh / 2);
       [a, b] = ends();
     }
-    if (!inView(a) || !inView(b)) return { error: 'too-far', ref: f.ref, dx: b.x - a.x, dy: b.y - a.y, vw, vh };
+    let far = false;
+    if (!inView(a) || !inView(b)) {
+      // Longer than one viewport: put `from` near the side the drag leaves from (20% in), so
+      // the travel towards the other side is as long as it can be; the drag then scrolls the
+      // page as it goes (dragGoal tells where the end is after each step).
+      const [a0, b0] = [a, b];
+      const sx = Math.abs(b0.x - a0.x) > vw * 0.6 ? a0.x - (b0.x > a0.x ? vw * 0.2 : vw * 0.8) : 0;
+      const sy = Math.abs(b0.y - a0.y) > vh * 0.6 ? a0.y - (b0.y > a0.y ? vh * 0.2 : vh * 0.8) : 0;
+      window.scrollBy(sx, sy);
+      [a, b] = ends();
+      if (!inView(a)) return { error: 'too-far', ref: f.ref, dx: b.x - a.x, dy: b.y - a.y, vw, vh };
+      far = true;
+    }
+    // Where the drag ends, kept so that a long drag can ask again after scrolling: the target
+    // element, or the `by` end as a document position.
+    S.dragGoal = t ? { el: new WeakRef(t.el) } : { x: b.x + scrollX, y: b.y + scrollY };
     const r = el.getBoundingClientRect();
     const draggable = !!(el.closest('[draggable="true"]') || (el.draggable && el.getAttribute('draggable') !== 'false'));
+    // The list the dragged element is an item of (its parent, when that holds two or more
+    // siblings of its kind), kept to report the order after the drop; and the element's own
+    // container, to report a resize made through a grip inside it.
+    const item = listItemOf(el);
+    S.dragList = item ? new WeakRef(item.parentElement) : null;
+    S.dragItem = item ? new WeakRef(item) : null;
+    S.dragFrom = new WeakRef(el);
+    S.dragContainer = el.parentElement ? new WeakRef(el.parentElement) : null;
     return {
       from: { x: a.x, y: a.y, ref: f.ref },
-      to: { x: b.x, y: b.y, ref: t ? t.ref : '' },
+      to: { x: b.x, y: b.y, ref: t ? t.ref : '', box: t ? actBox(t.el) : null },
       cover: coverOf(el, r),
       draggable,
+      far,
       box: actBox(el),
+      list: item ? listOrder(item.parentElement) : null,
+      index: item ? listIndex(item.parentElement, item) : null,
+      container: el.parentElement ? actBox(el.parentElement) : null,
     };
+  }
+
+  // Where a long drag's end is now (top-viewport point, the target's box), whether it is in view
+  // (24 px inside the edges), the viewport and the page's scroll position.
+  function dragGoal() {
+    const vw = document.documentElement.clientWidth || innerWidth;
+    const vh = document.documentElement.clientHeight || innerHeight;
+    const g = S.dragGoal;
+    if (!g) return { error: 'no-goal' };
+    let p, box = null;
+    if (g.el) {
+      const el = g.el.deref();
+      if (!el || !el.isConnected) return { error: 'stale' };
+      p = actCentre(el); box = actBox(el);
+    } else {
+      p = { x: g.x - scrollX, y: g.y - scrollY };
+    }
+    const m = 24;
+    return { x: p.x, y: p.y, box, inView: p.x >= m && p.y >= m && p.x < vw - m && p.y < vh - m, vw, vh, sx: scrollX, sy: scrollY };
+  }
+
+  // Whether the element a drag pressed (dragPlan's `from`) is draggable now: pages such as
+  // SortableJS set `draggable` only in their pointer-down handler.
+  function pressedDraggable() {
+    const el = S.dragFrom && S.dragFrom.deref();
+    return { draggable: !!(el && el.isConnected && (el.closest('[draggable="true"]') || (el.draggable && el.getAttribute('draggable') !== 'false'))) };
+  }
+
+  // `el` or its nearest ancestor (at most 4 up) that is one of two or more siblings of the same
+  // tag and class: the item of a list.
+  function listItemOf(el) {
+    for (let n = el, i = 0; n && n.parentElement && i < 5; n = n.parentElement, i++) {
+      if (n.tagName === 'BODY' || n.tagName === 'HTML') return null;
+      const kin = Array.from(n.parentElement.children).filter((c) => c.tagName === n.tagName && c.getAttribute('class') === n.getAttribute('class'));
+      if (kin.length >= 2) return n;
+    }
+    return null;
+  }
+
+  // The position of `item` among the visible items of `list` (0-based), or -1.
+  function listIndex(list, item) {
+    return Array.from(list.children).filter((c) => !actHidden(c)).indexOf(item);
+  }
+
+  // The visible items of `list` in document order, each by its text (clipped), at most 30.
+  function listOrder(list) {
+    return Array.from(list.children).filter((c) => !actHidden(c)).slice(0, 30)
+      .map((c) => clip(c.innerText || c.textContent || '', 40));
   }
 
   // The box of a ref now (after a drag), or {gone: true}.
   function boxOf(args) {
     const r = lookup(args.ref);
-    if (r.error) return { gone: true };
-    return actBox(r.el);
+    const list = S.dragList && S.dragList.deref();
+    const cont = S.dragContainer && S.dragContainer.deref();
+    const item = S.dragItem && S.dragItem.deref();
+    const extra = {
+      list: list && list.isConnected ? listOrder(list) : null,
+      index: list && item && list.isConnected ? listIndex(list, item) : null,
+      count: list && list.isConnected ? Array.from(list.children).filter((c) => !actHidden(c)).length : null,
+      container: cont && cont.isConnected ? actBox(cont) : null,
+    };
+    if (r.error) return Object.assign({ gone: true }, extra);
+    return Object.assign(actBox(r.el), extra);
   }
 
   // The file input for browser_upload: {ref} or {selector}; must be an enabled <input type=file>.
@@ -1440,7 +1612,7 @@
     return { files };
   }
 
-  const ACTIONS = { waitState, dragPlan, boxOf, uploadTarget, elementOf, filesOf };
+  const ACTIONS = { waitState, dragPlan, boxOf, pressedDraggable, dragGoal, uploadTarget, elementOf, filesOf };
   // ---- end of action helpers (tools) ----
 
 
@@ -1808,7 +1980,7 @@
 
   return {
     frameElement, frameBox,
-    observe, point, prepareFill, maskSecretField, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
+    observe, point, prepareFill, maskSecretField, setTyped, valueOf, selectOption, focusRef, focusSensitivity, stillFocused, scrollBy, scrollTo, rect, extract,
     waitCheck, markClickers,
     listenerRoots,
     ready: () => ({ state: document.readyState, url: location.href }),

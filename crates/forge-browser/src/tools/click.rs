@@ -102,18 +102,21 @@ impl BrowserAction for Click {
             Duration::ZERO
         };
         let mut watch = NavWatch::new(&page).await?;
-        // The approach, all but its last move: each move waits for the renderer's ack, which
-        // comes with the next frame, so the page sees every point as its own `mousemove`.
-        let path = pointer::approach(cx.pointer_at(&page), (x, y));
-        let (last, lead) = match path.split_last() {
+        // The approach: the travel up to just outside the target's box sent at once (nothing
+        // needs to see it point by point), then the moves onto the target each as its own
+        // `mousemove` (each waits for the renderer's ack, which comes with the next frame), all
+        // but the last, which goes with the press.
+        let path = pointer::approach(cx.pointer_at(&page), (x, y), Cx::target_box(&info));
+        let (last, lead) = match path.paced.split_last() {
             Some((l, lead)) => (Some(*l), lead),
             None => (None, &[][..]),
         };
+        cx.move_quick(&page, &path.quick, None).await?;
         cx.move_along(&page, lead, None).await?;
         // Moving there can change the page (a hover effect opens something over the target or
         // shifts it): look again, refuse a cover that appeared, follow a target that moved.
-        // The pointer is already on the target here (the approach's last two points are on
-        // it), so entering it has run its handlers.
+        // The pointer is already on the target here (it entered the box with the move before
+        // the last), so entering it has run its handlers.
         let (nx, ny, again) = cx.point(&page, &target).await?;
         if let Some(cover) = again
             .get("cover")
@@ -129,7 +132,8 @@ impl BrowserAction for Click {
             }
         }
         let (x, y, last) = if (nx - x).abs() > 0.5 || (ny - y).abs() > 0.5 {
-            cx.move_pointer(&page, (nx, ny), None).await?;
+            cx.move_pointer_to(&page, (nx, ny), Cx::target_box(&again), None)
+                .await?;
             (nx, ny, None)
         } else {
             (x, y, last)

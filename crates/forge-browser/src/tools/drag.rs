@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chromiumoxide::cdp::browser_protocol::input::{
-    DispatchDragEventParams, DispatchDragEventType, DispatchMouseEventType, DragData,
-    EventDragIntercepted, MouseButton, SetInterceptDragsParams,
+    DispatchDragEventParams, DispatchDragEventType, DispatchMouseEventParams,
+    DispatchMouseEventType, DragData, EventDragIntercepted, MouseButton, SetInterceptDragsParams,
 };
 use chromiumoxide::Page;
 use forge_tools::{fence, ToolOutput};
@@ -30,6 +30,9 @@ const MAX_STEPS: u64 = 100;
 const MAX_OFFSET: f64 = 10_000.0;
 /// How long a drag of a `draggable` element waits for Chromium to report the native drag.
 const INTERCEPT_WAIT: Duration = Duration::from_millis(300);
+
+/// The pause before each of the last two `dragover`s of an HTML5 drag.
+const DROP_PAUSE: Duration = Duration::from_millis(50);
 
 pub(crate) struct Drag;
 
@@ -144,7 +147,7 @@ impl BrowserAction for Drag {
             return Err(match e {
                 "not-visible" => failed(format!("{r} (`{which}`) is not visible (hidden or zero-size), so it cannot be dragged there; browser_state shows what is visible")),
                 "too-far" => failed(format!(
-                    "the drag from {r} spans ({:+.0}, {:+.0}) px, more than the {}x{} viewport can show at once; forge drags within one viewport. Drag in shorter moves with `by`, or pick a nearer target",
+                    "the drag from {r} spans ({:+.0}, {:+.0}) px and its start cannot be shown in the {}x{} viewport while leaving room to travel; drag in shorter moves with `by`, or pick a nearer target",
                     plan.get("dx").and_then(Value::as_f64).unwrap_or(0.0),
                     plan.get("dy").and_then(Value::as_f64).unwrap_or(0.0),
                     plan.get("vw").and_then(Value::as_f64).unwrap_or(0.0),
@@ -158,7 +161,11 @@ impl BrowserAction for Drag {
         }
         let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
         let (fx, fy) = (num(&plan["from"], "x"), num(&plan["from"], "y"));
-        let (tx, ty) = (num(&plan["to"], "x"), num(&plan["to"], "y"));
+        let (mut tx, mut ty) = (num(&plan["to"], "x"), num(&plan["to"], "y"));
+        if to.is_some() {
+            let b = &plan["to"]["box"];
+            (tx, ty) = past_midpoint((fx, fy), (tx, ty), (num(b, "w"), num(b, "h")));
+        }
         let fref = plan["from"]["ref"].as_str().unwrap_or("").to_string();
         let tref = plan["to"]["ref"].as_str().unwrap_or("").to_string();
         if let Some(cover) = plan
@@ -179,9 +186,22 @@ impl BrowserAction for Drag {
 
         let mut watch = NavWatch::new(&page).await?;
         page.execute(SetInterceptDragsParams::new(true)).await?;
-        let done = self
-            .drag(cx, &page, (fx, fy), (tx, ty), steps, draggable)
-            .await;
+        let far = plan.get("far").and_then(Value::as_bool).unwrap_or(false);
+        let done = if far {
+            self.long_drag(cx, &page, (fx, fy), steps, to.is_some())
+                .await
+        } else {
+            self.drag(
+                cx,
+                &page,
+                (fx, fy),
+                (tx, ty),
+                steps,
+                draggable,
+                to.is_some(),
+            )
+            .await
+        };
         // Always switch interception off again, even when the drag failed part way.
         let _ = page.execute(SetInterceptDragsParams::new(false)).await;
         let (mode, moves) = done?;
@@ -194,6 +214,13 @@ impl BrowserAction for Drag {
         status.push_str(&format!(" ({mode}, {moves} moves)"));
         let after = observe::call(&page, "boxOf", &json!({"ref": fref})).await?;
         status.push_str(&format!("; {}", what_moved(&fref, &before, &after)));
+        if let Some(c) = container_change(&plan["container"], &after["container"]) {
+            status.push_str(&format!("; {c}"));
+        }
+        let (moved, order) = list_change(&plan, &after);
+        if let Some(m) = moved {
+            status.push_str(&format!("; {m}"));
+        }
         let out = watch
             .settle(cx.manager, Duration::from_millis(25), cx.limit * 3 / 5)
             .await;
@@ -201,14 +228,18 @@ impl BrowserAction for Drag {
         if !what.is_empty() {
             status.push_str(&format!("; {what}"));
         }
-        cx.observed(status, DEFAULT_BUDGET).await
+        cx.observed_with(status, order.as_deref(), DEFAULT_BUDGET)
+            .await
     }
 }
 
 impl Drag {
     /// Approach `from`, press, move along the path with the button held, and release at `to`
-    /// (or finish an intercepted HTML5 drag with drag events). Returns the mode and the number
-    /// of moves made.
+    /// (or finish an intercepted HTML5 drag with drag events). With `nudge` (a drag onto a
+    /// target), a slow start and one more move 1 px further in the direction of travel before
+    /// the release (a sortable list recomputes the drop place on each move). Returns the mode
+    /// and the number of moves made.
+    #[allow(clippy::too_many_arguments)]
     async fn drag(
         &self,
         cx: &mut Cx<'_>,
@@ -217,6 +248,7 @@ impl Drag {
         to: (f64, f64),
         steps: usize,
         draggable: bool,
+        nudge: bool,
     ) -> R<(&'static str, usize)> {
         let mut intercepted = page.event_listener::<EventDragIntercepted>().await?;
         cx.move_pointer(page, from, None).await?;
@@ -229,7 +261,31 @@ impl Drag {
             1,
         )
         .await?;
-        let path = pointer::linear(from, to, steps);
+        // Onto a target: a slow start, as a person's, two small moves (2 and 6 px towards the
+        // end) before the rest, so the page's pointer-down work (SortableJS makes the item
+        // draggable there) and Chromium's drag threshold see a beginning; then the even path.
+        // (A drag `by` an offset keeps exactly its `steps` moves: sliders and grips.)
+        let (dx, dy) = (to.0 - from.0, to.1 - from.1);
+        let len = dx.hypot(dy);
+        let mut path: Vec<(f64, f64)> = Vec::new();
+        if nudge && len > 12.0 {
+            for d in [2.0, 6.0] {
+                path.push((from.0 + dx * d / len, from.1 + dy * d / len));
+            }
+        }
+        path.extend(pointer::linear(from, to, steps));
+        let end = if nudge && len > 0.5 {
+            let (ux, uy) = if dy.abs() >= dx.abs() {
+                (0.0, dy.signum())
+            } else {
+                (dx.signum(), 0.0)
+            };
+            let e = (to.0 + ux, to.1 + uy);
+            path.push(e);
+            e
+        } else {
+            to
+        };
         let mut data: Option<DragData> = None;
         let mut sent = 0;
         for &p in &path {
@@ -249,7 +305,7 @@ impl Drag {
                 break;
             }
         }
-        if data.is_none() && draggable {
+        if data.is_none() && (draggable || draggable_now(page).await) {
             if let Ok(Some(ev)) = tokio::time::timeout(INTERCEPT_WAIT, intercepted.next()).await {
                 data = Some(ev.data.clone());
             }
@@ -258,16 +314,20 @@ impl Drag {
             mouse(
                 page,
                 DispatchMouseEventType::MouseReleased,
-                to.0,
-                to.1,
+                end.0,
+                end.1,
                 Some(MouseButton::Left),
                 1,
             )
             .await?;
-            cx.set_pointer(page, to);
+            cx.set_pointer(page, end);
             return Ok(("mouse", sent));
         };
         // A native (HTML5) drag started: the page now expects drag events, not mouse moves.
+        // Let it finish its dragstart work first (SortableJS defers it to the next task and
+        // ignores drag events until then: without this pause about one fast drag in 40 did
+        // nothing).
+        observe::let_page_run(page, Duration::from_millis(300)).await;
         let mut rest: Vec<(f64, f64)> = path[sent.min(path.len())..].to_vec();
         if rest.is_empty() {
             rest.push(to);
@@ -288,20 +348,319 @@ impl Drag {
                 .await?;
             sent += 1;
         }
-        page.execute(drag_event(DispatchDragEventType::Drop, to)?)
+        // Then hold still over the end a moment, as a person does before dropping: two more
+        // `dragover`s 50 ms apart (the drop place is decided on `dragover`; a page still busy
+        // with its drag start ignored the first ones).
+        for p in [to, end] {
+            tokio::time::sleep(DROP_PAUSE).await;
+            page.execute(drag_event(DispatchDragEventType::DragOver, p)?)
+                .await?;
+            sent += 1;
+        }
+        page.execute(drag_event(DispatchDragEventType::Drop, end)?)
             .await?;
         mouse(
             page,
             DispatchMouseEventType::MouseReleased,
-            to.0,
-            to.1,
+            end.0,
+            end.1,
             Some(MouseButton::Left),
             1,
         )
         .await?;
-        cx.set_pointer(page, to);
+        cx.set_pointer(page, end);
         Ok(("HTML5 drag-and-drop", sent))
     }
+}
+
+/// Most rounds of a long drag's scrolling (each a move at the edge, a wait and a look).
+const LONG_DRAG_ROUNDS: usize = 120;
+/// The pause after each move at the edge of a long drag (pages scroll on a timer or per move).
+const EDGE_PAUSE: Duration = Duration::from_millis(50);
+
+impl Drag {
+    /// A mouse drag whose end is outside the viewport: press at `from`, move to the viewport's
+    /// edge towards the end and hold there (moves every 50 ms), as a person does, so the page's
+    /// own auto-scroll (jQuery UI sortable, SortableJS) scrolls; when the page does not scroll
+    /// within three such moves, turn the mouse wheel (a person's other way), then move on. Once
+    /// the end is in view, the ordinary path to it and the release (past a target's midpoint,
+    /// as in [`Drag::drag`]). Bounded by [`LONG_DRAG_ROUNDS`]. An HTML5 drag that starts on
+    /// the way is cancelled (`dragCancel`) and reported: forge does not scroll native drags.
+    async fn long_drag(
+        &self,
+        cx: &mut Cx<'_>,
+        page: &Page,
+        from: (f64, f64),
+        steps: usize,
+        onto_target: bool,
+    ) -> R<(&'static str, usize)> {
+        let mut intercepted = page.event_listener::<EventDragIntercepted>().await?;
+        cx.move_pointer(page, from, None).await?;
+        mouse(
+            page,
+            DispatchMouseEventType::MousePressed,
+            from.0,
+            from.1,
+            Some(MouseButton::Left),
+            1,
+        )
+        .await?;
+        let held = Some(MouseButton::Left);
+        let mut at = from;
+        let mut sent = 0usize;
+        let mut still = 0usize;
+        let mut last_scroll: Option<(f64, f64)> = None;
+        let (mut wheeled, mut directly) = (false, false);
+        let mut dir0: Option<(f64, f64)> = None;
+        let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        for _ in 0..LONG_DRAG_ROUNDS {
+            if let Some(Some(ev)) = intercepted.next().now_or_never() {
+                let p = DispatchDragEventParams::builder()
+                    .r#type(DispatchDragEventType::DragCancel)
+                    .x(at.0)
+                    .y(at.1)
+                    .data(ev.data.clone())
+                    .build()
+                    .map_err(failed)?;
+                let _ = page.execute(p).await;
+                let _ = mouse(
+                    page,
+                    DispatchMouseEventType::MouseReleased,
+                    at.0,
+                    at.1,
+                    held.clone(),
+                    1,
+                )
+                .await;
+                return Err(failed(
+                    "the drag started a native HTML5 drag-and-drop and its end is outside the viewport; forge does not scroll native drags, so it cancelled it. Scroll so both ends are in view (browser_scroll) or drag in shorter `by` moves",
+                ));
+            }
+            let g = observe::call(page, "dragGoal", &Value::Null).await?;
+            if let Some(e) = g.get("error").and_then(Value::as_str) {
+                let _ = mouse(
+                    page,
+                    DispatchMouseEventType::MouseReleased,
+                    at.0,
+                    at.1,
+                    held.clone(),
+                    1,
+                )
+                .await;
+                return Err(failed(format!(
+                    "the drag's target went away while the page scrolled ({e}); released where the pointer was"
+                )));
+            }
+            let (gx, gy, vw, vh) = (num(&g, "x"), num(&g, "y"), num(&g, "vw"), num(&g, "vh"));
+            // The drag's direction, from where it started to where the end first was (the last
+            // moves may go back a little once the page scrolled past; the release still goes
+            // past the target's midpoint in this direction).
+            let dir = *dir0.get_or_insert((gx - from.0, gy - from.1));
+            if g.get("inView").and_then(Value::as_bool) == Some(true) {
+                let mut to = (gx, gy);
+                if onto_target {
+                    let b = &g["box"];
+                    to = past_midpoint((gx - dir.0, gy - dir.1), to, (num(b, "w"), num(b, "h")));
+                }
+                let mut path = pointer::linear(at, to, (steps / 2).max(2));
+                let end = if onto_target {
+                    let (dx, dy) = dir;
+                    let e = if dy.abs() >= dx.abs() {
+                        (to.0, to.1 + dy.signum())
+                    } else {
+                        (to.0 + dx.signum(), to.1)
+                    };
+                    path.push(e);
+                    e
+                } else {
+                    to
+                };
+                cx.move_along(page, &path, held.clone()).await?;
+                sent += path.len();
+                mouse(
+                    page,
+                    DispatchMouseEventType::MouseReleased,
+                    end.0,
+                    end.1,
+                    held.clone(),
+                    1,
+                )
+                .await?;
+                cx.set_pointer(page, end);
+                return Ok((
+                    if directly {
+                        "mouse, scrolling the page on the way (forge scrolled it: neither the page nor the wheel did)"
+                    } else {
+                        "mouse, scrolling the page on the way"
+                    },
+                    sent,
+                ));
+            }
+            // Hold at the edge towards the end (12 px inside the viewport).
+            let edge = (gx.clamp(12.0, vw - 12.0), gy.clamp(12.0, vh - 12.0));
+            let target = if (edge.0 - at.0).hypot(edge.1 - at.1) > 1.0 {
+                edge
+            } else {
+                // A move the page sees at the same place: 1 px back and forth.
+                (edge.0, edge.1 + if sent % 2 == 0 { 1.0 } else { 0.0 })
+            };
+            cx.move_along(page, &[target], held.clone()).await?;
+            at = target;
+            sent += 1;
+            tokio::time::sleep(EDGE_PAUSE).await;
+            let scroll = (num(&g, "sx"), num(&g, "sy"));
+            if last_scroll == Some(scroll) {
+                still += 1;
+            } else {
+                still = 0;
+            }
+            last_scroll = Some(scroll);
+            if still >= 3 && wheeled {
+                // Not even the wheel scrolled it (Chromium sends no wheel scroll while a button
+                // is held on some pages): scroll the page directly, as browser_scroll falls back
+                // to doing (the page still gets its `scroll` event).
+                let dy = gy - at.1;
+                observe::call(page, "scrollBy", &json!({"pages": dy.signum() * 0.5})).await?;
+                still = 0;
+                wheeled = false;
+                directly = true;
+            } else if still >= 3 {
+                // The page does not scroll by itself: the wheel, towards the end.
+                wheeled = true;
+                let (dx, dy) = (gx - at.0, gy - at.1);
+                let wheel = DispatchMouseEventParams::builder()
+                    .r#type(DispatchMouseEventType::MouseWheel)
+                    .x(at.0)
+                    .y(at.1)
+                    .button(MouseButton::Left)
+                    .buttons(1)
+                    .delta_x(if dx.abs() > vw / 2.0 {
+                        dx.signum() * vw / 2.0
+                    } else {
+                        0.0
+                    })
+                    .delta_y(if dy.abs() > vh / 2.0 {
+                        dy.signum() * vh / 2.0
+                    } else {
+                        0.0
+                    })
+                    .build()
+                    .map_err(failed)?;
+                page.execute(wheel).await?;
+                tokio::time::sleep(EDGE_PAUSE).await;
+                still = 0;
+            }
+        }
+        let _ = mouse(
+            page,
+            DispatchMouseEventType::MouseReleased,
+            at.0,
+            at.1,
+            held,
+            1,
+        )
+        .await;
+        Err(failed(format!(
+            "the drag's end did not come into view after {LONG_DRAG_ROUNDS} rounds of holding at the edge and scrolling; released at the edge. Scroll with browser_scroll, then drag the rest"
+        )))
+    }
+}
+
+/// Whether the element under the pressed button became draggable on the press (SortableJS sets
+/// `draggable` in its pointer-down handler), so the drag waits for Chromium to report the native
+/// drag.
+async fn draggable_now(page: &Page) -> bool {
+    observe::call(page, "pressedDraggable", &Value::Null)
+        .await
+        .ok()
+        .and_then(|v| v.get("draggable").and_then(Value::as_bool))
+        .unwrap_or(false)
+}
+
+/// Where a drag onto a target of size `size` (w, h) centred at `to` releases: past the target's
+/// midpoint in the direction of travel (a quarter of its size, at least 3 px, staying 2 px
+/// inside it), on the main axis of the move. Sortable lists (jQuery UI sortable, SortableJS)
+/// move an item down (or right) only once the pointer passes the target's middle going that
+/// way; releasing at the centre would reorder only upwards.
+fn past_midpoint(from: (f64, f64), to: (f64, f64), size: (f64, f64)) -> (f64, f64) {
+    let (dx, dy) = (to.0 - from.0, to.1 - from.1);
+    let past = |len: f64| (len / 4.0).max(3.0).min((len / 2.0 - 2.0).max(0.0));
+    if dy.abs() >= dx.abs() {
+        (to.0, to.1 + dy.signum() * past(size.1))
+    } else {
+        (to.0 + dx.signum() * past(size.0), to.1)
+    }
+}
+
+/// What a drag did to the order of the list the dragged element is an item of: forge's words
+/// (positions only, for the status line) and the item texts before and after (page text, for the
+/// fenced part). Nothing when the element is not a list item.
+fn list_change(plan: &Value, after: &Value) -> (Option<String>, Option<String>) {
+    let names = |v: &Value| -> Option<Vec<String>> {
+        Some(
+            v.as_array()?
+                .iter()
+                .map(|s| s.as_str().unwrap_or("").to_string())
+                .collect(),
+        )
+    };
+    let Some(b) = names(&plan["list"]) else {
+        return (None, None);
+    };
+    let quote = |v: &[String]| {
+        v.iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some(a) = names(&after["list"]) else {
+        return (
+            Some("the list it was in is gone from the page".into()),
+            None,
+        );
+    };
+    let count = after
+        .get("count")
+        .and_then(Value::as_u64)
+        .unwrap_or(a.len() as u64);
+    let i0 = plan.get("index").and_then(Value::as_i64).unwrap_or(-1);
+    let i1 = after.get("index").and_then(Value::as_i64).unwrap_or(-1);
+    if a == b {
+        return (
+            Some(format!("list order unchanged ({count} items)")),
+            Some(format!("list order (unchanged): {}", quote(&b))),
+        );
+    }
+    let words = match (i0, i1) {
+        (p, q) if p >= 0 && q >= 0 && p != q => format!(
+            "list order changed: the item moved from position {} to {} of {count}",
+            p + 1,
+            q + 1,
+        ),
+        (p, -1) if p >= 0 => "list order changed: the item left this list".to_string(),
+        _ => "list order changed".to_string(),
+    };
+    (
+        Some(words),
+        Some(format!(
+            "list order before: {}\nlist order after: {}",
+            quote(&b),
+            quote(&a)
+        )),
+    )
+}
+
+/// A resize of the dragged element's container (a grip inside a resizable panel).
+fn container_change(before: &Value, after: &Value) -> Option<String> {
+    let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let (w0, h0) = (n(before, "w")?, n(before, "h")?);
+    let (w1, h1) = (n(after, "w")?, n(after, "h")?);
+    if (w1 - w0).abs() < 0.5 && (h1 - h0).abs() < 0.5 {
+        return None;
+    }
+    Some(format!(
+        "its container resized from {w0:.0}x{h0:.0} to {w1:.0}x{h1:.0} px"
+    ))
 }
 
 /// What a drag did to the dragged element, from its box before and after.

@@ -39,7 +39,8 @@ impl BrowserAction for Hover {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        cx.move_pointer(&page, (x, y), None).await?;
+        cx.move_pointer_to(&page, (x, y), Cx::target_box(&info), None)
+            .await?;
         settle_frames(&page).await;
         let mut status = format!("hovering over {r}");
         if let Some(w) = &wait {

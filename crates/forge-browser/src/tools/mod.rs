@@ -261,11 +261,25 @@ impl Cx<'_> {
 
     /// `status` (forge's words) followed by the fenced observation of the active tab.
     pub(crate) async fn observed(&self, status: String, budget: usize) -> R<ToolOutput> {
+        self.observed_with(status, None, budget).await
+    }
+
+    /// [`Cx::observed`], with `page_note` (page-derived words about the action's effect, such as
+    /// a list's order) first inside the fence.
+    pub(crate) async fn observed_with(
+        &self,
+        status: String,
+        page_note: Option<&str>,
+        budget: usize,
+    ) -> R<ToolOutput> {
         let st = &*self.st;
         let tab = st.active_tab().ok_or_else(|| failed("no open tab"))?;
         let mut obs = crate::frames::observe(&tab.page, self.session).await?;
         mask_secret_values(&mut obs, &self.ctx.secrets);
         let mut body = observe::render(&obs, budget);
+        if let Some(n) = page_note {
+            body = format!("{n}\n{body}");
+        }
         let dialogs: Vec<String> =
             std::mem::take(&mut *tab.dialogs.lock().unwrap_or_else(|p| p.into_inner()));
         if !dialogs.is_empty() {
@@ -331,6 +345,18 @@ impl Cx<'_> {
         Ok((x, y, v))
     }
 
+    /// The target's box from a [`Cx::point`] answer (`box: {x, y, w, h}`), if it has one.
+    pub(crate) fn target_box(info: &Value) -> Option<pointer::TargetBox> {
+        let b = info.get("box")?;
+        let n = |k: &str| b.get(k).and_then(Value::as_f64).filter(|v| v.is_finite());
+        Some(pointer::TargetBox {
+            x: n("x")?,
+            y: n("y")?,
+            w: n("w")?,
+            h: n("h")?,
+        })
+    }
+
     /// Move forge's pointer in `page`'s tab from where it last was to (`x`, `y`) along
     /// intermediate points ([`pointer::approach`]), with `held` pressed when given.
     pub(crate) async fn move_pointer(
@@ -339,9 +365,40 @@ impl Cx<'_> {
         to: (f64, f64),
         held: Option<MouseButton>,
     ) -> R<()> {
+        self.move_pointer_to(page, to, None, held).await
+    }
+
+    /// [`Cx::move_pointer`] onto a target whose box is known ([`pointer::approach`]: the last
+    /// moves enter the box from outside).
+    pub(crate) async fn move_pointer_to(
+        &mut self,
+        page: &Page,
+        to: (f64, f64),
+        target: Option<pointer::TargetBox>,
+        held: Option<MouseButton>,
+    ) -> R<()> {
         let from = self.pointer_at(page);
-        let points = pointer::approach(from, to);
-        self.move_along(page, &points, held).await
+        let a = pointer::approach(from, to, target);
+        self.move_quick(page, &a.quick, held.clone()).await?;
+        self.move_along(page, &a.paced, held).await
+    }
+
+    /// The quick part of an approach ([`pointer::Approach::quick`]): sent together (with a held
+    /// button, one by one: a drag's moves are what the page follows).
+    pub(crate) async fn move_quick(
+        &mut self,
+        page: &Page,
+        points: &[(f64, f64)],
+        held: Option<MouseButton>,
+    ) -> R<()> {
+        if held.is_some() {
+            return self.move_along(page, points, held).await;
+        }
+        let r = pointer::move_quick(page, points).await;
+        if let Some(&last) = points.last() {
+            self.set_pointer(page, last);
+        }
+        r
     }
 
     /// Move forge's pointer along `points` (the last one is where it rests).

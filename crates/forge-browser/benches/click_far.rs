@@ -1,0 +1,161 @@
+//! Click -> observation from a far pointer start, next to the bare-CDP floor, in one run (issue
+//! 21, point 1). Real Chromium through the real egress proxy; the corpus's order form
+//! (`playwright/evals/fill-form.html`), its "Full Name" textbox (`#name`).
+//!
+//! `cargo bench -p forge-browser --bench click_far -- /work/shared/corpus` (the corpus dir may
+//! also be given as FORGE_CORPUS). Prints a markdown table to stdout. Timed, median of 20 each:
+//! - forge, far start: every run in a fresh session (a fresh tab, whose pointer forge starts at
+//!   0,0, the top-left corner), navigated to the form untimed, then `browser_click` on the field
+//!   until its result (status and observation) is back;
+//! - forge, near start: 20 clicks in a row on the same field (the pointer already there);
+//! - bare CDP, in the same browser (a session of its own): one move straight to the field's
+//!   centre, press, release (each awaited), then `Accessibility.getFullAXTree` (a bare
+//!   observation).
+// Printing is allowed here (a figures run: its results are its output).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use chromiumoxide::cdp::browser_protocol::accessibility::GetFullAxTreeParams;
+use chromiumoxide::cdp::browser_protocol::input::{
+    DispatchMouseEventParams, DispatchMouseEventType, MouseButton,
+};
+use forge_browser::{browser_tools, BrowserToolOptions};
+use forge_testkit::browser::*;
+use forge_testkit::site::{Request, Response, Site};
+use forge_tools::{Tool, ToolContext};
+use serde_json::{json, Value};
+
+const RUNS: usize = 20;
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return 0.0;
+    }
+    v[v.len() / 2]
+}
+
+fn main() {
+    let corpus = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .or_else(|| std::env::var("FORGE_CORPUS").ok())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/work/shared/corpus"));
+    let form = corpus.join("playwright/evals/fill-form.html");
+    let Ok(html) = std::fs::read(&form) else {
+        eprintln!("skipped: no {} (pass the corpus dir)", form.display());
+        return;
+    };
+    let server = Site::start(move |r: &Request| {
+        if r.path.split('?').next() == Some("/fill-form.html") {
+            Response::bytes(200, "text/html; charset=utf-8", html.clone())
+        } else {
+            Response::not_found()
+        }
+    });
+    let Some(b) = Shared::start("click_far bench", &[server.entry()], Confine::No) else {
+        return;
+    };
+    let url = server.url("/fill-form.html");
+    let tool = |name: &str| -> Arc<dyn Tool> {
+        browser_tools(b.manager.clone(), BrowserToolOptions::default())
+            .into_iter()
+            .find(|t| t.name() == name)
+            .unwrap_or_else(|| panic!("no tool {name}"))
+    };
+    let (nav, click) = (tool("browser_navigate"), tool("browser_click"));
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let m = b.manager.clone();
+    let files = b.files.path().to_path_buf();
+    let (far, near, bare) = b.rt.block_on(async move {
+        let (mut far, mut near, mut bare) = (Vec::new(), Vec::new(), Vec::new());
+        // Warm-up (Chromium's first page, caches).
+        let ctx = ToolContext::new("warm", &files);
+        nav.execute(&ctx, json!({"url": url})).await.expect("warm nav");
+        click
+            .execute(&ctx, json!({"selector": "#name"}))
+            .await
+            .expect("warm click");
+        m.close_session("warm").await;
+        for i in 0..RUNS {
+            let session = format!("far{i}");
+            let ctx = ToolContext::new(&session, &files);
+            nav.execute(&ctx, json!({"url": url})).await.expect("nav");
+            let t = Instant::now();
+            let out = click
+                .execute(&ctx, json!({"selector": "#name"}))
+                .await
+                .expect("far click");
+            far.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert!(out.text.contains("Full Name"), "observed: {}", out.text);
+            m.close_session(&session).await;
+        }
+        let ctx = ToolContext::new("near", &files);
+        nav.execute(&ctx, json!({"url": url})).await.expect("nav");
+        click
+            .execute(&ctx, json!({"selector": "#name"}))
+            .await
+            .expect("first click");
+        for _ in 0..RUNS {
+            let t = Instant::now();
+            click
+                .execute(&ctx, json!({"selector": "#name"}))
+                .await
+                .expect("near click");
+            near.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        let ctx = ToolContext::new("bare", &files);
+        nav.execute(&ctx, json!({"url": url})).await.expect("nav");
+        let page = m.active_page("bare").await.expect("bare page");
+        let c: Value = page
+            .evaluate("(() => { const r = document.querySelector('#name').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+            .await
+            .expect("centre")
+            .into_value()
+            .expect("json");
+        let (x, y) = (c[0].as_f64().unwrap_or(0.0), c[1].as_f64().unwrap_or(0.0));
+        for _ in 0..RUNS {
+            let t = Instant::now();
+            for (kind, button) in [
+                (DispatchMouseEventType::MouseMoved, None),
+                (DispatchMouseEventType::MousePressed, Some(MouseButton::Left)),
+                (DispatchMouseEventType::MouseReleased, Some(MouseButton::Left)),
+            ] {
+                let mut p = DispatchMouseEventParams::builder().r#type(kind).x(x).y(y);
+                if let Some(btn) = button {
+                    p = p.button(btn).buttons(1).click_count(1);
+                }
+                page.execute(p.build().expect("mouse params"))
+                    .await
+                    .expect("mouse");
+            }
+            let tree = page
+                .execute(GetFullAxTreeParams::default())
+                .await
+                .expect("ax tree");
+            bare.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert!(!tree.result.nodes.is_empty());
+        }
+        (far, near, bare)
+    });
+    println!("load average at the start: {}", load.trim());
+    println!();
+    println!("| click -> observation, fill-form.html `#name` (median of {RUNS}) | ms |");
+    println!("|---|---|");
+    println!(
+        "| forge, pointer starting at 0,0 (a fresh tab) | {:.1} |",
+        median(&mut far.clone())
+    );
+    println!(
+        "| forge, pointer already on the field | {:.1} |",
+        median(&mut near.clone())
+    );
+    println!(
+        "| bare CDP: one move, press, release, then Accessibility.getFullAXTree | {:.1} |",
+        median(&mut bare.clone())
+    );
+}
