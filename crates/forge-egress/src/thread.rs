@@ -42,13 +42,13 @@ impl std::fmt::Debug for ProxyThread {
 }
 
 impl ProxyThread {
-    /// Start the thread (named `forge-egress-proxy`) and its runtime (I/O and timers enabled).
+    /// Start the thread (named `egress-proxy`) and its runtime (I/O and timers enabled).
     pub fn start() -> io::Result<ProxyThread> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         std::thread::Builder::new()
-            .name("forge-egress-proxy".into())
+            .name("egress-proxy".into())
             .spawn(move || {
                 let rt = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
