@@ -258,44 +258,69 @@ fn join(ips: &[std::net::IpAddr]) -> String {
 }
 
 /// Logs decisions on stderr, one line each: every decision, or with `--quiet` only refusals and
-/// failures. Lines are collected in memory and written in batches ([`StderrLog::flush`]: every
-/// [`LOG_FLUSH_EVERY`], when [`LOG_BATCH_BYTES`] have gathered, and at shutdown), so that a request
-/// costs one formatted line in a buffer rather than a stderr write (stderr is unbuffered: a
-/// formatted `eprintln!` is a write(2) per piece of the line).
+/// failures. The proxy thread only formats a line into a buffer; the lines are written from the
+/// main thread in batches ([`StderrLog::flush`]: every [`LOG_FLUSH_EVERY`], as soon as
+/// [`LOG_BATCH_BYTES`] have gathered, and at shutdown). So a request costs no stderr write
+/// (stderr is unbuffered: a formatted `eprintln!` is a write(2) per piece of the line), and a slow
+/// stderr (a pipe nobody reads fast enough, a terminal) never stalls the proxy: past
+/// [`LOG_MAX_BYTES`] waiting, lines are dropped and the number dropped is logged.
 struct StderrLog {
     quiet: bool,
     buf: std::sync::Mutex<Vec<u8>>,
+    /// Held while writing, so that batches reach stderr in order.
+    out: std::sync::Mutex<()>,
+    /// Lines dropped since the last write because [`LOG_MAX_BYTES`] were waiting.
+    dropped: std::sync::atomic::AtomicU64,
+    /// Wakes the writer when a batch has gathered.
+    full: tokio::sync::Notify,
 }
 
 /// How often gathered decision lines are written at the latest.
 const LOG_FLUSH_EVERY: Duration = Duration::from_millis(100);
-/// Gathered lines are written at once past this size.
+/// The writer is woken once this much has gathered.
 const LOG_BATCH_BYTES: usize = 32 * 1024;
+/// Past this much waiting to be written, lines are dropped (and counted).
+const LOG_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 impl StderrLog {
     fn new(quiet: bool) -> Self {
         StderrLog {
             quiet,
             buf: std::sync::Mutex::new(Vec::with_capacity(LOG_BATCH_BYTES)),
+            out: std::sync::Mutex::new(()),
+            dropped: std::sync::atomic::AtomicU64::new(0),
+            full: tokio::sync::Notify::new(),
         }
     }
 
-    /// Write the gathered lines (in order: the lock is held across the write).
+    /// Write the gathered lines (and how many were dropped, if any).
     fn flush(&self) {
-        // A poisoned lock still holds whole lines (nothing panics while holding it).
-        let mut buf = self.buf.lock().unwrap_or_else(|p| p.into_inner());
-        write_out(&mut buf);
+        use std::sync::atomic::Ordering;
+        // Poisoned locks still guard whole lines (nothing panics while holding them).
+        let _order = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let pending = {
+            let mut buf = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+            if buf.is_empty() {
+                Vec::new()
+            } else {
+                std::mem::replace(&mut *buf, Vec::with_capacity(LOG_BATCH_BYTES))
+            }
+        };
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if pending.is_empty() && dropped == 0 {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        // Nowhere to report a failed write to stderr; the lines are lost either way.
+        let _ = err.write_all(&pending);
+        if dropped > 0 {
+            let _ = writeln!(
+                err,
+                "egress: {dropped} decision line(s) dropped: stderr did not keep up"
+            );
+        }
+        let _ = err.flush();
     }
-}
-
-fn write_out(buf: &mut Vec<u8>) {
-    if buf.is_empty() {
-        return;
-    }
-    let mut err = std::io::stderr().lock();
-    // Nowhere to report a failed write to stderr; the lines are dropped either way.
-    let _ = err.write_all(buf).and_then(|()| err.flush());
-    buf.clear();
 }
 
 impl EgressObserver for StderrLog {
@@ -308,6 +333,12 @@ impl EgressObserver for StderrLog {
             Outcome::Failed => "failed",
         };
         let mut buf = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        if buf.len() >= LOG_MAX_BYTES {
+            self.dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        let before = buf.len();
         // Writing into a Vec cannot fail.
         let _ = write!(
             buf,
@@ -326,8 +357,8 @@ impl EgressObserver for StderrLog {
             d.duration.as_millis(),
             d.reason
         );
-        if buf.len() >= LOG_BATCH_BYTES {
-            write_out(&mut buf);
+        if before < LOG_BATCH_BYTES && buf.len() >= LOG_BATCH_BYTES {
+            self.full.notify_one();
         }
     }
 }
@@ -379,7 +410,10 @@ async fn serve(args: ServeArgs) -> ExitCode {
             let mut tick = tokio::time::interval(LOG_FLUSH_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = log.full.notified() => {}
+                }
                 log.flush();
             }
         })
