@@ -103,7 +103,10 @@ fn address_line(child: &mut Child, marker: &str) -> SocketAddr {
             break;
         }
         if let Some(rest) = line.split(marker).nth(1) {
-            let url = rest.trim().trim_start_matches("http://").trim_end_matches('/');
+            let url = rest
+                .trim()
+                .trim_start_matches("http://")
+                .trim_end_matches('/');
             let addr = url.parse().expect("an address after the marker");
             // Keep reading (and discarding) stdout so the process never blocks on a full pipe.
             std::thread::spawn(move || {
@@ -267,7 +270,9 @@ fn loadavg() -> String {
 // ---------------------------------------------------------------- upstream and load
 
 async fn upstream() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+    let l = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind upstream");
     let addr = l.local_addr().expect("upstream address");
     tokio::spawn(async move {
         while let Ok((s, _)) = l.accept().await {

@@ -340,11 +340,7 @@ impl EgressObserver for StderrLog {
         }
         let before = buf.len();
         // Writing into a Vec cannot fail.
-        let _ = write!(
-            buf,
-            "egress {what} {} {}:{}",
-            d.method, d.host, d.port
-        );
+        let _ = write!(buf, "egress {what} {} {}:{}", d.method, d.host, d.port);
         if let Some(c) = d.chosen {
             let _ = write!(buf, " -> {c}");
         }

@@ -316,7 +316,8 @@ impl ProxyEntry {
         let _on = self.shared.thread.as_ref().map(|t| t.handle().enter());
         let listener = TcpListener::from_std(listener)?;
         let stop = self.shared.cancel.child_token();
-        self.shared.spawn(accept_loop(listener, self.shared.clone(), stop.clone()));
+        self.shared
+            .spawn(accept_loop(listener, self.shared.clone(), stop.clone()));
         Ok(ListenerGuard { stop })
     }
 }

@@ -26,8 +26,7 @@ async fn keep_alive_upstream() -> SocketAddr {
                     let Ok(Ok(_)) = tokio::time::timeout(STEP, read_head(&mut s)).await else {
                         return;
                     };
-                    if s
-                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    if s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                         .await
                         .is_err()
                     {
