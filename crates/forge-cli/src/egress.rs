@@ -19,6 +19,7 @@ use forge_egress::proxy::{
     Decision, EgressObserver, EgressProxy, Outcome, ProxyLimits, ProxyOptions,
 };
 use forge_egress::resolve::{Resolver, StaticResolver, SystemResolver};
+use forge_egress::thread::ProxyThread;
 use forge_egress::{EgressError, EgressPolicy};
 use forge_runtime::{egress_policy, EgressPolicyError};
 use forge_skills::miette::{
@@ -63,11 +64,15 @@ pub(crate) struct ServeArgs {
     /// Port on 127.0.0.1 (default: an ephemeral port).
     #[arg(long, value_name = "N", default_value_t = 0)]
     listen_port: u16,
+    /// Log only refused and failed requests (default: one stderr line per request or tunnel).
+    #[arg(long)]
+    quiet: bool,
 }
 
 pub(crate) fn run(cmd: EgressCommand) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: `check` makes one lookup; `serve` runs the proxy on a thread of its own
+    // (ProxyThread) and keeps only signals and the log flush here.
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -252,29 +257,105 @@ fn join(ips: &[std::net::IpAddr]) -> String {
         .join(", ")
 }
 
-/// Logs every decision as one line on stderr.
-struct StderrLog;
+/// Logs decisions on stderr, one line each: every decision, or with `--quiet` only refusals and
+/// failures. The proxy thread only formats a line into a buffer; the lines are written from the
+/// main thread in batches ([`StderrLog::flush`]: every [`LOG_FLUSH_EVERY`], as soon as
+/// [`LOG_BATCH_BYTES`] have gathered, and at shutdown). So a request costs no stderr write
+/// (stderr is unbuffered: a formatted `eprintln!` is a write(2) per piece of the line), and a slow
+/// stderr (a pipe nobody reads fast enough, a terminal) never stalls the proxy: past
+/// [`LOG_MAX_BYTES`] waiting, lines are dropped and the number dropped is logged.
+struct StderrLog {
+    quiet: bool,
+    buf: std::sync::Mutex<Vec<u8>>,
+    /// Held while writing, so that batches reach stderr in order.
+    out: std::sync::Mutex<()>,
+    /// Lines dropped since the last write because [`LOG_MAX_BYTES`] were waiting.
+    dropped: std::sync::atomic::AtomicU64,
+    /// Wakes the writer when a batch has gathered.
+    full: tokio::sync::Notify,
+}
+
+/// How often gathered decision lines are written at the latest.
+const LOG_FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// The writer is woken once this much has gathered.
+const LOG_BATCH_BYTES: usize = 32 * 1024;
+/// Past this much waiting to be written, lines are dropped (and counted).
+const LOG_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+impl StderrLog {
+    fn new(quiet: bool) -> Self {
+        StderrLog {
+            quiet,
+            buf: std::sync::Mutex::new(Vec::with_capacity(LOG_BATCH_BYTES)),
+            out: std::sync::Mutex::new(()),
+            dropped: std::sync::atomic::AtomicU64::new(0),
+            full: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Write the gathered lines (and how many were dropped, if any).
+    fn flush(&self) {
+        use std::sync::atomic::Ordering;
+        // Poisoned locks still guard whole lines (nothing panics while holding them).
+        let _order = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let pending = {
+            let mut buf = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+            if buf.is_empty() {
+                Vec::new()
+            } else {
+                std::mem::replace(&mut *buf, Vec::with_capacity(LOG_BATCH_BYTES))
+            }
+        };
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if pending.is_empty() && dropped == 0 {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        // Nowhere to report a failed write to stderr; the lines are lost either way.
+        let _ = err.write_all(&pending);
+        if dropped > 0 {
+            let _ = writeln!(
+                err,
+                "egress: {dropped} decision line(s) dropped: stderr did not keep up"
+            );
+        }
+        let _ = err.flush();
+    }
+}
 
 impl EgressObserver for StderrLog {
     fn on_decision(&self, d: &Decision) {
         let what = match d.outcome {
+            Outcome::Allowed if self.quiet => return,
             Outcome::Allowed => "allowed",
             Outcome::Blocked => "blocked",
             Outcome::Malformed => "malformed",
             Outcome::Failed => "failed",
         };
-        let chosen = d.chosen.map(|c| format!(" -> {c}")).unwrap_or_default();
-        eprintln!(
-            "egress {what} {} {}:{}{chosen} status={} up={} down={} {}ms: {}",
-            d.method,
-            d.host,
-            d.port,
+        let mut buf = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        if buf.len() >= LOG_MAX_BYTES {
+            self.dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        let before = buf.len();
+        // Writing into a Vec cannot fail.
+        let _ = write!(buf, "egress {what} {} {}:{}", d.method, d.host, d.port);
+        if let Some(c) = d.chosen {
+            let _ = write!(buf, " -> {c}");
+        }
+        let _ = writeln!(
+            buf,
+            " status={} up={} down={} {}ms: {}",
             d.status,
             d.bytes_up,
             d.bytes_down,
             d.duration.as_millis(),
             d.reason
         );
+        if before < LOG_BATCH_BYTES && buf.len() >= LOG_BATCH_BYTES {
+            self.full.notify_one();
+        }
     }
 }
 
@@ -283,8 +364,17 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Ok(b) => b,
         Err(code) => return code,
     };
+    let log = Arc::new(StderrLog::new(args.quiet));
+    let thread = match ProxyThread::start() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: cannot start the proxy thread: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let opts = ProxyOptions {
-        observer: Some(Arc::new(StderrLog)),
+        thread: Some(thread),
+        observer: Some(log.clone()),
         resolver: built.resolver.clone(),
         listen_port: args.listen_port,
         limits: ProxyLimits {
@@ -310,12 +400,28 @@ async fn serve(args: ServeArgs) -> ExitCode {
     );
     println!("proxy listening on http://{addr}");
     let _ = std::io::stdout().flush();
+    let flusher = {
+        let log = log.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(LOG_FLUSH_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = log.full.notified() => {}
+                }
+                log.flush();
+            }
+        })
+    };
     crate::signals::wait_for_shutdown().await;
+    log.flush();
     eprintln!("stopping the egress proxy");
-    if tokio::time::timeout(Duration::from_secs(10), handle.shutdown())
-        .await
-        .is_err()
-    {
+    let stopped = tokio::time::timeout(Duration::from_secs(10), handle.shutdown()).await;
+    flusher.abort();
+    // The decisions of the exchanges that ended during shutdown.
+    log.flush();
+    if stopped.is_err() {
         eprintln!("error: the proxy did not stop within 10s");
         return ExitCode::from(1);
     }

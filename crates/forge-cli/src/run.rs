@@ -365,6 +365,12 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
         ),
         _ => {}
     }
+    // The agent's egress proxy (running when cli_execute, a script tool, an MCP stdio server or
+    // the browser uses it): the address its children get as HTTP_PROXY, printed so that an
+    // operator (and the proxy bench) can find it.
+    if let Some(p) = runner.proxy_addr() {
+        println!("forge: egress proxy on http://{p}");
+    }
     crate::signals::wait_for_shutdown().await;
     let grace = runner.drain_grace();
     eprintln!(

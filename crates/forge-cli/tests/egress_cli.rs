@@ -271,6 +271,108 @@ fn serve_proxies_allowed_requests_refuses_others_and_stops_on_sigterm() {
     assert!(stderr.contains("egress proxy stopped"), "{stderr}");
 }
 
+/// `--quiet`: refusals are logged, allowed requests are not; the lines are written while the proxy
+/// runs (batched, at the latest every 100 ms), not only at shutdown.
+#[test]
+fn serve_quiet_logs_refusals_only_and_writes_them_while_running() {
+    let up = upstream();
+    let cwd = tempfile::tempdir().unwrap();
+    let mut child = Command::cargo_bin("forge")
+        .unwrap()
+        .current_dir(cwd.path())
+        .args(["egress", "serve", "--quiet", "--allow"])
+        .arg(format!("127.0.0.1:{up}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("proxy listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    let exchange = |req: String| -> String {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    };
+    let ok = exchange(format!(
+        "GET http://127.0.0.1:{up}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    ));
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    let blocked = exchange(
+        "GET http://169.254.169.254/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into(),
+    );
+    assert!(blocked.starts_with("HTTP/1.1 403"), "{blocked}");
+    // The refusal's line arrives while the proxy still runs (bounded: 10 s, 200 lines).
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lines.len() < 200 && Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) => {
+                let done = l.contains("egress blocked GET 169.254.169.254");
+                lines.push(l);
+                if done {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("egress blocked GET 169.254.169.254")),
+        "no refusal line while running: {lines:?}"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("forge egress serve did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The rest of stderr (the reader ends at EOF, the process has exited).
+    while let Ok(l) = rx.recv_timeout(Duration::from_secs(5)) {
+        lines.push(l);
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("egress proxy stopped")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("egress allowed")),
+        "--quiet logged an allowed request: {lines:?}"
+    );
+}
+
 #[test]
 fn bad_private_cidr_in_forge_yaml_points_at_file_line_and_fix() {
     let dir = tempfile::tempdir().unwrap();

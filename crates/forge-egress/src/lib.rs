@@ -26,6 +26,8 @@
 //! - `proxy.rs`: [`proxy::EgressProxy`], the loopback HTTP/1.1 forward proxy (absolute-form http and
 //!   CONNECT) with limits and an [`proxy::EgressObserver`] for audit events.
 //! - `pool.rs`: the proxy's keep-alive pool of upstream connections, keyed by policy decision.
+//! - `thread.rs`: [`thread::ProxyThread`], a thread with a single-threaded runtime of its own that a
+//!   proxy can serve on (`forge egress serve`, `forge run`).
 //! - `confine.rs` (Linux; `confine_other.rs` elsewhere: always proxy-only): [`confine::install`] runs a child in a network namespace whose only
 //!   reachable address is a listener forge's proxy serves ([`proxy::ProxyEntry`]); the probe and
 //!   [`confine::availability`] (namespace or proxy-only, with the reason).
@@ -60,6 +62,7 @@ pub mod resolve;
 #[cfg(target_os = "linux")]
 mod splice;
 pub mod target;
+pub mod thread;
 
 pub use error::EgressError;
 pub use policy::{EgressMode, EgressPolicy, EgressSettings};

@@ -46,6 +46,7 @@ use crate::policy::{EgressPolicy, Kind};
 use crate::pool::{Pool, PoolLimits};
 use crate::refusal::EgressRefusal;
 use crate::resolve::{Resolver, SystemResolver};
+use crate::thread::ProxyThread;
 
 /// The response header naming why the proxy refused a request.
 pub const REASON_HEADER: &str = "x-forge-egress-reason";
@@ -79,7 +80,10 @@ pub struct ProxyLimits {
     pub pool_idle_timeout: Duration,
     /// Idle keep-alive upstream connections kept in total (0: no reuse, a connection per request).
     pub pool_max_idle: usize,
-    /// Idle keep-alive upstream connections kept per policy decision (host, port, rule).
+    /// Idle keep-alive upstream connections kept per policy decision (host, port, rule). Sized for
+    /// a proxy many clients share (`forge egress serve`, 50 keep-alive clients of one host): below
+    /// the number of clients busy with one host at once, most requests would pay a new upstream
+    /// connection (dial, handshake, close).
     pub pool_max_idle_per_host: usize,
 }
 
@@ -98,8 +102,8 @@ impl Default for ProxyLimits {
             upstream_response_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(2),
             pool_idle_timeout: Duration::from_secs(30),
-            pool_max_idle: 64,
-            pool_max_idle_per_host: 8,
+            pool_max_idle: 256,
+            pool_max_idle_per_host: 64,
         }
     }
 }
@@ -197,6 +201,10 @@ pub struct ProxyOptions {
     pub limits: ProxyLimits,
     /// Port on 127.0.0.1; 0 picks an ephemeral port.
     pub listen_port: u16,
+    /// Serve on this thread of its own instead of the caller's runtime (what `forge egress serve`
+    /// and `forge run` do: see thread.rs for why). `None`: the tasks are spawned on the runtime
+    /// [`EgressProxy::serve_on`] is called from.
+    pub thread: Option<ProxyThread>,
 }
 
 impl Default for ProxyOptions {
@@ -207,6 +215,7 @@ impl Default for ProxyOptions {
             dialer: Arc::new(TcpDialer),
             limits: ProxyLimits::default(),
             listen_port: 0,
+            thread: None,
         }
     }
 }
@@ -303,10 +312,11 @@ impl ProxyEntry {
     /// the returned guard is dropped or the proxy shuts down.
     pub fn serve_listener(&self, listener: std::net::TcpListener) -> io::Result<ListenerGuard> {
         listener.set_nonblocking(true)?;
+        // Registered with the runtime the proxy serves on.
+        let _on = self.shared.thread.as_ref().map(|t| t.handle().enter());
         let listener = TcpListener::from_std(listener)?;
         let stop = self.shared.cancel.child_token();
         self.shared
-            .tracker
             .spawn(accept_loop(listener, self.shared.clone(), stop.clone()));
         Ok(ListenerGuard { stop })
     }
@@ -344,9 +354,25 @@ struct Shared {
     conns: Arc<Semaphore>,
     cancel: CancellationToken,
     tracker: TaskTracker,
+    /// The thread the proxy serves on, when it has one of its own (kept running while the proxy
+    /// lives).
+    thread: Option<ProxyThread>,
 }
 
 impl Shared {
+    /// Spawn a tracked task on the proxy's runtime (its own thread, or the caller's runtime).
+    /// Tasks already running on it spawn with `tracker.spawn` directly.
+    fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        match &self.thread {
+            Some(t) => self.tracker.spawn_on(task, t.handle()),
+            None => self.tracker.spawn(task),
+        }
+    }
+
     fn connector(&self) -> Arc<Connector> {
         self.connector
             .read()
@@ -399,6 +425,15 @@ impl EgressProxy {
         options: ProxyOptions,
     ) -> io::Result<(SocketAddr, ProxyHandle)> {
         let addr = listener.local_addr()?;
+        // On a thread of its own: the listener moves to that runtime's reactor.
+        let listener = match &options.thread {
+            Some(t) => {
+                let std_listener = listener.into_std()?;
+                let _on = t.handle().enter();
+                TcpListener::from_std(std_listener)?
+            }
+            None => listener,
+        };
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
         let limits = options.limits.clone();
@@ -424,9 +459,20 @@ impl EgressProxy {
             observer: options.observer,
             cancel: cancel.clone(),
             tracker: tracker.clone(),
+            thread: options.thread,
         });
-        tokio::spawn(sweep_pool(shared.clone()));
-        let accept = tokio::spawn(accept_loop(listener, shared.clone(), cancel.clone()));
+        let sweep = sweep_pool(shared.clone());
+        let accept = accept_loop(listener, shared.clone(), cancel.clone());
+        let accept = match &shared.thread {
+            Some(t) => {
+                t.handle().spawn(sweep);
+                t.handle().spawn(accept)
+            }
+            None => {
+                tokio::spawn(sweep);
+                tokio::spawn(accept)
+            }
+        };
         Ok((
             addr,
             ProxyHandle {

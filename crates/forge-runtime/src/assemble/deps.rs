@@ -140,6 +140,15 @@ impl EgressParts {
         }
         let mut options = opts.deps.proxy.clone();
         options.limits.max_tunnels = self.max_tunnels;
+        // The proxy serves on a thread of its own (forge-egress thread.rs: no hops between the
+        // runtime's workers per request, no queueing behind the agent's other work); its
+        // per-task listeners share that thread.
+        if options.thread.is_none() {
+            options.thread = Some(
+                forge_egress::thread::ProxyThread::start()
+                    .map_err(|e| AssembleError::Proxy(e.to_string()))?,
+            );
+        }
         let observers: Vec<Arc<dyn EgressObserver>> =
             options.observer.take().into_iter().chain(extra).collect();
         options.observer = match observers.len() {

@@ -1,0 +1,457 @@
+//! The shipped egress proxy measured as users run it: `forge egress serve` started as a process (the
+//! real `forge` binary cargo built for this bench), and the proxy inside a running agent (`forge run`
+//! serving A2A, with a `cli_execute` tool so that it starts its proxy; the address comes from its
+//! `forge: egress proxy on http://...` line), side by side with direct requests and, when `squid` is
+//! on PATH or in /usr/sbin, squid (one process, no cache, no access log). Never a test dependency.
+//!
+//! Run: `cargo bench -p forge-cli --bench proxy_shipped` (release profile). Prints a markdown table
+//! for docs/benchmarks.md. Everything runs on loopback.
+//!
+//! - The upstream is a hyper server in this process answering every request with a 1 KiB body.
+//! - Load: in-process hyper clients on keep-alive connections through the proxy: 1 connection
+//!   (sequential requests) and 50 connections (each sequential, all at once). Reported: requests per
+//!   second, p50/p99 latency, direct p50 (no proxy), and the proxy's CPU per request (the sum over
+//!   its threads of `/proc/PID/task/TID/schedstat` on-CPU time, before and after; nanosecond
+//!   resolution, where `/proc/PID/stat` utime+stime only counts 10 ms ticks).
+//! - Rounds interleave direct, serve, run and squid so that load changes on the shared machine hit
+//!   all alike; each figure is the median over rounds.
+//! - `forge egress serve` writes its per-request log line to a file (as a service manager's log
+//!   capture would); `forge run` writes its audit log (one hash-chained event per request) to a file.
+//!
+//! `FORGE_PROXY_BENCH_QUICK=1` runs fewer rounds and requests (a smoke run, not for the record).
+
+// Bench: prints its measurements (the workspace denies printing in library code).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::convert::Infallible;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+/// The upstream's response body: 1 KiB.
+const BODY: [u8; 1024] = [b'x'; 1024];
+/// Keep-alive connections of the concurrent load.
+const CONNS: usize = 50;
+
+struct Plan {
+    rounds: usize,
+    /// Requests of the one-connection run.
+    seq: usize,
+    /// Requests of the 50-connection run (over all connections).
+    par: usize,
+}
+
+fn plan() -> Plan {
+    if std::env::var("FORGE_PROXY_BENCH_QUICK").is_ok_and(|v| v == "1") {
+        Plan {
+            rounds: 2,
+            seq: 500,
+            par: 5_000,
+        }
+    } else {
+        Plan {
+            rounds: 5,
+            seq: 3_000,
+            par: 30_000,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- processes under measurement
+
+/// A proxy process under measurement; killed (by its own id) when dropped.
+struct ProxyProc {
+    name: &'static str,
+    addr: SocketAddr,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for ProxyProc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        for _ in 0..50 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Read stdout lines (at most 20, each bounded by the process writing it) until one carries
+/// `marker` followed by `http://ADDR`.
+fn address_line(child: &mut Child, marker: &str) -> SocketAddr {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut reader = BufReader::new(stdout);
+    for _ in 0..20 {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(rest) = line.split(marker).nth(1) {
+            let url = rest
+                .trim()
+                .trim_start_matches("http://")
+                .trim_end_matches('/');
+            let addr = url.parse().expect("an address after the marker");
+            // Keep reading (and discarding) stdout so the process never blocks on a full pipe.
+            std::thread::spawn(move || {
+                let mut sink = String::new();
+                while reader.read_line(&mut sink).unwrap_or(0) > 0 {
+                    sink.clear();
+                }
+            });
+            return addr;
+        }
+    }
+    panic!("no line with {marker:?} on the process's stdout");
+}
+
+fn forge_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_forge")
+}
+
+/// `forge egress serve --allow 127.0.0.1:PORT` in an empty directory (deny-all plus the upstream).
+fn spawn_serve(upstream: SocketAddr, extra: &[&str]) -> ProxyProc {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
+    let mut child = Command::new(forge_bin())
+        .current_dir(dir.path())
+        .args(["egress", "serve", "--allow", &upstream.to_string()])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn forge egress serve");
+    let addr = address_line(&mut child, "proxy listening on ");
+    ProxyProc {
+        name: "forge egress serve",
+        addr,
+        child,
+        _dir: dir,
+    }
+}
+
+/// `forge run` serving A2A for an agent with `cli_execute` (so its proxy runs) and the upstream
+/// allowed; audit log to a file.
+fn spawn_run(upstream: SocketAddr) -> ProxyProc {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        "agent_id: proxy-bench\nversion: 0.1.0\nmodel:\n  provider: scripted\n  name: s.yaml\n\
+         tools:\n  - name: cli_execute\n    config:\n      allowed_binaries: [echo]\n",
+    )
+    .expect("forge.yaml");
+    std::fs::write(dir.path().join("s.yaml"), "turns:\n  - text: done\n").expect("s.yaml");
+    let log = std::fs::File::create(dir.path().join("run.log")).expect("log file");
+    let mut child = Command::new(forge_bin())
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--port",
+            "0",
+            "--allow",
+            &upstream.to_string(),
+            "--audit-file",
+            "audit.ndjson",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn forge run");
+    let addr = address_line(&mut child, "forge: egress proxy on ");
+    ProxyProc {
+        name: "forge run (agent proxy)",
+        addr,
+        child,
+        _dir: dir,
+    }
+}
+
+fn squid_binary() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([std::path::PathBuf::from("/usr/sbin")])
+        .map(|d| d.join("squid"))
+        .find(|p| p.is_file())
+}
+
+/// squid on a temporary config: one process, no cache, no access log, keep-alive both sides.
+fn spawn_squid() -> Option<ProxyProc> {
+    let bin = squid_binary()?;
+    let dir = tempfile::tempdir().ok()?;
+    // squid drops to its own user when started as root: let it write its pid and cache.log here.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).ok()?;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let d = dir.path().display();
+    let conf = format!(
+        "http_port 127.0.0.1:{port}\nhttp_access allow all\ncache deny all\ncache_mem 8 MB\n\
+         access_log none\ncache_store_log none\ncache_log {d}/cache.log\npid_filename {d}/squid.pid\n\
+         coredump_dir {d}\nmax_filedescriptors 16384\nworkers 1\nshutdown_lifetime 0 seconds\n\
+         via off\nforwarded_for delete\nclient_persistent_connections on\n\
+         server_persistent_connections on\n"
+    );
+    let conf_path = dir.path().join("squid.conf");
+    std::fs::write(&conf_path, conf).ok()?;
+    let child = Command::new(bin)
+        .arg("-N")
+        .arg("-f")
+        .arg(&conf_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    let proc = ProxyProc {
+        name: "squid",
+        addr,
+        child,
+        _dir: dir,
+    };
+    // Wait (bounded: 10 s) until it accepts.
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return Some(proc);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("squid did not start listening within 10 s; see its cache.log");
+    None
+}
+
+/// CPU time of a process so far: the sum over its threads of their on-CPU time from
+/// /proc/PID/task/TID/schedstat (nanoseconds). Threads that already ended are not counted; the
+/// measured processes keep their worker threads.
+fn proc_cpu(pid: u32) -> Duration {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Duration::ZERO;
+    };
+    let ns: u64 = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(ns)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+// ---------------------------------------------------------------- upstream and load
+
+async fn upstream() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind upstream");
+    let addr = l.local_addr().expect("upstream address");
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            s.set_nodelay(true).ok();
+            tokio::spawn(async move {
+                let svc = service_fn(|_req: Request<hyper::body::Incoming>| async {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(&BODY))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(s), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// `n` sequential requests on one keep-alive connection to `conn_to`; each request's latency.
+async fn one_conn(conn_to: SocketAddr, uri: String, n: usize) -> Vec<Duration> {
+    let s = TcpStream::connect(conn_to).await.expect("connect");
+    s.set_nodelay(true).ok();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let req = Request::builder()
+            .uri(uri.as_str())
+            .header("host", "bench")
+            .body(Empty::<Bytes>::new())
+            .expect("request");
+        sender.ready().await.expect("connection ready");
+        let resp = sender.send_request(req).await.expect("response");
+        assert_eq!(resp.status(), 200, "through {conn_to}");
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(body.len(), BODY.len());
+        lat.push(t0.elapsed());
+    }
+    lat
+}
+
+/// One measurement: requests per second, sorted latencies, CPU of the proxy per request.
+struct Run {
+    rps: f64,
+    lat: Vec<Duration>,
+    cpu_per_req: Option<Duration>,
+}
+
+/// `total` requests over `conns` connections at once (each sequential) to `conn_to`.
+async fn load(conn_to: SocketAddr, uri: &str, conns: usize, total: usize, pid: Option<u32>) -> Run {
+    let cpu0 = pid.map(proc_cpu);
+    let t = Instant::now();
+    let per = total / conns;
+    let tasks: Vec<_> = (0..conns)
+        .map(|_| tokio::spawn(one_conn(conn_to, uri.to_string(), per)))
+        .collect();
+    let mut lat = Vec::with_capacity(total);
+    for task in tasks {
+        lat.extend(task.await.expect("load task"));
+    }
+    let elapsed = t.elapsed();
+    let cpu_per_req = pid
+        .zip(cpu0)
+        .map(|(p, c0)| proc_cpu(p).saturating_sub(c0) / lat.len() as u32);
+    lat.sort();
+    Run {
+        rps: lat.len() as f64 / elapsed.as_secs_f64(),
+        lat,
+        cpu_per_req,
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Medians over rounds of one target at one concurrency.
+#[derive(Default)]
+struct Figures {
+    rps: Vec<f64>,
+    p50: Vec<f64>,
+    p99: Vec<f64>,
+    cpu: Vec<f64>,
+}
+
+impl Figures {
+    fn add(&mut self, r: &Run) {
+        self.rps.push(r.rps);
+        self.p50.push(us(percentile(&r.lat, 0.5)));
+        self.p99.push(us(percentile(&r.lat, 0.99)));
+        if let Some(c) = r.cpu_per_req {
+            self.cpu.push(us(c));
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing special: a quick pass
+    // either way is fine, the plan comes from the environment.
+    let plan = plan();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("bench runtime");
+    rt.block_on(async move {
+        let up = upstream().await;
+        let mut procs = vec![spawn_serve(up, &[]), spawn_run(up)];
+        match spawn_squid() {
+            Some(s) => procs.push(s),
+            None => eprintln!("squid: not found on PATH or in /usr/sbin; no squid column"),
+        }
+        let uri = format!("http://{up}/one-kib");
+        // Warm-up: a few requests through each (pooled upstream connections, lazy init).
+        for p in &procs {
+            load(p.addr, &uri, CONNS, CONNS * 20, None).await;
+        }
+        load(up, "/one-kib", CONNS, CONNS * 20, None).await;
+
+        let names: Vec<&str> = std::iter::once("direct")
+            .chain(procs.iter().map(|p| p.name))
+            .collect();
+        let mut seq: Vec<Figures> = names.iter().map(|_| Figures::default()).collect();
+        let mut par: Vec<Figures> = names.iter().map(|_| Figures::default()).collect();
+        let load_before = loadavg();
+        for _ in 0..plan.rounds {
+            seq[0].add(&load(up, "/one-kib", 1, plan.seq, None).await);
+            par[0].add(&load(up, "/one-kib", CONNS, plan.par, None).await);
+            for (i, p) in procs.iter().enumerate() {
+                let pid = Some(p.child.id());
+                seq[i + 1].add(&load(p.addr, &uri, 1, plan.seq, pid).await);
+                par[i + 1].add(&load(p.addr, &uri, CONNS, plan.par, pid).await);
+            }
+        }
+        let load_after = loadavg();
+
+        println!(
+            "\n{} rounds; 1 conn: {} requests, {CONNS} conns: {} requests; 1 KiB bodies; \
+             load average before {load_before}, after {load_after}; {} CPUs\n",
+            plan.rounds,
+            plan.seq,
+            plan.par,
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+        println!("| path | conns | req/s | p50 µs | p99 µs | added p50 µs | proxy CPU/req µs |");
+        println!("|---|---|---|---|---|---|---|");
+        for (figs, conns) in [(&seq, 1), (&par, CONNS)] {
+            let direct_p50 = median(figs[0].p50.clone());
+            for (name, f) in names.iter().zip(figs.iter()) {
+                let p50 = median(f.p50.clone());
+                let cpu = if f.cpu.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.1}", median(f.cpu.clone()))
+                };
+                println!(
+                    "| {name} | {conns} | {:.0} | {p50:.0} | {:.0} | {} | {cpu} |",
+                    median(f.rps.clone()),
+                    median(f.p99.clone()),
+                    if *name == "direct" {
+                        "-".to_string()
+                    } else {
+                        format!("{:+.0}", p50 - direct_p50)
+                    },
+                );
+            }
+        }
+        drop(procs);
+    });
+}
