@@ -329,6 +329,18 @@ async fn run_once(
     code
 }
 
+/// Print one line of a running server's start-up report to stdout. A reader that has gone away (a
+/// pipe closed after the first line, `forge run | head -1`) must not stop the server, and
+/// `println!` panics on a broken pipe: so write errors are ignored here.
+fn announce(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_fmt(line)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+}
+
 async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
     let server = match runner
         .serve_a2a(ServeOptions {
@@ -348,28 +360,30 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
         }
     };
     let url = &server.url;
-    println!(
+    announce(format_args!(
         "forge: serving agent {} over A2A on {url} (card: {url}.well-known/agent-card.json)",
         runner.agent_id()
-    );
+    ));
     if let Some(p) = server.probe_addr {
-        println!("forge: probes (/healthz, /readyz) on http://{p}/");
+        announce(format_args!(
+            "forge: probes (/healthz, /readyz) on http://{p}/"
+        ));
     }
     match (&server.token, &server.token_origin) {
-        (Some(_), Some(TokenOrigin::Env)) => {
-            println!("forge: bearer token required (the one in FORGE_RUNTIME_TOKEN)")
-        }
-        (Some(t), Some(TokenOrigin::File(path))) => println!(
+        (Some(_), Some(TokenOrigin::Env)) => announce(format_args!(
+            "forge: bearer token required (the one in FORGE_RUNTIME_TOKEN)"
+        )),
+        (Some(t), Some(TokenOrigin::File(path))) => announce(format_args!(
             "forge: bearer token required (from {}): {t}",
             path.display()
-        ),
+        )),
         _ => {}
     }
     // The agent's egress proxy (running when cli_execute, a script tool, an MCP stdio server or
     // the browser uses it): the address its children get as HTTP_PROXY, printed so that an
     // operator (and the proxy bench) can find it.
     if let Some(p) = runner.proxy_addr() {
-        println!("forge: egress proxy on http://{p}");
+        announce(format_args!("forge: egress proxy on http://{p}"));
     }
     crate::signals::wait_for_shutdown().await;
     let grace = runner.drain_grace();
