@@ -36,16 +36,19 @@ const DROP_PAUSE: Duration = Duration::from_millis(50);
 
 pub(crate) struct Drag;
 
-/// `{"ref": ..}` for a ref like `e12`/`f1e3`, else `{"selector": ..}`.
+/// `{"ref": ..}` for a ref like `e12`/`f1e3`/`f2f1e3` (a frame inside a frame), else
+/// `{"selector": ..}`.
 fn locator(s: &str) -> Value {
     let s = s.trim();
-    let body = s
-        .strip_prefix('f')
-        .and_then(|r| {
-            let digits = r.chars().take_while(char::is_ascii_digit).count();
-            (digits > 0).then(|| &r[digits..])
-        })
-        .unwrap_or(s);
+    let mut body = s;
+    // Each `f<digits>` is one frame level; at most as many levels as the ref has characters.
+    while let Some(rest) = body.strip_prefix('f') {
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        if digits == 0 {
+            break;
+        }
+        body = &rest[digits..];
+    }
     let is_ref = body
         .strip_prefix('e')
         .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
@@ -698,6 +701,8 @@ mod tests {
     fn refs_and_selectors_are_told_apart() {
         assert_eq!(locator("e12"), json!({"ref": "e12"}));
         assert_eq!(locator(" f2e7 "), json!({"ref": "f2e7"}));
+        assert_eq!(locator("f2f1e3"), json!({"ref": "f2f1e3"}));
+        assert_eq!(locator("f2fe3"), json!({"selector": "f2fe3"}));
         assert_eq!(locator("#list li"), json!({"selector": "#list li"}));
         assert_eq!(locator("e"), json!({"selector": "e"}));
         assert_eq!(locator("fe3"), json!({"selector": "fe3"}));
