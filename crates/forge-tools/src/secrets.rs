@@ -107,6 +107,10 @@ impl Secret {
     }
 }
 
+/// The shortest start of a secret value that [`Secrets::redact_cut`] treats as the value cut in
+/// two: shorter tails are too likely to be ordinary text ending with the same letters.
+pub const CUT_PREFIX: usize = 3;
+
 /// Who is told when a secret is used (the runtime's audit log): name, origin, tool.
 pub trait SecretUseSink: Send + Sync {
     fn used(&self, task_id: Option<&str>, name: &str, origin: &str, tool: &str);
@@ -192,6 +196,33 @@ impl Secrets {
         out
     }
 
+    /// `text` that was cut at a length limit, redacted: every whole value as in [`Self::redact`],
+    /// and also a value cut in two by the limit (`text` ends with the first [`CUT_PREFIX`] or
+    /// more characters of a value), whose start is replaced by `(secret NAME, cut)`. A tool that
+    /// cuts text should redact before cutting; this is for text cut where it is read (an HTTP
+    /// body read up to its byte cap).
+    pub fn redact_cut<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let out = self.redact(text);
+        for &i in &self.inner.by_len {
+            let s = &self.inner.list[i];
+            let v = s.value.expose();
+            // Proper prefixes of the value, longest first, on character boundaries.
+            let cut = v
+                .char_indices()
+                .map(|(at, _)| at)
+                .skip(CUT_PREFIX)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .find(|&at| out.ends_with(&v[..at]));
+            if let Some(at) = cut {
+                let keep = out.len() - at;
+                return Cow::Owned(format!("{}(secret {}, cut)", &out[..keep], s.name));
+            }
+        }
+        out
+    }
+
     /// Redact every string inside `v` (keys included).
     pub fn redact_json(&self, v: &mut Value) {
         if self.is_empty() {
@@ -265,6 +296,19 @@ mod tests {
         let shown = format!("{one} {:?}", Secrets::new(vec![s], None));
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("pw"), "{shown}");
+    }
+
+    #[test]
+    fn redact_cut_hides_a_value_cut_in_two_at_the_end() {
+        let secrets = Secrets::new(
+            vec![secret("pw", "hunter2-long", &["https://a.example"], &[])],
+            None,
+        );
+        assert_eq!(secrets.redact_cut("x hunter2-lo"), "x (secret pw, cut)");
+        assert_eq!(secrets.redact_cut("a hunter2-long b"), "a (secret pw) b");
+        // Shorter than CUT_PREFIX: ordinary text.
+        assert_eq!(secrets.redact_cut("the hu"), "the hu");
+        assert_eq!(secrets.redact_cut("the hun"), "the (secret pw, cut)");
     }
 
     #[test]

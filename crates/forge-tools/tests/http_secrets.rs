@@ -164,3 +164,38 @@ fn bound_origin_of_a_url_has_its_default_port() {
     let o = BoundOrigin::of_url("https://Portal.Example.com/login").expect("origin");
     assert_eq!(o.to_string(), "https://portal.example.com:443");
 }
+
+#[tokio::test]
+async fn a_secret_cut_in_two_by_max_bytes_shows_none_of_its_start() {
+    let bound = site(None);
+    let uses = Arc::new(Uses::default());
+    let (ctx, _d) = ctx(&[bound.port()], bound.port(), uses);
+    let args = |max: Option<usize>| {
+        let mut a = json!({"url": format!("http://127.0.0.1:{}/api", bound.port()),
+                           "headers": {"Authorization": "Bearer {{secret:crm_token}}"}});
+        if let Some(m) = max {
+            a["max_bytes"] = json!(m);
+        }
+        a
+    };
+    HttpRequest
+        .execute(&ctx, args(None))
+        .await
+        .expect("first request");
+    // The body is "seen: " and the request head, which holds the value: cut 8 bytes into it.
+    let head = bound
+        .requests
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .first()
+        .map(|r| r.head.clone())
+        .expect("the server saw the first request");
+    let at = "seen: ".len() + head.find(VALUE).expect("the value in the head");
+    let out = HttpRequest
+        .execute(&ctx, args(Some(at + 8)))
+        .await
+        .expect("second request");
+    assert!(out.text.contains("body cut at"), "{}", out.text);
+    assert!(!out.text.contains(&VALUE[..8]), "{}", out.text);
+    assert!(out.text.contains("(secret crm_token, cut)"), "{}", out.text);
+}

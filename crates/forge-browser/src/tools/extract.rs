@@ -67,7 +67,13 @@ impl BrowserAction for Extract {
                 other => failed(format!("extract failed: {other}")),
             });
         }
-        let content = v.get("content").and_then(Value::as_str).unwrap_or("");
+        // Secrets are replaced by their names before the text is cut into chunks, so a value is
+        // never split across the cut (the call path's redactor sees whole values only).
+        let content = cx
+            .ctx
+            .secrets
+            .redact(v.get("content").and_then(Value::as_str).unwrap_or(""))
+            .into_owned();
         let max = input
             .get("max_chars")
             .and_then(Value::as_u64)

@@ -375,7 +375,14 @@ impl Tool for HttpRequest {
         let body_text = if reply.body.is_empty() {
             String::new()
         } else if is_textual(&content_type) || std::str::from_utf8(&reply.body).is_ok() {
-            String::from_utf8_lossy(&reply.body).into_owned()
+            let text = String::from_utf8_lossy(&reply.body);
+            if reply.truncated {
+                // A secret the server echoed may be cut in two by max_bytes: the call path's
+                // redactor sees only whole values, so the cut start is hidden here.
+                ctx.secrets.redact_cut(&text).into_owned()
+            } else {
+                text.into_owned()
+            }
         } else {
             format!(
                 "[binary body: {} bytes of {content_type}; not shown]",
