@@ -10,13 +10,20 @@
 //! - forge, near start: 20 clicks in a row on the same field (the pointer already there);
 //! - bare CDP, in the same browser (a session of its own): one move straight to the field's
 //!   centre, press, release (each awaited), then `Accessibility.getFullAXTree` (a bare
-//!   observation).
+//!   observation);
+//! - agent-browser (Vercel Labs' CLI), only when `AGENT_BROWSER` names its binary (never needed by
+//!   tests or CI): the same page from the same loopback server, `open <url>` untimed, then timed
+//!   `click "#name"` followed by `snapshot` (two CLI calls, as an agent makes them: its click ->
+//!   observation). Far start: a fresh `--session` (a new browser) every run; near start: 20 in
+//!   a row in one session. Its browser is `AGENT_BROWSER_EXECUTABLE_PATH` if set, else
+//!   /usr/bin/chromium; its state (sockets, config) lives in a temp HOME.
 // Printing is allowed here (a figures run: its results are its output).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chromiumoxide::cdp::browser_protocol::accessibility::GetFullAxTreeParams;
 use chromiumoxide::cdp::browser_protocol::input::{
@@ -36,6 +43,93 @@ fn median(v: &mut [f64]) -> f64 {
         return 0.0;
     }
     v[v.len() / 2]
+}
+
+/// One agent-browser CLI call in `session`: its stdout, or why it failed. Bounded: a call that
+/// has not answered in 60 s is an error (the waiting thread is left behind; the run ends soon).
+fn ab(bin: &Path, home: &Path, session: &str, args: &[&str]) -> Result<String, String> {
+    let chromium = std::env::var("AGENT_BROWSER_EXECUTABLE_PATH")
+        .unwrap_or_else(|_| "/usr/bin/chromium".to_string());
+    let child = Command::new(bin)
+        .arg("--session")
+        .arg(session)
+        .args(args)
+        .env("HOME", home)
+        .env("AGENT_BROWSER_EXECUTABLE_PATH", chromium)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(60))
+        .map_err(|_| format!("agent-browser {args:?} did not answer in 60 s"))?
+        .map_err(|e| format!("agent-browser {args:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "agent-browser {args:?} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// agent-browser's click -> observation (`click "#name"`, then `snapshot`), in ms, far start
+/// (a fresh session each run) and near start (one session), each checked: the snapshot must list
+/// the field and, after each leg, the field must hold the focus (the click took effect).
+fn agent_browser_leg(bin: &Path, url: &str) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let home = tempfile::tempdir().map_err(|e| format!("temp HOME: {e}"))?;
+    let home = home.path();
+    let timed = |session: &str| -> Result<f64, String> {
+        let t = Instant::now();
+        ab(bin, home, session, &["click", "#name"])?;
+        let snap = ab(bin, home, session, &["snapshot"])?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        if !snap.contains("textbox \"Full Name") {
+            return Err(format!("agent-browser's snapshot lacks the field: {snap}"));
+        }
+        Ok(ms)
+    };
+    let focused = |session: &str| -> Result<(), String> {
+        let id = ab(bin, home, session, &["eval", "document.activeElement.id"])?;
+        if id.trim() != "\"name\"" {
+            return Err(format!(
+                "after agent-browser's clicks the focus is on {id:?}, not #name"
+            ));
+        }
+        Ok(())
+    };
+    let run = || -> Result<(Vec<f64>, Vec<f64>), String> {
+        let (mut far, mut near) = (Vec::new(), Vec::new());
+        // Warm-up (the binary, Chromium's first start, caches).
+        ab(bin, home, "abwarm", &["open", url])?;
+        timed("abwarm")?;
+        ab(bin, home, "abwarm", &["close"])?;
+        for i in 0..RUNS {
+            let session = format!("abfar{i}");
+            ab(bin, home, &session, &["open", url])?;
+            far.push(timed(&session)?);
+            focused(&session)?;
+            ab(bin, home, &session, &["close"])?;
+        }
+        ab(bin, home, "abnear", &["open", url])?;
+        timed("abnear")?;
+        for _ in 0..RUNS {
+            near.push(timed("abnear")?);
+        }
+        focused("abnear")?;
+        Ok((far, near))
+    };
+    let result = run();
+    // Every session's browser and daemon go, whatever happened above.
+    let _ = ab(bin, home, "abnear", &["close", "--all"]);
+    result
 }
 
 fn main() {
@@ -61,6 +155,7 @@ fn main() {
         return;
     };
     let url = server.url("/fill-form.html");
+    let url_ab = url.clone();
     let tool = |name: &str| -> Arc<dyn Tool> {
         browser_tools(b.manager.clone(), BrowserToolOptions::default())
             .into_iter()
@@ -142,6 +237,10 @@ fn main() {
         }
         (far, near, bare)
     });
+    let load_ab = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let agent_browser = std::env::var_os("AGENT_BROWSER")
+        .map(PathBuf::from)
+        .map(|bin| agent_browser_leg(&bin, &url_ab));
     println!("load average at the start: {}", load.trim());
     println!();
     println!("| click -> observation, fill-form.html `#name` (median of {RUNS}) | ms |");
@@ -158,4 +257,23 @@ fn main() {
         "| bare CDP: one move, press, release, then Accessibility.getFullAXTree | {:.1} |",
         median(&mut bare.clone())
     );
+    match agent_browser {
+        None => println!("(agent-browser: not measured; set AGENT_BROWSER to its binary)"),
+        Some(Err(e)) => println!("(agent-browser failed: {e})"),
+        Some(Ok((far, near))) => {
+            println!(
+                "| agent-browser, a fresh session each run: `click \"#name\"` then `snapshot` | {:.1} |",
+                median(&mut far.clone())
+            );
+            println!(
+                "| agent-browser, the same session, 20 in a row | {:.1} |",
+                median(&mut near.clone())
+            );
+            println!();
+            println!(
+                "load average before the agent-browser leg: {}",
+                load_ab.trim()
+            );
+        }
+    }
 }
