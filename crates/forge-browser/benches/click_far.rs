@@ -15,7 +15,8 @@
 //!   tests or CI): the same page from the same loopback server, `open <url>` untimed, then timed
 //!   `click "#name"` followed by `snapshot` (two CLI calls, as an agent makes them: its click ->
 //!   observation). Far start: a fresh `--session` (a new browser) every run; near start: 20 in
-//!   a row in one session. Its browser is `AGENT_BROWSER_EXECUTABLE_PATH` if set, else
+//!   a row in one session; far start in a warm session: `mouse move 0 0` (untimed) before each
+//!   of 20 more in that session. Its browser is `AGENT_BROWSER_EXECUTABLE_PATH` if set, else
 //!   /usr/bin/chromium; its state (sockets, config) lives in a temp HOME.
 // Printing is allowed here (a figures run: its results are its output).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -83,7 +84,7 @@ fn ab(bin: &Path, home: &Path, session: &str, args: &[&str]) -> Result<String, S
 /// agent-browser's click -> observation (`click "#name"`, then `snapshot`), in ms, far start
 /// (a fresh session each run) and near start (one session), each checked: the snapshot must list
 /// the field and, after each leg, the field must hold the focus (the click took effect).
-fn agent_browser_leg(bin: &Path, url: &str) -> Result<(Vec<f64>, Vec<f64>), String> {
+fn agent_browser_leg(bin: &Path, url: &str) -> Result<[Vec<f64>; 3], String> {
     let home = tempfile::tempdir().map_err(|e| format!("temp HOME: {e}"))?;
     let home = home.path();
     let timed = |session: &str| -> Result<f64, String> {
@@ -105,8 +106,8 @@ fn agent_browser_leg(bin: &Path, url: &str) -> Result<(Vec<f64>, Vec<f64>), Stri
         }
         Ok(())
     };
-    let run = || -> Result<(Vec<f64>, Vec<f64>), String> {
-        let (mut far, mut near) = (Vec::new(), Vec::new());
+    let run = || -> Result<[Vec<f64>; 3], String> {
+        let (mut far, mut near, mut corner) = (Vec::new(), Vec::new(), Vec::new());
         // Warm-up (the binary, Chromium's first start, caches).
         ab(bin, home, "abwarm", &["open", url])?;
         timed("abwarm")?;
@@ -124,7 +125,13 @@ fn agent_browser_leg(bin: &Path, url: &str) -> Result<(Vec<f64>, Vec<f64>), Stri
             near.push(timed("abnear")?);
         }
         focused("abnear")?;
-        Ok((far, near))
+        for _ in 0..RUNS {
+            // Far start in a warm session: the pointer sent to the top-left corner, untimed.
+            ab(bin, home, "abnear", &["mouse", "move", "0", "0"])?;
+            corner.push(timed("abnear")?);
+        }
+        focused("abnear")?;
+        Ok([far, near, corner])
     };
     let result = run();
     // Every session's browser and daemon go, whatever happened above.
@@ -260,7 +267,7 @@ fn main() {
     match agent_browser {
         None => println!("(agent-browser: not measured; set AGENT_BROWSER to its binary)"),
         Some(Err(e)) => println!("(agent-browser failed: {e})"),
-        Some(Ok((far, near))) => {
+        Some(Ok([far, near, corner])) => {
             println!(
                 "| agent-browser, a fresh session each run: `click \"#name\"` then `snapshot` | {:.1} |",
                 median(&mut far.clone())
@@ -268,6 +275,10 @@ fn main() {
             println!(
                 "| agent-browser, the same session, 20 in a row | {:.1} |",
                 median(&mut near.clone())
+            );
+            println!(
+                "| agent-browser, the same session, pointer moved to 0,0 first (untimed) | {:.1} |",
+                median(&mut corner.clone())
             );
             println!();
             println!(
