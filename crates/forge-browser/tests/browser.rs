@@ -4,13 +4,13 @@
 // Printing is allowed here (test output: skip notices and diagnostics).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use forge_browser::{browser_tools, BrowserToolOptions};
 use forge_testkit::browser::*;
 use forge_testkit::site::{Request, Response, Site};
-use forge_tools::{Tool, ToolContext, ToolError};
+use forge_tools::{ToolContext, ToolError};
 use serde_json::{json, Value};
 
 struct Fixture {
@@ -196,19 +196,8 @@ fn fixture() -> Option<&'static Fixture> {
 }
 
 impl Fixture {
-    fn tool(&self, name: &str) -> Arc<dyn Tool> {
-        browser_tools(self.b.manager.clone(), BrowserToolOptions::default())
-            .into_iter()
-            .find(|t| t.name() == name)
-            .expect("tool exists")
-    }
-
     fn call(&self, session: &str, name: &str, input: Value) -> Result<String, ToolError> {
-        let ctx = ToolContext::new(session, self.b.files.path());
-        let tool = self.tool(name);
-        self.b
-            .rt
-            .block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
+        self.b.run_tool(&self.b.context(session), name, input)
     }
 
     fn ok(&self, session: &str, name: &str, input: Value) -> String {

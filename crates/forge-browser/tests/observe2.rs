@@ -6,10 +6,9 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use forge_browser::{browser_tools, BrowserToolOptions};
 use forge_testkit::browser::*;
 use forge_testkit::site::{Request, Response, Site};
-use forge_tools::{ToolContext, ToolError};
+use forge_tools::ToolError;
 use serde_json::{json, Value};
 
 struct Fixture {
@@ -158,14 +157,7 @@ fn fixture() -> Option<&'static Fixture> {
 
 impl Fixture {
     fn call(&self, session: &str, name: &str, input: Value) -> Result<String, ToolError> {
-        let ctx = ToolContext::new(session, self.b.files.path());
-        let tool = browser_tools(self.b.manager.clone(), BrowserToolOptions::default())
-            .into_iter()
-            .find(|t| t.name() == name)
-            .expect("tool exists");
-        self.b
-            .rt
-            .block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
+        self.b.run_tool(&self.b.context(session), name, input)
     }
 
     fn ok(&self, session: &str, name: &str, input: Value) -> String {

@@ -6,10 +6,9 @@
 
 use std::sync::OnceLock;
 
-use forge_browser::{browser_tools, BrowserToolOptions};
 use forge_testkit::browser::*;
 use forge_testkit::site::{Request, Response, Site};
-use forge_tools::{BoundOrigin, Secret, SecretValue, Secrets, ToolContext, ToolError};
+use forge_tools::{BoundOrigin, Secret, SecretValue, Secrets, ToolError};
 use serde_json::{json, Value};
 
 const USER: &str = "alice.k7q";
@@ -95,15 +94,9 @@ impl Fixture {
     }
 
     fn call(&self, session: &str, name: &str, input: Value) -> Result<String, ToolError> {
-        let mut ctx = ToolContext::new(session, self.b.files.path());
+        let mut ctx = self.b.context(session);
         ctx.secrets = self.secrets();
-        let tool = browser_tools(self.b.manager.clone(), BrowserToolOptions::default())
-            .into_iter()
-            .find(|t| t.name() == name)
-            .expect("tool exists");
-        self.b
-            .rt
-            .block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
+        self.b.run_tool(&ctx, name, input)
     }
 
     fn ok(&self, session: &str, name: &str, input: Value) -> String {

@@ -2,12 +2,11 @@
 //! against loopback pages written for these tests. One Chromium is shared by the tests in this
 //! file (each test uses its own session key, so its own browser context).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use forge_browser::{browser_tools, BrowserToolOptions};
 use forge_testkit::browser::*;
 use forge_testkit::site::{Request, Response, Site};
-use forge_tools::{Tool, ToolContext, ToolError};
+use forge_tools::ToolError;
 use serde_json::{json, Value};
 
 struct Fixture {
@@ -151,19 +150,8 @@ fn fixture() -> Option<&'static Fixture> {
 }
 
 impl Fixture {
-    fn tool(&self, name: &str) -> Arc<dyn Tool> {
-        browser_tools(self.b.manager.clone(), BrowserToolOptions::default())
-            .into_iter()
-            .find(|t| t.name() == name)
-            .expect("tool exists")
-    }
-
     fn call(&self, session: &str, name: &str, input: Value) -> Result<String, ToolError> {
-        let ctx = ToolContext::new(session, self.b.files.path());
-        let tool = self.tool(name);
-        self.b
-            .rt
-            .block_on(async { tool.execute(&ctx, input).await.map(|o| o.text) })
+        self.b.run_tool(&self.b.context(session), name, input)
     }
 
     fn ok(&self, session: &str, name: &str, input: Value) -> String {

@@ -11,10 +11,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Once};
 
-use forge_browser::{BrowserConfig, BrowserManager, RefusalLog};
+use forge_browser::{browser_tools, BrowserConfig, BrowserManager, BrowserToolOptions, RefusalLog};
 use forge_egress::confine::NsKind;
 use forge_egress::policy::EgressPolicy;
 use forge_egress::proxy::{EgressProxy, ProxyHandle, ProxyOptions};
+use forge_tools::{ToolContext, ToolError};
+use serde_json::Value;
 
 /// The real egress proxy allowlisting exactly `entries`, with a refusal log as its observer.
 pub async fn proxy(entries: &[String]) -> (SocketAddr, ProxyHandle, RefusalLog) {
@@ -135,6 +137,29 @@ impl Shared {
             files,
             tmp,
         })
+    }
+}
+
+impl Shared {
+    /// A tool context for `session` whose files dir is this fixture's.
+    pub fn context(&self, session: &str) -> ToolContext {
+        ToolContext::new(session, self.files.path())
+    }
+
+    /// Run the browser tool `name` (default options) with `input` in `ctx` on this fixture's
+    /// runtime: the tool's text, or its error. Panics when there is no such tool (a test typo).
+    pub fn run_tool(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        input: Value,
+    ) -> Result<String, ToolError> {
+        let tool = browser_tools(self.manager.clone(), BrowserToolOptions::default())
+            .into_iter()
+            .find(|t| t.name() == name)
+            .unwrap_or_else(|| panic!("no browser tool {name}"));
+        self.rt
+            .block_on(async { tool.execute(ctx, input).await.map(|o| o.text) })
     }
 }
 
