@@ -38,6 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use forge_egress::policy::EgressPolicy;
 use forge_egress::proxy::{EgressProxy, ProxyLimits, ProxyOptions};
+use forge_testkit::squid::proc_cpu;
 
 const ENV_CHILD: &str = "FORGE_PROXY_BENCH_CHILD";
 const ENV_ALLOW: &str = "FORGE_PROXY_BENCH_ALLOW";
@@ -123,6 +124,17 @@ impl Drop for ProxyProc {
     }
 }
 
+/// squid (testkit's reference proxy) as a measured proxy process.
+fn spawn_squid() -> Option<ProxyProc> {
+    let sq = forge_testkit::squid::start()?;
+    Some(ProxyProc {
+        name: "squid",
+        addr: sq.addr,
+        child: sq.child,
+        _dir: Some(sq.dir),
+    })
+}
+
 fn spawn_forge(entries: &[String]) -> ProxyProc {
     let exe = std::env::current_exe().expect("bench binary path");
     let mut child = Command::new(exe)
@@ -147,81 +159,6 @@ fn spawn_forge(entries: &[String]) -> ProxyProc {
         child,
         _dir: None,
     }
-}
-
-fn squid_binary() -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([std::path::PathBuf::from("/usr/sbin")])
-        .map(|d| d.join("squid"))
-        .find(|p| p.is_file())
-}
-
-/// squid on a temporary config: one process, no cache, no access log, keep-alive both sides.
-fn spawn_squid() -> Option<ProxyProc> {
-    let bin = squid_binary()?;
-    let dir = tempfile::tempdir().ok()?;
-    // squid drops to its own user when started as root: let it write its pid and cache.log here.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).ok()?;
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
-    let d = dir.path().display();
-    let conf = format!(
-        "http_port 127.0.0.1:{port}\nhttp_access allow all\ncache deny all\ncache_mem 8 MB\n\
-         access_log none\ncache_store_log none\ncache_log {d}/cache.log\npid_filename {d}/squid.pid\n\
-         coredump_dir {d}\nmax_filedescriptors 16384\nworkers 1\nshutdown_lifetime 0 seconds\n\
-         via off\nforwarded_for delete\nclient_persistent_connections on\n\
-         server_persistent_connections on\n"
-    );
-    let conf_path = dir.path().join("squid.conf");
-    std::fs::write(&conf_path, conf).ok()?;
-    let child = Command::new(bin)
-        .arg("-N")
-        .arg("-f")
-        .arg(&conf_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
-    let proc = ProxyProc {
-        name: "squid",
-        addr,
-        child,
-        _dir: Some(dir),
-    };
-    // Wait (bounded: 10 s) until it accepts.
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(addr).is_ok() {
-            return Some(proc);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    eprintln!("squid did not start listening within 10 s; see its cache.log");
-    None
-}
-
-/// CPU time of a process so far: the sum over its threads of the time on CPU from
-/// /proc/PID/task/TID/schedstat (nanoseconds; /proc/PID/stat only counts 10 ms ticks). Threads that
-/// already ended are not counted; the measured processes keep their threads.
-fn proc_cpu(pid: u32) -> Duration {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Duration::ZERO;
-    };
-    let ns: u64 = tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    Duration::from_nanos(ns)
 }
 
 /// Resident set size of a process in KiB, from /proc/PID/status.

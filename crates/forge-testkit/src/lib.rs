@@ -14,6 +14,8 @@
 //! - browser (browser.rs, feature `browser`): the real egress proxy and a `BrowserManager` on it,
 //!   the shared per-binary browser fixture (its Chromium and temp dirs gone at process exit),
 //!   confinement gates and a process-table probe.
+//! - squid (squid.rs, feature `squid`): squid started as a reference proxy for the proxy benches
+//!   (never a test dependency) and a process's on-CPU time.
 //! - cli (cli.rs, feature `cli`): `forge` command builders with a hermetic environment
 //!   ([`forge!`], [`forge_assert!`]).
 //!
@@ -34,6 +36,8 @@ pub mod cli;
 pub mod llm;
 #[cfg(feature = "pg")]
 pub mod pg;
+#[cfg(feature = "squid")]
+pub mod squid;
 
 #[cfg(feature = "browser")]
 pub use gates::require_browser;
