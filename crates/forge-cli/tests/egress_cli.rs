@@ -193,14 +193,15 @@ fn upstream() -> u16 {
         .port()
 }
 
-#[test]
-fn serve_proxies_allowed_requests_refuses_others_and_stops_on_sigterm() {
-    let up = upstream();
-    let cwd = tempfile::tempdir().unwrap();
+/// `forge egress serve` (with `flags`) allowing the upstream on port `up`, started in `cwd`: the
+/// child (stdout's first line read, stderr piped) and the proxy address it printed.
+fn spawn_serve(cwd: &std::path::Path, flags: &[&str], up: u16) -> (std::process::Child, String) {
     let mut child = Command::cargo_bin("forge")
         .unwrap()
-        .current_dir(cwd.path())
-        .args(["egress", "serve", "--allow", &format!("127.0.0.1:{up}")])
+        .current_dir(cwd)
+        .args(["egress", "serve"])
+        .args(flags)
+        .args(["--allow", &format!("127.0.0.1:{up}")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -214,6 +215,14 @@ fn serve_proxies_allowed_requests_refuses_others_and_stops_on_sigterm() {
         .strip_prefix("proxy listening on http://")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_string();
+    (child, addr)
+}
+
+#[test]
+fn serve_proxies_allowed_requests_refuses_others_and_stops_on_sigterm() {
+    let up = upstream();
+    let cwd = tempfile::tempdir().unwrap();
+    let (mut child, addr) = spawn_serve(cwd.path(), &[], up);
 
     let exchange = |req: String| -> String {
         let mut s = TcpStream::connect(&addr).unwrap();
@@ -277,24 +286,7 @@ fn serve_proxies_allowed_requests_refuses_others_and_stops_on_sigterm() {
 fn serve_quiet_logs_refusals_only_and_writes_them_while_running() {
     let up = upstream();
     let cwd = tempfile::tempdir().unwrap();
-    let mut child = Command::cargo_bin("forge")
-        .unwrap()
-        .current_dir(cwd.path())
-        .args(["egress", "serve", "--quiet", "--allow"])
-        .arg(format!("127.0.0.1:{up}"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("proxy listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let (mut child, addr) = spawn_serve(cwd.path(), &["--quiet"], up);
     let (tx, rx) = std::sync::mpsc::channel();
     let stderr = child.stderr.take().unwrap();
     std::thread::spawn(move || {
