@@ -6,6 +6,7 @@
 use chromiumoxide::cdp::browser_protocol::input::{
     DispatchMouseEventParams, DispatchMouseEventType, MouseButton,
 };
+use chromiumoxide::cdp::browser_protocol::{dom, overlay};
 use chromiumoxide::Page;
 
 use crate::error::{failed, R};
@@ -192,6 +193,26 @@ pub(crate) async fn mouse(
         b = b.button(btn).buttons(buttons).click_count(count);
     }
     page.execute(b.build().map_err(failed)?).await?;
+    Ok(())
+}
+
+/// Ask the tab's renderer to dispatch mouse moves as they come instead of once per frame.
+///
+/// Chromium's renderer holds `mousemove`s until the next animation frame (rAF-aligned input)
+/// and merges moves queued together; a `mouseMoved` command is acknowledged only when its move
+/// has been dispatched, so each awaited move cost a frame (about 16 ms), and moves sent without
+/// waiting reached the page as one. With the Overlay domain enabled (it needs the DOM domain),
+/// Chromium turns that buffering off for the page (`SetNeedsUnbufferedInputForDebugger`: the
+/// DevTools front end needs input while paused), so every move reaches the page as its own
+/// `mousemove` when it arrives, and an awaited move costs a round trip to the renderer's main
+/// thread (about 1 ms). The page sees nothing else: the overlay draws nothing until asked, and
+/// the DOM domain tracks only nodes it is asked for (forge asks for none). Both stay on for the
+/// tab's life (Chromium restores them after a navigation). Best effort: if either is refused,
+/// moves are as before (correct, one frame slower each); the error is returned for the caller
+/// to ignore.
+pub(crate) async fn unbuffer(page: &Page) -> R<()> {
+    page.execute(dom::EnableParams::default()).await?;
+    page.execute(overlay::EnableParams::default()).await?;
     Ok(())
 }
 
