@@ -20,7 +20,8 @@
 //!   observation). Far start: a fresh `--session` (a new browser) every run; near start: 20 in
 //!   a row in one session; far start in a warm session: `mouse move 0 0` (untimed) before each
 //!   of 20 more in that session; far start in a fresh tab of the running browser (forge's far
-//!   start): `tab new <url>` (untimed) before each of 20 more, `tab close` after. Its browser is `AGENT_BROWSER_EXECUTABLE_PATH` if set, else
+//!   start): `tab new <url>` and `wait "#name"` (untimed) before each of 20 more, `tab
+//!   close` after. Its browser is `AGENT_BROWSER_EXECUTABLE_PATH` if set, else
 //!   /usr/bin/chromium; its state (sockets, config) lives in a temp HOME.
 // Printing is allowed here (a figures run: its results are its output).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -140,6 +141,9 @@ fn agent_browser_leg(bin: &Path, url: &str) -> Result<[Vec<f64>; 4], String> {
             // Far start in a fresh tab of the running browser (forge's far start): a new tab
             // on the page (untimed), the timed click and snapshot, then the tab closed.
             ab(bin, home, "abnear", &["tab", "new", url])?;
+            // `tab new` may answer before the page has loaded (forge's far leg waits for the
+            // load in its untimed navigation).
+            ab(bin, home, "abnear", &["wait", "#name"])?;
             tab.push(timed("abnear")?);
             focused("abnear")?;
             ab(bin, home, "abnear", &["tab", "close"])?;
