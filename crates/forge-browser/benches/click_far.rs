@@ -8,6 +8,9 @@
 //!   0,0, the top-left corner), navigated to the form untimed, then `browser_click` on the field
 //!   until its result (status and observation) is back;
 //! - forge, near start: 20 clicks in a row on the same field (the pointer already there);
+//! - forge, far start in a warm tab: in that same tab, 20 more, each after an untimed
+//!   `browser_hover` on the page's heading (`h1`, above the form), so the approach travels from
+//!   there (agent-browser's "pointer moved to 0,0 first" leg, in forge);
 //! - bare CDP, in the same browser (a session of its own): one move straight to the field's
 //!   centre, press, release (each awaited), then `Accessibility.getFullAXTree` (a bare
 //!   observation);
@@ -16,7 +19,9 @@
 //!   `click "#name"` followed by `snapshot` (two CLI calls, as an agent makes them: its click ->
 //!   observation). Far start: a fresh `--session` (a new browser) every run; near start: 20 in
 //!   a row in one session; far start in a warm session: `mouse move 0 0` (untimed) before each
-//!   of 20 more in that session. Its browser is `AGENT_BROWSER_EXECUTABLE_PATH` if set, else
+//!   of 20 more in that session; far start in a fresh tab of the running browser (forge's far
+//!   start): `tab new <url>` and `wait "#name"` (untimed) before each of 20 more, `tab
+//!   close` after. Its browser is `AGENT_BROWSER_EXECUTABLE_PATH` if set, else
 //!   /usr/bin/chromium; its state (sockets, config) lives in a temp HOME.
 // Printing is allowed here (a figures run: its results are its output).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -84,7 +89,7 @@ fn ab(bin: &Path, home: &Path, session: &str, args: &[&str]) -> Result<String, S
 /// agent-browser's click -> observation (`click "#name"`, then `snapshot`), in ms, far start
 /// (a fresh session each run) and near start (one session), each checked: the snapshot must list
 /// the field and, after each leg, the field must hold the focus (the click took effect).
-fn agent_browser_leg(bin: &Path, url: &str) -> Result<[Vec<f64>; 3], String> {
+fn agent_browser_leg(bin: &Path, url: &str) -> Result<[Vec<f64>; 4], String> {
     let home = tempfile::tempdir().map_err(|e| format!("temp HOME: {e}"))?;
     let home = home.path();
     let timed = |session: &str| -> Result<f64, String> {
@@ -106,8 +111,9 @@ fn agent_browser_leg(bin: &Path, url: &str) -> Result<[Vec<f64>; 3], String> {
         }
         Ok(())
     };
-    let run = || -> Result<[Vec<f64>; 3], String> {
-        let (mut far, mut near, mut corner) = (Vec::new(), Vec::new(), Vec::new());
+    let run = || -> Result<[Vec<f64>; 4], String> {
+        let (mut far, mut near, mut corner, mut tab) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         // Warm-up (the binary, Chromium's first start, caches).
         ab(bin, home, "abwarm", &["open", url])?;
         timed("abwarm")?;
@@ -131,7 +137,18 @@ fn agent_browser_leg(bin: &Path, url: &str) -> Result<[Vec<f64>; 3], String> {
             corner.push(timed("abnear")?);
         }
         focused("abnear")?;
-        Ok([far, near, corner])
+        for _ in 0..RUNS {
+            // Far start in a fresh tab of the running browser (forge's far start): a new tab
+            // on the page (untimed), the timed click and snapshot, then the tab closed.
+            ab(bin, home, "abnear", &["tab", "new", url])?;
+            // `tab new` may answer before the page has loaded (forge's far leg waits for the
+            // load in its untimed navigation).
+            ab(bin, home, "abnear", &["wait", "#name"])?;
+            tab.push(timed("abnear")?);
+            focused("abnear")?;
+            ab(bin, home, "abnear", &["tab", "close"])?;
+        }
+        Ok([far, near, corner, tab])
     };
     let result = run();
     // Every session's browser and daemon go, whatever happened above.
@@ -169,12 +186,16 @@ fn main() {
             .find(|t| t.name() == name)
             .unwrap_or_else(|| panic!("no tool {name}"))
     };
-    let (nav, click) = (tool("browser_navigate"), tool("browser_click"));
+    let (nav, click, hover) = (
+        tool("browser_navigate"),
+        tool("browser_click"),
+        tool("browser_hover"),
+    );
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let m = b.manager.clone();
     let files = b.files.path().to_path_buf();
-    let (far, near, bare) = b.rt.block_on(async move {
-        let (mut far, mut near, mut bare) = (Vec::new(), Vec::new(), Vec::new());
+    let (far, near, warm, bare) = b.rt.block_on(async move {
+        let (mut far, mut near, mut warm, mut bare) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         // Warm-up (Chromium's first page, caches).
         let ctx = ToolContext::new("warm", &files);
         nav.execute(&ctx, json!({"url": url})).await.expect("warm nav");
@@ -210,6 +231,20 @@ fn main() {
                 .expect("near click");
             near.push(t.elapsed().as_secs_f64() * 1000.0);
         }
+        // Far start in a warm tab (the field already focused, as in agent-browser's 0,0 leg):
+        // the pointer sent to the page's heading first (untimed `browser_hover`), then the click.
+        for _ in 0..RUNS {
+            hover
+                .execute(&ctx, json!({"selector": "h1"}))
+                .await
+                .expect("hover away");
+            let t = Instant::now();
+            click
+                .execute(&ctx, json!({"selector": "#name"}))
+                .await
+                .expect("warm far click");
+            warm.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
         let ctx = ToolContext::new("bare", &files);
         nav.execute(&ctx, json!({"url": url})).await.expect("nav");
         let page = m.active_page("bare").await.expect("bare page");
@@ -242,7 +277,7 @@ fn main() {
             bare.push(t.elapsed().as_secs_f64() * 1000.0);
             assert!(!tree.result.nodes.is_empty());
         }
-        (far, near, bare)
+        (far, near, warm, bare)
     });
     let load_ab = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let agent_browser = std::env::var_os("AGENT_BROWSER")
@@ -261,13 +296,17 @@ fn main() {
         median(&mut near.clone())
     );
     println!(
+        "| forge, the same tab, pointer moved to the page's heading first (untimed) | {:.1} |",
+        median(&mut warm.clone())
+    );
+    println!(
         "| bare CDP: one move, press, release, then Accessibility.getFullAXTree | {:.1} |",
         median(&mut bare.clone())
     );
     match agent_browser {
         None => println!("(agent-browser: not measured; set AGENT_BROWSER to its binary)"),
         Some(Err(e)) => println!("(agent-browser failed: {e})"),
-        Some(Ok([far, near, corner])) => {
+        Some(Ok([far, near, corner, tab])) => {
             println!(
                 "| agent-browser, a fresh session each run: `click \"#name\"` then `snapshot` | {:.1} |",
                 median(&mut far.clone())
@@ -279,6 +318,10 @@ fn main() {
             println!(
                 "| agent-browser, the same session, pointer moved to 0,0 first (untimed) | {:.1} |",
                 median(&mut corner.clone())
+            );
+            println!(
+                "| agent-browser, the same session, a new tab on the page first (untimed) | {:.1} |",
+                median(&mut tab.clone())
             );
             println!();
             println!(

@@ -6,6 +6,7 @@
 use chromiumoxide::cdp::browser_protocol::input::{
     DispatchMouseEventParams, DispatchMouseEventType, MouseButton,
 };
+use chromiumoxide::cdp::browser_protocol::{dom, overlay};
 use chromiumoxide::Page;
 
 use crate::error::{failed, R};
@@ -37,7 +38,8 @@ impl TargetBox {
 /// `quick` are the moves that bring the pointer just outside the target (sent without waiting
 /// for each other's ack; the page sees at least a move that ends outside the target). `paced`
 /// are the moves onto the target, each its own `mousemove` (each waits for the renderer's ack,
-/// which comes with the frame that dispatched it): the first one enters the target from
+/// which comes once the move is dispatched, so the next cannot merge with it): the first one
+/// enters the target from
 /// outside, so the last `mouseover` the page sees is a fresh one on the target, after a
 /// `mousemove` elsewhere (a jQuery UI 1.12 autocomplete replays a stale hover of a newly opened
 /// menu on the first `mousemove` after it: that move is now the one outside).
@@ -51,11 +53,11 @@ pub(crate) struct Approach {
 ///
 /// With the target's box: one move to just outside the box (3 px out where the straight line
 /// to `to` enters it; when the pointer rests inside the box, 4 px out through the nearest
-/// edge), then 1 px short of `to`, then `to`. The travel is one move: Chromium dispatches moves
-/// once per frame and merges moves queued together, so intermediate points sent without
-/// waiting never reached the page anyway, and waiting for each cost a frame per ~120 px (a
-/// click from a fresh tab's corner took 133 ms instead of 34; docs/benchmarks.md, "Click from
-/// a far start"). Without a box (text positions, scroll points, a drag's start): eased travel
+/// edge), then 1 px short of `to`, then `to`. The travel is one move (hover menus on the way are
+/// not crossed, as with a jump): while Chromium still dispatched moves once per frame (before
+/// [`unbuffer`]), waiting for each eased point cost a frame per ~120 px (a click from a fresh
+/// tab's corner took 133 ms instead of 34; docs/benchmarks.md, "Click from a far start").
+/// Without a box (text positions, scroll points, a drag's start): eased travel
 /// (about one point per 120 px, at most 8) then the two points on `to`.
 pub(crate) fn approach(from: (f64, f64), to: (f64, f64), target: Option<TargetBox>) -> Approach {
     let mut quick = Vec::new();
@@ -192,6 +194,26 @@ pub(crate) async fn mouse(
         b = b.button(btn).buttons(buttons).click_count(count);
     }
     page.execute(b.build().map_err(failed)?).await?;
+    Ok(())
+}
+
+/// Ask the tab's renderer to dispatch mouse moves as they come instead of once per frame.
+///
+/// Chromium's renderer holds `mousemove`s until the next animation frame (rAF-aligned input)
+/// and merges moves queued together; a `mouseMoved` command is acknowledged only when its move
+/// has been dispatched, so each awaited move cost a frame (about 16 ms), and moves sent without
+/// waiting reached the page as one. With the Overlay domain enabled (it needs the DOM domain),
+/// Chromium turns that buffering off for the page (`SetNeedsUnbufferedInputForDebugger`: the
+/// DevTools front end needs input while paused), so every move reaches the page as its own
+/// `mousemove` when it arrives, and an awaited move costs a round trip to the renderer's main
+/// thread (about 1 ms). The page sees nothing else: the overlay draws nothing until asked, and
+/// the DOM domain tracks only nodes it is asked for (forge asks for none). Both stay on for the
+/// tab's life (Chromium restores them after a navigation). Best effort: if either is refused,
+/// moves are as before (correct, one frame slower each); the error is returned for the caller
+/// to ignore.
+pub(crate) async fn unbuffer(page: &Page) -> R<()> {
+    page.execute(dom::EnableParams::default()).await?;
+    page.execute(overlay::EnableParams::default()).await?;
     Ok(())
 }
 

@@ -38,6 +38,9 @@ pub struct Tab {
     /// Where forge's pointer last was in this tab (viewport CSS px); the next pointer action
     /// moves from here. A new tab starts at the viewport's top-left corner.
     pub(crate) pointer: (f64, f64),
+    /// Whether forge asked this tab's renderer for unbuffered mouse input
+    /// ([`crate::pointer::unbuffer`]), once, before its first pointer move.
+    pub(crate) unbuffered: bool,
 }
 
 impl Drop for Tab {
@@ -518,6 +521,7 @@ impl SessionState {
             dialog_task,
             nav_task,
             pointer: (0.0, 0.0),
+            unbuffered: false,
         });
         id
     }

@@ -104,8 +104,9 @@ impl BrowserAction for Click {
         let mut watch = NavWatch::new(&page).await?;
         // The approach: the travel up to just outside the target's box sent at once (nothing
         // needs to see it point by point), then the moves onto the target each as its own
-        // `mousemove` (each waits for the renderer's ack, which comes with the next frame), all
-        // but the last, which goes with the press.
+        // `mousemove` (each waits for the renderer's ack, which comes once it is dispatched:
+        // about 1 ms with the tab's input unbuffered, `pointer::unbuffer`), all but the last,
+        // which goes with the press.
         let path = pointer::approach(cx.pointer_at(&page), (x, y), Cx::target_box(&info));
         let (last, lead) = match path.paced.split_last() {
             Some((l, lead)) => (Some(*l), lead),
@@ -140,7 +141,7 @@ impl BrowserAction for Click {
         };
         // The last move, then the presses and releases, sent together: the last move cannot
         // merge with the one before (that one was acknowledged, so already dispatched), Chromium
-        // keeps their order, and the page gets them without waiting for another frame.
+        // keeps their order, and a press flushes any move still queued before it.
         let mut events = Vec::new();
         if let Some((lx, ly)) = last {
             events.push((DispatchMouseEventType::MouseMoved, lx, ly, None, 0));

@@ -394,6 +394,7 @@ impl Cx<'_> {
         if held.is_some() {
             return self.move_along(page, points, held).await;
         }
+        self.unbuffer(page).await;
         let r = pointer::move_quick(page, points).await;
         if let Some(&last) = points.last() {
             self.set_pointer(page, last);
@@ -408,6 +409,7 @@ impl Cx<'_> {
         points: &[(f64, f64)],
         held: Option<MouseButton>,
     ) -> R<()> {
+        self.unbuffer(page).await;
         let r = pointer::move_along(page, points, held).await;
         // Even after a failure part way, the pointer is somewhere on the path; the end is the
         // best guess for the next move's start.
@@ -415,6 +417,25 @@ impl Cx<'_> {
             self.set_pointer(page, last);
         }
         r
+    }
+
+    /// Before the first pointer move in `page`'s tab: ask for unbuffered mouse input
+    /// ([`pointer::unbuffer`]: each move then reaches the page when sent, not at the next
+    /// frame). Once per tab; a refusal is not retried (moves then cost a frame each, as before).
+    pub(crate) async fn unbuffer(&mut self, page: &Page) {
+        let Some(tab) = self
+            .st
+            .tabs
+            .iter_mut()
+            .find(|t| t.page.target_id() == page.target_id())
+        else {
+            return;
+        };
+        if tab.unbuffered {
+            return;
+        }
+        tab.unbuffered = true;
+        let _ = pointer::unbuffer(page).await;
     }
 
     /// Where forge's pointer last was in `page`'s tab.
