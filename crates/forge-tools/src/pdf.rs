@@ -23,6 +23,11 @@
 //!   decodes nothing. Memory held is thus the input, at most `max_decoded_bytes` of decoded
 //!   content, and the parsed objects (at most `max_objects`); decode work is at most about twice
 //!   `max_decoded_bytes` (the scan, then the load).
+//! - **Text**: each page's content stream is read by a streaming reader (module `text`) that keeps a
+//!   bounded operand stack (64 operands, arrays of at most 65 536 elements, 256 saved states),
+//!   never the list of all operations (lopdf's `Content::decode` would hold some forty times the
+//!   content's size for a content of `q q q ...`). The text of all pages together is at most
+//!   [`PdfLimits::max_decoded_bytes`] (a ToUnicode map can turn one code into a long string).
 //! - **Encrypted files** are refused ([`PdfError::Encrypted`]) before parsing: the trailer's
 //!   `/Encrypt` key is found in the raw bytes (a trailer is never compressed).
 //! - **Panics** inside the parser are caught (`catch_unwind`) and become [`PdfError::Malformed`].
@@ -39,6 +44,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lopdf::{Document, LoadOptions, Object, ObjectId};
+
+mod text;
 
 /// Bounds on reading one PDF.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -519,16 +526,21 @@ fn load(bytes: &[u8], limits: &PdfLimits, stop: &Arc<AtomicBool>) -> Result<Docu
 fn extract(doc: &Document, limits: &PdfLimits, stop: &AtomicBool) -> Result<PdfText, PdfError> {
     let pages = doc.get_pages();
     let mut texts = Vec::with_capacity(pages.len().min(limits.max_objects));
-    for (&number, _) in pages.iter() {
+    // All pages' text together stays within max_decoded_bytes (a ToUnicode map can turn one
+    // code into a long string, so text is not bounded by content size alone).
+    let mut room = limits.max_decoded_bytes;
+    for &page_id in pages.values() {
         if stop.load(Ordering::Relaxed) {
             return Err(PdfError::Timeout(limits.timeout));
         }
-        let chunks = doc.extract_text_chunks_with_limit(&[number], limits.max_decoded_bytes);
-        let mut text = String::new();
-        for chunk in chunks.into_iter().flatten() {
-            text.push_str(&chunk);
-        }
-        texts.push(tidy(&text));
+        let text = tidy(&text::page_text(
+            doc,
+            page_id,
+            limits.max_decoded_bytes,
+            room,
+        ));
+        room -= text.len().min(room);
+        texts.push(text);
     }
     Ok(PdfText {
         title: title(doc),

@@ -49,8 +49,11 @@ pub fn chromium_two_page_pdf(bin: &Path, dir: &Path) -> Vec<u8> {
         &html,
         format!(
             "<!doctype html><html><head><meta charset=utf-8><title>{TITLE}</title></head><body>\
-             <p>{SENTENCE_A}</p><div style=\"break-before: page\"></div><p>{SENTENCE_B}</p>\
-             </body></html>"
+             <p>{}</p><div style=\"break-before: page\"></div><p>{SENTENCE_B}</p>\
+             </body></html>",
+            // One word in bold: a run of its own on the same line, which must still read as
+            // one sentence with single spaces.
+            SENTENCE_A.replace("three blue", "three <b>blue</b>")
         ),
     )
     .unwrap();
@@ -106,6 +109,10 @@ async fn chromium_pdf_reads_back_page_by_page_with_its_title() {
     assert_eq!(doc.title.as_deref(), Some(TITLE));
     assert_eq!(doc.page_count, 2);
     assert_eq!(doc.pages.len(), 2);
+    // Each sentence fits one line: the page's text is exactly it (the bold run joined with
+    // single spaces, no line break inside).
+    assert_eq!(doc.pages[0], SENTENCE_A);
+    assert_eq!(doc.pages[1], SENTENCE_B);
     let (p1, p2) = (squash(&doc.pages[0]), squash(&doc.pages[1]));
     assert!(p1.contains(SENTENCE_A), "page 1: {p1:?}");
     assert!(!p1.contains(SENTENCE_B), "page 1: {p1:?}");
@@ -711,12 +718,14 @@ async fn a_simple_type1_pdf_reads() {
 #[tokio::test]
 async fn a_read_past_its_timeout_or_stopped_is_a_timeout_error() {
     let pdf = simple_pdf(b"BT /F1 12 Tf 72 700 Td (Slow world) Tj ET", true);
+    // Two million text operators (26 MB decoded): far more than a millisecond's work.
+    let slow = simple_pdf(&b"BT (x) Tj ET ".repeat(2_000_000), true);
     let limits = PdfLimits {
-        timeout: Duration::from_nanos(1),
+        timeout: Duration::from_millis(1),
         ..PdfLimits::default()
     };
-    let got = read_pdf(pdf.clone(), &limits).await;
-    assert_eq!(got, Err(PdfError::Timeout(Duration::from_nanos(1))));
+    let got = read_pdf(slow, &limits).await;
+    assert_eq!(got, Err(PdfError::Timeout(Duration::from_millis(1))));
     assert!(got.unwrap_err().to_string().contains("timeout"));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let stopped = forge_tools::pdf::read_pdf_sync(&pdf, &PdfLimits::default(), stop);
