@@ -190,7 +190,10 @@ pub fn read_pdf_sync(
                 .map(|s| (*s).to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown".into());
-            Err(PdfError::Malformed(format!("the parser panicked: {what}")))
+            Err(PdfError::Malformed(format!(
+                "the parser panicked: {}",
+                detail(&what)
+            )))
         }
     }
 }
@@ -213,6 +216,17 @@ fn read_inner(
         return Err(PdfError::Encrypted);
     }
     extract(&doc, limits, stop)
+}
+
+/// A parser message as a [`PdfError::Malformed`] detail: it may quote bytes of the file, which
+/// is outside content, so only plain ASCII punctuation and letters are kept, at most 120 of them.
+fn detail(message: &str) -> String {
+    message
+        .chars()
+        .map(|c| if c.is_whitespace() { ' ' } else { c })
+        .filter(|c| c.is_ascii_alphanumeric() || " _:.,()#-".contains(*c))
+        .take(120)
+        .collect()
 }
 
 // ---- the raw scan ---------------------------------------------------------------------------
@@ -501,7 +515,7 @@ fn load(bytes: &[u8], limits: &PdfLimits, stop: &Arc<AtomicBool>) -> Result<Docu
             }
         }
         lopdf::Error::Decryption(_) | lopdf::Error::InvalidPassword => PdfError::Encrypted,
-        other => PdfError::Malformed(other.to_string()),
+        other => PdfError::Malformed(detail(&other.to_string())),
     })?;
     if doc.objects.len() > limits.max_objects {
         return Err(PdfError::TooLarge {
@@ -593,6 +607,30 @@ fn title(doc: &Document) -> Option<String> {
 /// `(pages K..N not shown: read on with page: K)`. A first page larger than the budget is cut
 /// (and says so), so the answer is never empty while pages remain.
 pub fn render_pdf_text(doc: &PdfText, from_page: usize, budget_bytes: usize) -> String {
+    render_pdf_text_next(doc, from_page, budget_bytes).0
+}
+
+/// [`render_pdf_text`], and the page to read on from when some were not shown (`None` when the
+/// text reaches the last page).
+pub fn render_pdf_text_next(
+    doc: &PdfText,
+    from_page: usize,
+    budget_bytes: usize,
+) -> (String, Option<usize>) {
+    let (mut text, note, next) = render_parts(doc, from_page, budget_bytes);
+    if let Some(note) = note {
+        text.push_str(&note);
+    }
+    (text, next)
+}
+
+/// The document's text (title line and page sections: outside content) apart from forge's own
+/// "read on" line, so a tool can fence the first and not the second; and the next page.
+pub(crate) fn render_parts(
+    doc: &PdfText,
+    from_page: usize,
+    budget_bytes: usize,
+) -> (String, Option<String>, Option<usize>) {
     let n = doc.page_count.max(doc.pages.len());
     let plural = if n == 1 { "page" } else { "pages" };
     let mut out = match &doc.title {
@@ -602,13 +640,13 @@ pub fn render_pdf_text(doc: &PdfText, from_page: usize, budget_bytes: usize) -> 
     let from = from_page.max(1);
     if n == 0 {
         out.push_str("(the document has no pages)\n");
-        return out;
+        return (out, None, None);
     }
     if from > n {
         out.push_str(&format!(
             "(page {from} does not exist: the document has {n} {plural}; read from page: 1)\n"
         ));
-        return out;
+        return (out, None, None);
     }
     let mut used = out.len();
     let mut next = from;
@@ -648,11 +686,10 @@ pub fn render_pdf_text(doc: &PdfText, from_page: usize, budget_bytes: usize) -> 
         } else {
             format!("pages {next}..{n}")
         };
-        out.push_str(&format!(
-            "\n({range} not shown: read on with page: {next})\n"
-        ));
+        let note = format!("\n({range} not shown: read on with page: {next})\n");
+        return (out, Some(note), Some(next));
     }
-    out
+    (out, None, None)
 }
 
 #[cfg(test)]

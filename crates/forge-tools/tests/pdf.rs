@@ -1,7 +1,9 @@
 //! `forge_tools::pdf`: a two-page PDF printed by real Chromium reads back page by page with its
 //! title; 100 malformed and hostile PDFs made here (truncations, bad xref, huge object counts,
 //! deflate bombs, deep nesting, garbage streams, encryption) each give `Ok` or `Err`, never a
-//! panic, and a hang would become the reader's own `Timeout` error.
+//! panic, and a hang would become the reader's own `Timeout` error. `http_request` and
+//! `web_fetch` of the Chromium PDF served by a loopback site through the real egress client show
+//! the same text `read_pdf` gives, read on by `page`, redact secrets, and name a broken PDF.
 
 // The hostile-corpus test prints its tally (which input gave what) for whoever reads the log.
 #![allow(clippy::print_stderr)]
@@ -11,8 +13,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use forge_egress::client::{ClientOptions, EgressClient};
+use forge_egress::EgressPolicy;
 use forge_testkit::gates;
+use forge_testkit::site::{Response, Site};
+use forge_tools::builtins::http::{HttpRequest, WebFetch, DEFAULT_MAX_BODY_BYTES};
 use forge_tools::pdf::{read_pdf, render_pdf_text, PdfError, PdfLimits};
+use forge_tools::{Secret, SecretValue, Secrets, Tool, ToolContext, ToolError};
+use serde_json::json;
 
 /// The sentences the test page prints, one per page.
 pub const SENTENCE_A: &str = "Alpha invoice seventeen lists three blue widgets.";
@@ -733,4 +743,169 @@ async fn a_read_past_its_timeout_or_stopped_is_a_timeout_error() {
     let free = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let read = forge_tools::pdf::read_pdf_sync(&pdf, &PdfLimits::default(), free).unwrap();
     assert!(read.pages[0].contains("Slow world"), "{read:?}");
+}
+
+// ---- http_request and web_fetch -------------------------------------------------------------
+
+const SECRET: &str = "crm-token-7f3a9c1e55d2";
+
+/// A tool context whose egress client allows only `127.0.0.1:port`, with one secret.
+fn ctx_for(port: u16) -> (ToolContext, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = Arc::new(EgressPolicy::allowlist(vec![format!("127.0.0.1:{port}")]).unwrap());
+    let mut ctx = ToolContext::new("t", dir.path().join("files"));
+    ctx.egress = Some(Arc::new(EgressClient::new(
+        policy,
+        ClientOptions::default(),
+    )));
+    ctx.secrets = Secrets::new(
+        vec![Secret {
+            name: "crm_token".into(),
+            value: SecretValue::new(SECRET.into()),
+            origins: Vec::new(),
+            hosts: vec![format!("127.0.0.1:{port}")],
+        }],
+        None,
+    );
+    (ctx, dir)
+}
+
+/// The text after the fence's end marker: forge's own lines, not the outside content.
+fn after_fence(text: &str) -> &str {
+    let end = text.rfind("<<<UNTRUSTED_CONTENT_END").expect("fenced");
+    let close = text[end..].find(">>>").unwrap() + end + 3;
+    &text[close..]
+}
+
+#[tokio::test]
+async fn http_request_and_web_fetch_show_a_served_chromium_pdf_as_read_pdf_reads_it() {
+    let Some(bin) =
+        chromium("http_request_and_web_fetch_show_a_served_chromium_pdf_as_read_pdf_reads_it")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pdf = chromium_two_page_pdf(&bin, dir.path());
+    let expected = read_pdf(pdf.clone(), &PdfLimits::default()).await.unwrap();
+    let secret_pdf = simple_pdf(
+        format!("BT /F1 12 Tf 72 700 Td (Your token is {SECRET} keep it) Tj ET").as_bytes(),
+        true,
+    );
+    let mut broken = b"%PDF-1.7\n".to_vec();
+    broken.extend(noise(7, 5000));
+    let site = Site::builder()
+        .max_connections(50)
+        .start(move |r| match r.path.as_str() {
+            "/report.pdf" => Response::bytes(200, "application/pdf", pdf.clone()),
+            // No PDF media type: the %PDF- header is enough.
+            "/download" => Response::bytes(200, "application/octet-stream", pdf.clone()),
+            "/token.pdf" => Response::bytes(200, "application/pdf", secret_pdf.clone()),
+            "/broken.pdf" => Response::bytes(200, "application/pdf", broken.clone()),
+            _ => Response::not_found(),
+        });
+    let (ctx, _d) = ctx_for(site.port());
+    let url = |p: &str| site.url(p);
+
+    // http_request: the whole document under the default budget, as render_pdf_text gives it.
+    for path in ["/report.pdf", "/download"] {
+        let out = HttpRequest
+            .execute(&ctx, json!({"url": url(path)}))
+            .await
+            .unwrap();
+        let whole = render_pdf_text(&expected, 1, DEFAULT_MAX_BODY_BYTES);
+        assert!(out.text.contains(&whole), "{path}: {}", out.text);
+        assert!(out.text.contains(SENTENCE_A) && out.text.contains(SENTENCE_B));
+        let data = out.data.unwrap();
+        assert_eq!(data["pdf"]["page_count"], 2, "{data}");
+        assert_eq!(data["pdf"]["title"], TITLE, "{data}");
+        assert!(data["pdf"]["next_page"].is_null(), "{data}");
+    }
+    // page: 2 shows page 2 only.
+    let out = HttpRequest
+        .execute(&ctx, json!({"url": url("/report.pdf"), "page": 2}))
+        .await
+        .unwrap();
+    assert!(out
+        .text
+        .contains(&render_pdf_text(&expected, 2, DEFAULT_MAX_BODY_BYTES)));
+    assert!(
+        out.text.contains(SENTENCE_B) && !out.text.contains(SENTENCE_A),
+        "{}",
+        out.text
+    );
+    // A budget that holds page 1 only: forge's read-on line, outside the fence.
+    let head = format!("PDF document: {TITLE} (2 pages)\n");
+    let small = head.len() + SENTENCE_A.len() + 40;
+    let out = HttpRequest
+        .execute(&ctx, json!({"url": url("/report.pdf"), "max_bytes": small}))
+        .await
+        .unwrap();
+    assert!(
+        out.text.contains(SENTENCE_A) && !out.text.contains(SENTENCE_B),
+        "{}",
+        out.text
+    );
+    assert!(
+        after_fence(&out.text).contains("(page 2 not shown: read on with page: 2)"),
+        "{}",
+        out.text
+    );
+    assert_eq!(out.data.unwrap()["pdf"]["next_page"], 2);
+
+    // web_fetch: the same text, and page 2.
+    let out = WebFetch
+        .execute(&ctx, json!({"url": url("/report.pdf")}))
+        .await
+        .unwrap();
+    assert!(
+        out.text.contains(&render_pdf_text(&expected, 1, 20_000)),
+        "{}",
+        out.text
+    );
+    let out = WebFetch
+        .execute(&ctx, json!({"url": url("/download"), "page": 2}))
+        .await
+        .unwrap();
+    assert!(
+        out.text.contains(SENTENCE_B) && !out.text.contains(SENTENCE_A),
+        "{}",
+        out.text
+    );
+
+    // A secret value in the PDF's text is replaced by its name before anything is cut.
+    for out in [
+        HttpRequest
+            .execute(&ctx, json!({"url": url("/token.pdf")}))
+            .await
+            .unwrap(),
+        WebFetch
+            .execute(&ctx, json!({"url": url("/token.pdf")}))
+            .await
+            .unwrap(),
+    ] {
+        assert!(!out.text.contains(SENTENCE_A));
+        assert!(!out.text.contains(SECRET), "{}", out.text);
+        assert!(out.text.contains("(secret crm_token)"), "{}", out.text);
+    }
+
+    // A broken PDF is a tool error naming the URL and what is wrong.
+    for tool in [&HttpRequest as &dyn Tool, &WebFetch] {
+        let err = tool
+            .execute(&ctx, json!({"url": url("/broken.pdf")}))
+            .await
+            .unwrap_err();
+        let ToolError::Failed(m) = err else {
+            panic!("{}: {err:?}", tool.name());
+        };
+        assert!(
+            m.contains("/broken.pdf") && m.contains("PDF not read"),
+            "{m}"
+        );
+    }
+    // A bad page argument is the caller's error.
+    let err = WebFetch
+        .execute(&ctx, json!({"url": url("/report.pdf"), "page": 0}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidInput(_)), "{err:?}");
 }
