@@ -267,6 +267,9 @@ fn prescan(bytes: &[u8], limits: &PdfLimits, stop: &AtomicBool) -> Result<Scan, 
                     return Err(PdfError::Timeout(limits.timeout));
                 }
                 let mut body = i + 6;
+                while matches!(bytes.get(body), Some(b' ' | b'\t')) {
+                    body += 1;
+                }
                 if bytes.get(body) == Some(&b'\r') {
                     body += 1;
                 }
@@ -346,11 +349,14 @@ fn is_obj_header(bytes: &[u8], i: usize) -> bool {
 }
 
 /// `stream` at `i` is the keyword: not the tail of `endstream` or of another word, and followed
-/// by an end of line.
+/// by an end of line, perhaps after spaces or tabs (as lopdf's parser accepts it).
 fn is_stream_keyword(bytes: &[u8], i: usize) -> bool {
     let before_ok = i == 0 || !is_regular(bytes[i - 1]);
-    let after_ok = matches!(bytes.get(i + 6), Some(b'\r' | b'\n'));
-    before_ok && after_ok
+    let mut j = i + 6;
+    while matches!(bytes.get(j), Some(b' ' | b'\t')) {
+        j += 1;
+    }
+    before_ok && matches!(bytes.get(j), Some(b'\r' | b'\n'))
 }
 
 /// How many bytes `input` inflates to (zlib when it starts with a zlib header, raw deflate
@@ -418,6 +424,10 @@ const DECODABLE: &[&[u8]] = &[
 
 /// lopdf's load filter: counts objects and decodes each stream within what is left of the budget.
 fn bound_object(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)> {
+    #[cfg(test)]
+    if tests::PANIC_IN_LOAD.with(std::cell::Cell::get) {
+        panic!("injected by a test");
+    }
     LOAD.with(|cell| {
         let mut guard = cell.borrow_mut();
         let state = guard.as_mut()?;
@@ -695,6 +705,34 @@ pub(crate) fn render_parts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// Makes the load filter panic, standing in for a parser panic mid-load.
+        pub(super) static PANIC_IN_LOAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    const SMALL: &[u8] = b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n\
+        2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n\
+        3 0 obj << /Type /Page /Parent 2 0 R /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >> endobj\n\
+        4 0 obj << /Length 32 >>\nstream\nBT /F1 12 Tf (Hello panic) Tj ET\nendstream endobj\n\
+        5 0 obj << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> endobj\n\
+        trailer << /Root 1 0 R >>\n%%EOF\n";
+
+    #[test]
+    fn a_panic_while_loading_is_malformed_and_leaves_no_state_behind() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let limits = PdfLimits::default();
+        PANIC_IN_LOAD.with(|p| p.set(true));
+        let got = read_pdf_sync(SMALL, &limits, stop.clone());
+        PANIC_IN_LOAD.with(|p| p.set(false));
+        match got {
+            Err(PdfError::Malformed(m)) => assert!(m.contains("panicked"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(LOAD.with(|s| s.borrow().is_none()));
+        let doc = read_pdf_sync(SMALL, &limits, stop).unwrap();
+        assert_eq!(doc.pages, vec!["Hello panic".to_string()]);
+    }
 
     fn doc(pages: &[&str]) -> PdfText {
         PdfText {

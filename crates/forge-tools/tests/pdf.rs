@@ -366,12 +366,18 @@ fn hostile_corpus(limits: &PdfLimits) -> Vec<(String, Vec<u8>)> {
             let at = v.len();
             let prev_key = prev.map(|p| format!("/Prev {p}")).unwrap_or_default();
             v.extend_from_slice(format!("{} 0 obj\n", k + 2).as_bytes());
-            v.extend_from_slice(&stream_obj(
+            let mut obj = stream_obj(
                 &format!(
                     "/Type /XRef /Size 3 /W [1 4 2] /Root 1 0 R {prev_key} /Filter /FlateDecode"
                 ),
                 &part,
-            ));
+            );
+            if k % 2 == 1 {
+                // Spaces and a tab before the end of line after `stream`, which parsers accept.
+                let at = obj.windows(7).position(|w| w == b"stream\n").unwrap();
+                obj.splice(at + 6..at + 7, b" \t\r\n".iter().copied());
+            }
+            v.extend_from_slice(&obj);
             v.extend_from_slice(b"\nendobj\n");
             prev = Some(at);
         }
