@@ -26,7 +26,8 @@
 //! - **Text**: each page's content stream is read by a streaming reader (module `text`) that keeps a
 //!   bounded operand stack (64 operands, arrays of at most 65 536 elements, 256 saved states),
 //!   never the list of all operations (lopdf's `Content::decode` would hold some forty times the
-//!   content's size for a content of `q q q ...`). The text of all pages together is at most
+//!   content's size for a content of `q q q ...`), follows form XObjects (each once per page, at
+//!   most 8 deep) and checks the stop flag every 4096 tokens. The text of all pages together is at most
 //!   [`PdfLimits::max_decoded_bytes`] (a ToUnicode map can turn one code into a long string).
 //! - **Encrypted files** are refused ([`PdfError::Encrypted`]) before parsing: the trailer's
 //!   `/Encrypt` key is found in the raw bytes (a trailer is never compressed).
@@ -562,9 +563,13 @@ fn extract(doc: &Document, limits: &PdfLimits, stop: &AtomicBool) -> Result<PdfT
             page_id,
             limits.max_decoded_bytes,
             room,
+            stop,
         ));
         room -= text.len().min(room);
         texts.push(text);
+    }
+    if stop.load(Ordering::Relaxed) {
+        return Err(PdfError::Timeout(limits.timeout));
     }
     Ok(PdfText {
         title: title(doc),

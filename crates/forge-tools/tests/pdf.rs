@@ -59,10 +59,11 @@ pub fn chromium_two_page_pdf(bin: &Path, dir: &Path) -> Vec<u8> {
         &html,
         format!(
             "<!doctype html><html><head><meta charset=utf-8><title>{TITLE}</title></head><body>\
-             <p>{}</p><div style=\"break-before: page\"></div><p>{SENTENCE_B}</p>\
-             </body></html>",
+             <p>{}</p><div style=\"break-before: page\"></div>\
+             <p style=\"opacity: 0.7\">{SENTENCE_B}</p></body></html>",
             // One word in bold: a run of its own on the same line, which must still read as
-            // one sentence with single spaces.
+            // one sentence with single spaces. Sentence B has opacity: Chromium draws it inside a
+            // form XObject, which the reader must follow.
             SENTENCE_A.replace("three blue", "three <b>blue</b>")
         ),
     )
@@ -525,7 +526,33 @@ fn hostile_corpus(limits: &PdfLimits) -> Vec<(String, Vec<u8>)> {
             pdf_with_content_stream(f, &noise(k as u64 + 1, 4096)),
         ));
     }
-    for k in 0..5 {
+    {
+        // Twelve form XObjects, each drawing every one of them (itself included) ten times: read
+        // naively, that is 120^8 draws; each form is read once per page.
+        let names: String = (0..12).map(|i| format!("/X{i} {} 0 R ", 6 + i)).collect();
+        let mut objs = vec![
+            b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+            format!("<< /Type /Page /Parent 2 0 R /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> /XObject << {names}>> >> >>").into_bytes(),
+            stream_obj("", b"/X0 Do"),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+        ];
+        let draw_all: String = (0..10)
+            .flat_map(|_| (0..12).map(|i| format!("/X{i} Do ")))
+            .collect();
+        for i in 0..12 {
+            let content = format!(
+                "BT /F1 12 Tf 72 {} Td (Form {i}) Tj ET {draw_all}",
+                700 - 20 * i
+            );
+            objs.push(stream_obj(
+                &format!("/Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> /XObject << {names}>> >>"),
+                content.as_bytes(),
+            ));
+        }
+        corpus.push(("forms drawing each other".into(), build_pdf(&objs, "")));
+    }
+    for k in 0..4 {
         let mut v = good.clone();
         let start = v.len() / 3;
         let n = noise(100 + k, 200);
@@ -674,6 +701,13 @@ async fn a_hundred_hostile_pdfs_give_ok_or_err_and_never_panic() {
                     })
                 ),
                 "{name}: {got:?}"
+            );
+        }
+        if name == "forms drawing each other" {
+            let doc = got.as_ref().expect("forms read");
+            assert!(
+                doc.pages[0].contains("Form 0") && doc.pages[0].contains("Form 11"),
+                "{doc:?}"
             );
         }
         if name.starts_with("encrypted") && !name.ends_with('4') {

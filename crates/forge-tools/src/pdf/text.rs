@@ -3,11 +3,13 @@
 //! forty times the content's size), follows the text and graphics matrices, and places a line
 //! break where the baseline moves and a space where a gap opens between two runs on one line.
 //! Characters are decoded with lopdf's font encodings (ToUnicode maps included); advances come
-//! from the font's `/Widths` or `/W`.
+//! from the font's `/Widths` or `/W`. Form XObjects drawn with `Do` are read in place (Chromium
+//! puts text with opacity in one), each at most once per page and at most 8 deep.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use lopdf::{Dictionary, Document, Encoding, Object, ObjectId};
+use lopdf::{Dictionary, Document, Encoding, Object, ObjectId, Stream};
 
 /// Most operands kept before an operator; more is garbage, and the oldest are dropped.
 const MAX_OPERANDS: usize = 64;
@@ -15,6 +17,8 @@ const MAX_OPERANDS: usize = 64;
 const MAX_ARRAY: usize = 65_536;
 /// Deepest `q` nesting followed; deeper saves are ignored.
 const MAX_SAVE_DEPTH: usize = 256;
+/// Deepest nesting of form XObjects read.
+const MAX_FORM_DEPTH: usize = 8;
 
 type Matrix = [f64; 6];
 const IDENTITY: Matrix = [1.0, 0.0, 0.0, 1.0, 0.0, 0.0];
@@ -182,17 +186,50 @@ fn load_font<'a>(doc: &'a Document, dict: &'a Dictionary, limit: usize) -> Font<
     }
 }
 
+/// The resource dictionaries in force, nearest first.
+type Resources<'a> = Vec<&'a Dictionary>;
+
+/// `name` in the `kind` (`Font`, `XObject`) sub-dictionary of the nearest resources holding it.
+fn resource<'a>(
+    doc: &'a Document,
+    res: &Resources<'a>,
+    kind: &[u8],
+    name: &[u8],
+) -> Option<&'a Object> {
+    res.iter().find_map(|r| {
+        let sub = deref(doc, r.get(kind).ok()?).as_dict().ok()?;
+        sub.get(name).ok().map(|o| deref(doc, o))
+    })
+}
+
+/// The text state that a form XObject's drawing may change and that is restored after it.
+#[derive(Clone)]
+struct Saved<'a> {
+    ctm: Matrix,
+    tm: Matrix,
+    tlm: Matrix,
+    font: Option<&'a Dictionary>,
+    size: f64,
+    char_spacing: f64,
+    word_spacing: f64,
+    scale: f64,
+    leading: f64,
+}
+
 /// Reading state for one page.
 struct Reader<'a> {
-    fonts: BTreeMap<Vec<u8>, &'a Dictionary>,
-    loaded: HashMap<Vec<u8>, Font<'a>>,
+    res: Resources<'a>,
+    /// Fonts already prepared, by the address of their dictionary (names differ per resources).
+    loaded: HashMap<usize, Font<'a>>,
+    /// Form XObjects already read on this page, by address.
+    forms_seen: HashSet<usize>,
     doc: &'a Document,
     limit: usize,
     ctm: Matrix,
     saved: Vec<Matrix>,
     tm: Matrix,
     tlm: Matrix,
-    font: Option<Vec<u8>>,
+    font: Option<&'a Dictionary>,
     size: f64,
     char_spacing: f64,
     word_spacing: f64,
@@ -203,6 +240,12 @@ struct Reader<'a> {
     out: String,
     /// Most bytes of text this page may add.
     budget: usize,
+    /// How many form XObjects deep the reader is.
+    depth: usize,
+    /// Set when the caller gave up (timeout): the reader stops at the next check.
+    stop: &'a AtomicBool,
+    /// Tokens read on this page, for the periodic `stop` check.
+    tokens: u64,
 }
 
 impl<'a> Reader<'a> {
@@ -210,17 +253,15 @@ impl<'a> Reader<'a> {
         if self.out.len() >= self.budget {
             return;
         }
-        let Some(name) = self.font.clone() else {
+        let Some(dict) = self.font else {
             return;
         };
-        if !self.loaded.contains_key(&name) {
-            let Some(dict) = self.fonts.get(&name).copied() else {
-                return;
-            };
+        let key = dict as *const Dictionary as usize;
+        if !self.loaded.contains_key(&key) {
             let font = load_font(self.doc, dict, self.limit);
-            self.loaded.insert(name.clone(), font);
+            self.loaded.insert(key, font);
         }
-        let Some(font) = self.loaded.get(&name) else {
+        let Some(font) = self.loaded.get(&key) else {
             return;
         };
         let text = font
@@ -321,7 +362,8 @@ impl<'a> Reader<'a> {
                 if let (Some(Operand::Name(name)), Some(size)) =
                     (len.checked_sub(2).and_then(|i| args.get(i)), n(1))
                 {
-                    self.font = Some(name.clone());
+                    self.font =
+                        resource(self.doc, &self.res, b"Font", name).and_then(|o| o.as_dict().ok());
                     self.size = size;
                 }
             }
@@ -388,14 +430,25 @@ impl<'a> Reader<'a> {
 
 /// The text of the page `page_id`, at most `budget` bytes of it. `limit` bounds any decode a
 /// font's encoding asks for (none in practice: the reader's streams are decoded at load).
-pub(super) fn page_text(doc: &Document, page_id: ObjectId, limit: usize, budget: usize) -> String {
-    let fonts = doc.get_page_fonts(page_id).unwrap_or_default();
+pub(super) fn page_text(
+    doc: &Document,
+    page_id: ObjectId,
+    limit: usize,
+    budget: usize,
+    stop: &AtomicBool,
+) -> String {
+    let mut res: Resources = Vec::new();
+    if let Ok((direct, ids)) = doc.get_page_resources(page_id) {
+        res.extend(direct);
+        res.extend(ids.iter().filter_map(|id| doc.get_dictionary(*id).ok()));
+    }
     let content = doc
         .get_page_content_with_limit(page_id, limit)
         .unwrap_or_default();
     let mut reader = Reader {
-        fonts,
+        res,
         loaded: HashMap::new(),
+        forms_seen: HashSet::new(),
         doc,
         limit,
         ctm: IDENTITY,
@@ -411,73 +464,171 @@ pub(super) fn page_text(doc: &Document, page_id: ObjectId, limit: usize, budget:
         last: None,
         out: String::new(),
         budget,
+        depth: 0,
+        stop,
+        tokens: 0,
     };
-    let mut lexer = Lexer { b: &content, i: 0 };
-    let mut args: Vec<Operand> = Vec::new();
-    // Array and dictionary nesting of the operand being read.
-    let mut arrays: Vec<Vec<Operand>> = Vec::new();
-    let mut dict_depth = 0usize;
-    while let Some(tok) = lexer.next() {
-        if reader.out.len() >= budget {
-            break;
-        }
-        let operand = match tok {
-            Tok::DictOpen => {
-                dict_depth += 1;
-                continue;
+    reader.run(&content);
+    reader.out
+}
+
+impl<'a> Reader<'a> {
+    /// Read one content stream (a page's, or a form's) operator by operator.
+    fn run(&mut self, content: &[u8]) {
+        let mut lexer = Lexer { b: content, i: 0 };
+        let mut args: Vec<Operand> = Vec::new();
+        // Array and dictionary nesting of the operand being read.
+        let mut arrays: Vec<Vec<Operand>> = Vec::new();
+        let mut dict_depth = 0usize;
+        while let Some(tok) = lexer.next() {
+            if self.out.len() >= self.budget {
+                break;
             }
-            Tok::DictClose => {
-                if dict_depth > 0 {
-                    dict_depth -= 1;
-                    if dict_depth == 0 {
-                        Operand::Other
-                    } else {
-                        continue;
-                    }
-                } else {
+            self.tokens += 1;
+            if self.tokens % 4096 == 0 && self.stop.load(Ordering::Relaxed) {
+                // Make the outer runs (forms nest) stop too.
+                self.budget = 0;
+                break;
+            }
+            let operand = match tok {
+                Tok::DictOpen => {
+                    dict_depth += 1;
                     continue;
                 }
-            }
-            _ if dict_depth > 0 => continue,
-            Tok::ArrOpen => {
-                if arrays.len() < 32 {
-                    arrays.push(Vec::new());
+                Tok::DictClose => {
+                    if dict_depth == 0 {
+                        continue;
+                    }
+                    dict_depth -= 1;
+                    if dict_depth > 0 {
+                        continue;
+                    }
+                    Operand::Other
                 }
-                continue;
-            }
-            Tok::ArrClose => match arrays.pop() {
-                Some(items) => Operand::Array(items),
-                None => continue,
-            },
-            Tok::Num(v) => Operand::Num(v),
-            Tok::Str(s) => Operand::Str(s),
-            Tok::Name(n) => Operand::Name(n.to_vec()),
-            Tok::Op(op) => {
-                if !arrays.is_empty() {
+                _ if dict_depth > 0 => continue,
+                Tok::ArrOpen => {
+                    if arrays.len() < 32 {
+                        arrays.push(Vec::new());
+                    }
+                    continue;
+                }
+                Tok::ArrClose => match arrays.pop() {
+                    Some(items) => Operand::Array(items),
+                    None => continue,
+                },
+                Tok::Num(v) => Operand::Num(v),
+                Tok::Str(s) => Operand::Str(s),
+                Tok::Name(n) => Operand::Name(n.to_vec()),
+                Tok::Op(op) => {
                     // An operator inside an array: the array was never closed; drop it.
                     arrays.clear();
-                }
-                if op == b"BI" {
-                    lexer.skip_inline_image();
+                    match op {
+                        b"BI" => lexer.skip_inline_image(),
+                        b"Do" => {
+                            if let Some(Operand::Name(name)) = args.last() {
+                                let name = name.clone();
+                                self.form(&name);
+                            }
+                        }
+                        _ => self.op(op, &mut args),
+                    }
                     args.clear();
                     continue;
                 }
-                reader.op(op, &mut args);
-                continue;
+            };
+            if let Some(top) = arrays.last_mut() {
+                if top.len() < MAX_ARRAY {
+                    top.push(operand);
+                }
+            } else {
+                if args.len() >= MAX_OPERANDS {
+                    args.remove(0);
+                }
+                args.push(operand);
             }
-        };
-        if let Some(top) = arrays.last_mut() {
-            if top.len() < MAX_ARRAY {
-                top.push(operand);
-            }
-        } else {
-            if args.len() >= MAX_OPERANDS {
-                args.remove(0);
-            }
-            args.push(operand);
         }
     }
-    reader.out
+
+    /// `Do` of a form XObject: read its content in place, under its matrix and resources, then
+    /// restore the state. Images and other XObjects are skipped; so is a form already read on
+    /// this page, or one nested more than [`MAX_FORM_DEPTH`] deep.
+    fn form(&mut self, name: &[u8]) {
+        if self.depth >= MAX_FORM_DEPTH {
+            return;
+        }
+        let Some(stream): Option<&'a Stream> =
+            resource(self.doc, &self.res, b"XObject", name).and_then(|o| o.as_stream().ok())
+        else {
+            return;
+        };
+        let is_form = stream
+            .dict
+            .get(b"Subtype")
+            .and_then(Object::as_name)
+            .is_ok_and(|n| n == b"Form");
+        if !is_form || !self.forms_seen.insert(stream as *const Stream as usize) {
+            return;
+        }
+        let saved = Saved {
+            ctm: self.ctm,
+            tm: self.tm,
+            tlm: self.tlm,
+            font: self.font,
+            size: self.size,
+            char_spacing: self.char_spacing,
+            word_spacing: self.word_spacing,
+            scale: self.scale,
+            leading: self.leading,
+        };
+        let matrix: Option<Matrix> = stream
+            .dict
+            .get(b"Matrix")
+            .map(|o| deref(self.doc, o))
+            .and_then(Object::as_array)
+            .ok()
+            .and_then(|a| {
+                let v: Vec<f64> = a.iter().filter_map(num).collect();
+                <[f64; 6]>::try_from(v).ok()
+            });
+        if let Some(m) = matrix {
+            self.ctm = mul(&m, &self.ctm);
+        }
+        let own = stream
+            .dict
+            .get(b"Resources")
+            .map(|o| deref(self.doc, o))
+            .and_then(Object::as_dict)
+            .ok();
+        let outer = own.map(|r| std::mem::replace(&mut self.res, vec![r]));
+        let saves = self.saved.len();
+        self.depth += 1;
+        self.run(&stream.content);
+        self.depth -= 1;
+        self.saved.truncate(saves);
+        if let Some(outer) = outer {
+            self.res = outer;
+        }
+        let Saved {
+            ctm,
+            tm,
+            tlm,
+            font,
+            size,
+            char_spacing,
+            word_spacing,
+            scale,
+            leading,
+        } = saved;
+        self.ctm = ctm;
+        self.tm = tm;
+        self.tlm = tlm;
+        self.font = font;
+        self.size = size;
+        self.char_spacing = char_spacing;
+        self.word_spacing = word_spacing;
+        self.scale = scale;
+        self.leading = leading;
+    }
 }
 
 enum Tok<'a> {
