@@ -767,6 +767,22 @@ async fn a_simple_type1_pdf_reads() {
         doc.pages
     );
     assert_eq!(doc.title, None);
+
+    // Word gaps written as TJ adjustments (as TeX does) become spaces, a small kerning does not,
+    // and a move to the next line becomes a line break; an octal escape decodes.
+    let doc = read_pdf(
+        simple_pdf(
+            b"BT /F1 12 Tf 72 700 Td [(Hello)-400(sp)-15(aced)-400(w\\157rds)] TJ 0 -14 Td (Second line) Tj ET",
+            true,
+        ),
+        &PdfLimits::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        doc.pages,
+        vec!["Hello spaced words\nSecond line".to_string()]
+    );
 }
 
 /// The reader's own timeout turns a slow read into `Err(Timeout)`, and a set stop flag (what a
