@@ -20,9 +20,10 @@
 //!   loses its `/Filter`, so lopdf never decodes it again (object streams included). Streams whose
 //!   filters lopdf cannot decode (images: DCT, JPX, CCITT, JBIG2) are emptied: text never needs
 //!   them. After loading, any stream still carrying a `/Filter` is emptied too, so extraction
-//!   decodes nothing. Memory held is thus the input, at most `max_decoded_bytes` of decoded
-//!   content, and the parsed objects (at most `max_objects`); decode work is at most about twice
-//!   `max_decoded_bytes` (the scan, then the load).
+//!   decodes nothing. Memory held is thus about twice the input (the bytes and lopdf's parsed
+//!   copy), the parsed objects (at most `max_objects`), and at most three times
+//!   `max_decoded_bytes` (the decoded streams, one page's content joined for reading, the text);
+//!   decode work is at most about twice `max_decoded_bytes` (the scan, then the load).
 //! - **Text**: each page's content stream is read by a streaming reader (module `text`) that keeps a
 //!   bounded operand stack (64 operands, arrays of at most 65 536 elements, 256 saved states),
 //!   never the list of all operations (lopdf's `Content::decode` would hold some forty times the
