@@ -9,7 +9,9 @@
 //! - **Object count**: the raw bytes are scanned for `N G obj` headers first, and a file with more
 //!   than [`PdfLimits::max_objects`] is refused before parsing; objects unpacked from object
 //!   streams are counted as they load (the load stops at the cap), and the loaded document is
-//!   checked again.
+//!   checked again. The values inside objects are bounded too (at most [`VALUES_PER_OBJECT`] per
+//!   allowed object, in all), counted in the raw file outside stream bodies before parsing and in
+//!   each object stream's content as it is decoded, since each parsed value takes some 40 bytes.
 //! - **Decoded bytes**: no stream is ever decoded without a bound, and the bound is a running
 //!   total, not a per-stream one. (1) Before parsing, every `stream` body in the raw bytes is
 //!   inflated into a fixed 32 KiB scratch buffer, counting the output against
@@ -110,7 +112,9 @@ impl fmt::Display for PdfError {
                     "max_decoded_bytes" => {
                         format!("its streams decode to more than {max} bytes in all (a compression bomb, or a very large document)")
                     }
-                    "max_objects" => format!("it has more than {max} objects"),
+                    "max_objects" => format!(
+                        "it has more than {max} objects, or more than {VALUES_PER_OBJECT} values per object in all"
+                    ),
                     _ => format!("it is over {max}"),
                 };
                 write!(
@@ -138,6 +142,11 @@ impl fmt::Display for PdfError {
 }
 
 impl std::error::Error for PdfError {}
+
+/// Values (numbers, names, strings, brackets...) allowed per object of
+/// [`PdfLimits::max_objects`], in all: the parser holds each as a value of some 40 bytes, so a
+/// file of `0 0 0 ...` would otherwise take some twenty times its size once parsed.
+pub const VALUES_PER_OBJECT: usize = 16;
 
 /// How far into the file the `%PDF-` header may start (readers accept leading junk; 1024 is the
 /// customary allowance).
@@ -240,6 +249,12 @@ struct Scan {
 /// One pass over the raw bytes: count object headers, find an `/Encrypt` name, and inflate every
 /// `stream` body into a scratch buffer counting output against `max_decoded_bytes`.
 fn prescan(bytes: &[u8], limits: &PdfLimits, stop: &AtomicBool) -> Result<Scan, PdfError> {
+    if count_values(bytes) > limits.max_objects.saturating_mul(VALUES_PER_OBJECT) {
+        return Err(PdfError::TooLarge {
+            limit: "max_objects",
+            max: limits.max_objects,
+        });
+    }
     let mut objects = 0usize;
     let mut encrypted = false;
     let mut decoded = 0usize;
@@ -295,6 +310,59 @@ fn prescan(bytes: &[u8], limits: &PdfLimits, stop: &AtomicBool) -> Result<Scan, 
         }
     }
     Ok(Scan { encrypted })
+}
+
+/// How many values the parser would make of `bytes` (stream bodies left out, up to their
+/// `endstream`): each run of regular characters, each delimiter, each literal string, counted
+/// loosely (a bound, not a parse).
+fn count_values(bytes: &[u8]) -> usize {
+    let mut count = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if is_white(b) {
+            i += 1;
+        } else if b == b'%' {
+            while i < bytes.len() && !matches!(bytes[i], b'\r' | b'\n') {
+                i += 1;
+            }
+        } else if b == b'(' {
+            count += 1;
+            let mut depth = 0usize;
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'\\' => i += 1,
+                    b'(' => depth += 1,
+                    b')' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            i += 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        } else if is_delim(b) {
+            count += 1;
+            i += 1;
+        } else {
+            count += 1;
+            let start = i;
+            while i < bytes.len() && is_regular(bytes[i]) {
+                i += 1;
+            }
+            if &bytes[start..i] == b"stream" && is_stream_keyword(bytes, start) {
+                // Skip the body: its bytes are not values.
+                match find(&bytes[i..], b"endstream") {
+                    Some(at) => i += at + b"endstream".len(),
+                    None => break,
+                }
+            }
+        }
+    }
+    count
 }
 
 /// A PDF name starting at `start` (after the `/`), with `#xx` escapes decoded; and where it ends.
@@ -406,6 +474,8 @@ struct LoadState {
     room: usize,
     objects: usize,
     max_objects: usize,
+    /// Values left for object streams' contents (see [`VALUES_PER_OBJECT`]).
+    values_room: usize,
     over: Option<PdfError>,
     stop: Arc<AtomicBool>,
 }
@@ -460,6 +530,17 @@ fn bound_object(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)>
                     match stream.decompressed_content_with_limit(state.room) {
                         Ok(plain) => {
                             state.room -= plain.len().min(state.room);
+                            if stream.dict.has_type(b"ObjStm") {
+                                let values = count_values(&plain);
+                                if values > state.values_room {
+                                    state.over = Some(PdfError::TooLarge {
+                                        limit: "max_objects",
+                                        max: state.max_objects,
+                                    });
+                                    return None;
+                                }
+                                state.values_room -= values;
+                            }
                             stream.set_plain_content(plain);
                         }
                         Err(lopdf::Error::Decompress(
@@ -488,12 +569,21 @@ fn bound_object(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)>
     })
 }
 
+/// The values object streams may still add: the cap less what the raw file holds.
+fn values_room(bytes: &[u8], limits: &PdfLimits) -> usize {
+    limits
+        .max_objects
+        .saturating_mul(VALUES_PER_OBJECT)
+        .saturating_sub(count_values(bytes))
+}
+
 fn load(bytes: &[u8], limits: &PdfLimits, stop: &Arc<AtomicBool>) -> Result<Document, PdfError> {
     LOAD.with(|cell| {
         *cell.borrow_mut() = Some(LoadState {
             room: limits.max_decoded_bytes,
             objects: 0,
             max_objects: limits.max_objects,
+            values_room: values_room(bytes, limits),
             over: None,
             stop: stop.clone(),
         })
