@@ -103,6 +103,27 @@ impl BrowserManager {
         }
     }
 
+    /// The local storage of session `key`'s tabs that show one of `origins` (empty when the
+    /// session is not open).
+    pub async fn read_session_storage(
+        &self,
+        key: &str,
+        origins: &[ProfileOrigin],
+    ) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
+        let running = self.running.lock().await.clone();
+        let Some(running) = running else {
+            return Default::default();
+        };
+        let Some(s) = running.sessions.lock().await.get(key).cloned() else {
+            return Default::default();
+        };
+        let pages: Vec<Page> = {
+            let st = s.state.lock().await;
+            st.tabs.iter().map(|t| t.page.clone()).collect()
+        };
+        crate::profile::read_storage(&pages, origins).await
+    }
+
     /// The cookies and local storage of session `key` that belong to `origins` (read from its
     /// context and tabs); `None` when the session is not open.
     pub async fn read_session_profile(

@@ -14,8 +14,9 @@
 //!   the context, and one script added to the first tab for new documents that fills the saved
 //!   local storage keys a document of a profile origin does not have yet.
 //! - Read (`read`, before the session closes): `Storage.getCookies` on the context, filtered;
-//!   the local storage of each tab showing a profile origin (tabs elsewhere add nothing; the
-//!   runtime keeps the origin's earlier storage then).
+//!   the local storage of each tab showing a profile origin (`read_storage`; the runtime also
+//!   reads it after each browser call of a profile task, so an origin the task left still has
+//!   the storage it last had; an origin never shown keeps its earlier saved storage).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -263,6 +264,20 @@ pub(crate) async fn read(
         .into_iter()
         .filter_map(from_cdp)
         .collect();
+    let local_storage = read_storage(pages, origins).await;
+    Ok(ProfileState {
+        cookies,
+        local_storage,
+    }
+    .only(origins))
+}
+
+/// The local storage of each of `pages` that shows one of `origins` (by the browser's record of
+/// its URL, not page script), at most [`MAX_STORAGE_BYTES_PER_ORIGIN`] per origin.
+pub(crate) async fn read_storage(
+    pages: &[Page],
+    origins: &[ProfileOrigin],
+) -> BTreeMap<String, Vec<(String, String)>> {
     let mut local_storage = BTreeMap::new();
     let wanted: Vec<String> = origins.iter().map(ProfileOrigin::web_origin).collect();
     for page in pages {
@@ -297,11 +312,7 @@ pub(crate) async fn read(
             local_storage.insert(origin, items);
         }
     }
-    Ok(ProfileState {
-        cookies,
-        local_storage,
-    }
-    .only(origins))
+    local_storage
 }
 
 #[cfg(test)]

@@ -222,6 +222,9 @@ pub struct LoadedProfile {
     pub state: ProfileState,
     /// The stored version it was read at (`None`: not saved yet).
     pub version: Option<i64>,
+    /// Local storage of profile origins the task's tabs showed, as last read (after each
+    /// browser call).
+    pub seen_storage: std::collections::BTreeMap<String, Vec<(String, String)>>,
 }
 
 /// The agent's login profiles: its forge.yaml entries, the key and the store.
@@ -301,6 +304,7 @@ impl Profiles {
                 origins,
                 state: ProfileState::default(),
                 version: None,
+                seen_storage: Default::default(),
             });
         };
         if rec.key_id != key.id() {
@@ -321,11 +325,13 @@ impl Profiles {
             state: state.only(&origins),
             origins,
             version: Some(rec.version),
+            seen_storage: Default::default(),
         })
     }
 
     /// Save `state` (filtered to the profile's origins) as `loaded`'s next version. Local
-    /// storage of an origin no tab showed at the end is kept from what was loaded.
+    /// storage of an origin no tab showed at the end is the one last seen during the task, else
+    /// the one that was loaded.
     pub async fn save(
         &self,
         loaded: &LoadedProfile,
@@ -338,7 +344,11 @@ impl Profiles {
             .as_ref()
             .ok_or_else(|| ProfileError::NoKey(name.to_string()))?;
         let mut state = state.only(&loaded.origins);
-        for (origin, items) in &loaded.state.local_storage {
+        for (origin, items) in loaded
+            .seen_storage
+            .iter()
+            .chain(&loaded.state.local_storage)
+        {
             state
                 .local_storage
                 .entry(origin.clone())

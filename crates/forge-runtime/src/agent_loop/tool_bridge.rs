@@ -397,6 +397,15 @@ impl SessionCloser for AssembledSessions {
             return;
         };
         let m = b.manager();
+        // A profile task: the local storage of the profile origins its tabs show now, so that
+        // an origin it leaves before its end is still saved as it last was.
+        let origins = self.loaded.lock().await.get(key).map(|l| l.origins.clone());
+        if let Some(origins) = origins {
+            let seen = m.read_session_storage(key, &origins).await;
+            if let Some(l) = self.loaded.lock().await.get_mut(key) {
+                l.seen_storage.extend(seen);
+            }
+        }
         let launches = m.launch_count();
         let before = self.launches_seen.swap(launches, Ordering::SeqCst);
         if launches > before {
