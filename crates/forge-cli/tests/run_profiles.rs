@@ -383,6 +383,60 @@ async fn two_tasks(
     (a1, a2)
 }
 
+/// One MCP session over stdio on `forge mcp serve --profile portal`: navigate to `url`, return
+/// the tool result's text (bounded: 90 s for each answer).
+fn mcp_navigate(dir: &Path, model_base: &str, url: &str) -> String {
+    use std::io::Write;
+    let mut child = Server(
+        forge_cmd(dir, model_base, Some(KEY), None)
+            .args(["mcp", "serve", "--profile", "portal", "--audit-file"])
+            .arg(dir.join("audit-mcp.ndjson"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("forge mcp serve"),
+    );
+    let mut stdin = child.0.stdin.take().expect("stdin");
+    let stdout = child.0.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let answer = |id: u64| -> Value {
+        for _ in 0..1000 {
+            let line = rx
+                .recv_timeout(Duration::from_secs(90))
+                .expect("an MCP answer within 90 s");
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                if v["id"] == json!(id) {
+                    return v;
+                }
+            }
+        }
+        panic!("no MCP answer with id {id}");
+    };
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").expect("write");
+        stdin.flush().expect("flush");
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "profiles-test", "version": "1"}}}),
+    );
+    answer(1);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "browser_navigate", "arguments": {"url": url}}}),
+    );
+    let v = answer(2);
+    drop(stdin);
+    v.to_string()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_profile_saved_by_one_process_logs_the_next_in_and_keeps_only_its_origins() {
     if forge_testkit::require_browser("login profiles across forge processes").is_none() {
@@ -506,6 +560,10 @@ async fn a_profile_saved_by_one_process_logs_the_next_in_and_keeps_only_its_orig
         "{text}"
     );
     assert_eq!(fake.count(), 0, "the model was never asked");
+
+    // `forge mcp serve --profile portal`: an MCP session's browser is logged in too.
+    let mcp_text = mcp_navigate(dir.path(), &fake.base(), &portal.url("/home"));
+    assert!(mcp_text.contains("logged in as alice"), "{mcp_text}");
 
     // Deleted, the next task starts logged out.
     let out = forge_cmd(dir.path(), &fake.base(), None, None)

@@ -817,7 +817,20 @@ impl Runner {
     /// The agent's tools as an MCP [`forge_mcp::ToolHost`]: the [`ToolRunner`] path, one forge
     /// session per MCP session, instructions naming the hosts the policy allows.
     pub fn mcp_host(&self) -> Arc<dyn forge_mcp::ToolHost> {
-        crate::mcp_host::host(&self.agent.id, self.tools(), self.egress_policy())
+        let profile = match (&self.profiles, &self.profile) {
+            (Some(p), Some(name)) => Some((
+                Arc::new(AssembledSessions::for_profiles(
+                    self.tools.clone(),
+                    self.audit
+                        .clone()
+                        .unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink()))),
+                    p.clone(),
+                )),
+                name.clone(),
+            )),
+            _ => None,
+        };
+        crate::mcp_host::host(&self.agent.id, self.tools(), self.egress_policy(), profile)
     }
 
     /// Serve the agent's tools over MCP on this process's stdin/stdout until the client

@@ -210,6 +210,40 @@ impl AssembledSessions {
         self.profiles = profiles;
         self
     }
+
+    /// Only the login-profile side of `tools` (for MCP sessions): unlike [`Self::new`] it
+    /// leaves the browser's closed-session hook alone.
+    pub(crate) fn for_profiles(
+        tools: Arc<AssembledTools>,
+        audit: AuditLog,
+        profiles: Arc<Profiles>,
+    ) -> Self {
+        Self {
+            tools,
+            audit,
+            launches_seen: AtomicU64::new(0),
+            scoped: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+            profiles: Some(profiles),
+            loaded: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+            opened_with: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// A profile task of session `key` made a browser call: keep the local storage of the
+    /// profile origins its tabs show now, so that an origin it leaves before its end is still
+    /// saved as it last was.
+    pub(crate) async fn snapshot_profile_storage(&self, key: &str) {
+        let Some(b) = self.tools.browser() else {
+            return;
+        };
+        let origins = self.loaded.lock().await.get(key).map(|l| l.origins.clone());
+        if let Some(origins) = origins {
+            let seen = b.manager().read_session_storage(key, &origins).await;
+            if let Some(l) = self.loaded.lock().await.get_mut(key) {
+                l.seen_storage.extend(seen);
+            }
+        }
+    }
 }
 
 /// A session's own proxy listener (the scope of the task that opened it) and the tasks using it.
@@ -397,15 +431,7 @@ impl SessionCloser for AssembledSessions {
             return;
         };
         let m = b.manager();
-        // A profile task: the local storage of the profile origins its tabs show now, so that
-        // an origin it leaves before its end is still saved as it last was.
-        let origins = self.loaded.lock().await.get(key).map(|l| l.origins.clone());
-        if let Some(origins) = origins {
-            let seen = m.read_session_storage(key, &origins).await;
-            if let Some(l) = self.loaded.lock().await.get_mut(key) {
-                l.seen_storage.extend(seen);
-            }
-        }
+        self.snapshot_profile_storage(key).await;
         let launches = m.launch_count();
         let before = self.launches_seen.swap(launches, Ordering::SeqCst);
         if launches > before {
