@@ -255,8 +255,9 @@ pub(crate) async fn read(
     pages: &[Page],
     origins: &[ProfileOrigin],
 ) -> Result<ProfileState, BrowserError> {
-    let mut params = GetCookiesParams::default();
-    params.browser_context_id = Some(ctx.clone());
+    let params = GetCookiesParams {
+        browser_context_id: Some(ctx.clone()),
+    };
     let got = with_timeout(Duration::from_secs(10), browser.execute(params)).await?;
     let cookies = got
         .result

@@ -599,3 +599,41 @@ async fn on_postgres_replica_b_uses_the_profile_replica_a_saved() {
     assert!(a2.contains("storage restored"), "{a2}");
     assert!(a2.contains("tracker cookie: absent"), "{a2}");
 }
+
+/// A profile whose origin the egress policy does not allow stops startup, naming the profile,
+/// the origin and the fix (the same check as `forge skills audit`).
+#[test]
+fn a_profile_origin_outside_the_policy_stops_startup() {
+    if forge_testkit::require_browser("login profile origins checked at start").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("skills/web")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("skills/web/SKILL.md"),
+        "---\nname: web\ndescription: Browse.\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n    egress_domains: [\"127.0.0.1:4711\"]\n---\nBrowse.\n",
+    )
+    .expect("skill");
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        "agent_id: a\nversion: 0.1.0\nmodel:\n  provider: openai\n  name: gpt-fake\n  base_url: http://127.0.0.1:9/v1\negress:\n  mode: allowlist\nbrowser:\n  profiles:\n    portal: {origins: [\"http://127.0.0.1:4711\", \"http://127.0.0.1:4712\"]}\n",
+    )
+    .expect("forge.yaml");
+    let out = forge_cmd(dir.path(), "unused", Some(KEY), None)
+        .args(["run", "--once", "hi", "--profile", "portal"])
+        .output()
+        .expect("forge run --once");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("browser.profiles.portal")
+            && text.contains("http://127.0.0.1:4712")
+            && !text.contains("http://127.0.0.1:4711,")
+            && text.contains("egress.allowed_domains"),
+        "{text}"
+    );
+}
