@@ -32,6 +32,9 @@
 //!   it back for that one key press), so tasks never share Chromium's one clipboard.
 //! - `devtools_relay.rs`: Chromium confined in a network namespace of its own (only the proxy is
 //!   reachable), forge's relay to its DevTools endpoint inside, and the spare proxy listeners there.
+//! - [`ProfileState`], [`SessionProfile`], [`ProfileOrigin`] (`profile.rs`): login profiles in
+//!   a session's context: cookies and local storage restored at creation and read back, for
+//!   the profile's origins only (domain rule, source scheme and port).
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
@@ -49,6 +52,7 @@ mod navwatch;
 pub mod observe;
 mod pointer;
 mod process;
+pub mod profile;
 pub mod refusals;
 mod session;
 pub mod tools;
@@ -58,5 +62,6 @@ pub use config::BrowserConfig;
 pub use crash::{BrowserCrash, CrashObserver};
 pub use error::BrowserError;
 pub use manager::{BrowserManager, CloseReason, SessionClosedHook, SessionOptions};
+pub use profile::{ProfileOrigin, ProfileState, SavedCookie, SessionProfile};
 pub use refusals::RefusalLog;
 pub use tools::{browser_tools, BrowserToolOptions};

@@ -47,6 +47,7 @@ use crate::error::ActionError;
 use crate::error::BrowserError;
 pub use crate::process::{browser_env, launch_args};
 use crate::process::{launch_err, register_live, spawn_browser, ProvisionalCleanup};
+use crate::profile::{ProfileOrigin, ProfileState, SessionProfile};
 use crate::refusals::RefusalLog;
 use crate::session::{reap_idle_sessions, with_timeout};
 pub use crate::session::{
@@ -65,6 +66,8 @@ pub struct BrowserManager {
     on_close: Arc<StdMutex<Option<SessionClosedHook>>>,
     /// Sessions that must use a proxy of their own (a task's narrowed egress listener).
     session_proxies: StdMutex<HashMap<String, std::net::SocketAddr>>,
+    /// Sessions whose context starts from a login profile (taken when the context is created).
+    session_profiles: StdMutex<HashMap<String, Arc<SessionProfile>>>,
 }
 
 impl BrowserManager {
@@ -78,7 +81,70 @@ impl BrowserManager {
             crashes: CrashBook::default(),
             on_close: Arc::new(StdMutex::new(None)),
             session_proxies: StdMutex::new(HashMap::new()),
+            session_profiles: StdMutex::new(HashMap::new()),
         }
+    }
+
+    /// Start session `key`'s browser context from `profile` (its cookies and local storage for
+    /// its origins only), when the context is created; `None` forgets it. A session already
+    /// open keeps what it has.
+    pub fn set_session_profile(&self, key: &str, profile: Option<Arc<SessionProfile>>) {
+        let mut m = self
+            .session_profiles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match profile {
+            Some(p) => {
+                m.insert(key.to_string(), p);
+            }
+            None => {
+                m.remove(key);
+            }
+        }
+    }
+
+    /// The local storage of session `key`'s tabs that show one of `origins` (empty when the
+    /// session is not open).
+    pub async fn read_session_storage(
+        &self,
+        key: &str,
+        origins: &[ProfileOrigin],
+    ) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
+        let running = self.running.lock().await.clone();
+        let Some(running) = running else {
+            return Default::default();
+        };
+        let Some(s) = running.sessions.lock().await.get(key).cloned() else {
+            return Default::default();
+        };
+        let pages: Vec<Page> = {
+            let st = s.state.lock().await;
+            st.tabs.iter().map(|t| t.page.clone()).collect()
+        };
+        crate::profile::read_storage(&pages, origins).await
+    }
+
+    /// The cookies and local storage of session `key` that belong to `origins` (read from its
+    /// context and tabs); `None` when the session is not open.
+    pub async fn read_session_profile(
+        &self,
+        key: &str,
+        origins: &[ProfileOrigin],
+    ) -> Result<Option<ProfileState>, BrowserError> {
+        let running = self.running.lock().await.clone();
+        let Some(running) = running else {
+            return Ok(None);
+        };
+        let Some(s) = running.sessions.lock().await.get(key).cloned() else {
+            return Ok(None);
+        };
+        let pages: Vec<Page> = {
+            let st = s.state.lock().await;
+            st.tabs.iter().map(|t| t.page.clone()).collect()
+        };
+        crate::profile::read(&running.browser, &s.context_id, &pages, origins)
+            .await
+            .map(Some)
     }
 
     /// Call `hook` whenever a session ends (closed, idle, shutdown, crash). One hook; a later
@@ -369,6 +435,21 @@ impl BrowserManager {
             next_tab: 1,
             known: HashSet::new(),
         };
+        let profile = self
+            .session_profiles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        if let Some(profile) = &profile {
+            if let Err(e) = crate::profile::restore(&running.browser, &ctx, &page, profile).await {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    running.browser.dispose_browser_context(ctx.clone()),
+                )
+                .await;
+                return Err(e);
+            }
+        }
         state.add_tab(page).await;
         let s = Arc::new(Session {
             key: key.to_string(),

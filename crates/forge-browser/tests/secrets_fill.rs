@@ -18,12 +18,18 @@ struct Fixture {
     b: Shared,
     portal: Site,
     other: Site,
+    /// The same host as the portal on another port: another origin (same site).
+    same_host: Site,
 }
 
 /// The portal: a login form, an iframe from the other origin, and a result page that echoes the
 /// password back ("wrong password: ...") unless the pair is right.
-fn portal_page(r: &Request, other: &str) -> Response {
+fn portal_page(r: &Request, other: &str, same_host: &str) -> Response {
     match (r.method.as_str(), r.path.as_str()) {
+        ("GET", "/port-frame") => Response::html(format!(
+            r#"<!doctype html><title>Portal</title><h1>Portal</h1>
+<iframe src="{same_host}/frame" title="Same host, other port" width="420" height="160"></iframe>"#
+        )),
         ("GET", "/login") => Response::html(format!(
             r#"<!doctype html><title>Portal login</title><h1>Portal</h1>
 <form method=post action="/login">
@@ -66,14 +72,21 @@ fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
         let other = Site::start_on("127.0.0.2:0", other_page);
+        let same_host = Site::start(other_page);
         let o = format!("http://{}", other.addr);
-        let portal = Site::start(move |r: &Request| portal_page(r, &o));
+        let sh = format!("http://{}", same_host.addr);
+        let portal = Site::start(move |r: &Request| portal_page(r, &o, &sh));
         let b = Shared::start(
             "forge-browser secret fill tests",
-            &[portal.entry(), other.entry()],
+            &[portal.entry(), other.entry(), same_host.entry()],
             Confine::WhereAvailable,
         )?;
-        Some(Fixture { b, portal, other })
+        Some(Fixture {
+            b,
+            portal,
+            other,
+            same_host,
+        })
     })
     .as_ref()
 }
@@ -201,6 +214,38 @@ fn a_field_in_another_origins_frame_is_refused_and_that_server_never_gets_the_va
         )
         .expect_err("unknown");
     assert!(err.to_string().contains("portal_password"), "{err}");
+}
+
+/// The same host on another port is another origin: a field in a frame from
+/// `http://127.0.0.1:<other port>` is refused like one from another host (issue 22's "second
+/// loopback port"), and that server never gets the value.
+#[test]
+fn a_field_in_a_frame_of_the_same_host_on_another_port_is_refused() {
+    let Some(f) = fixture() else { return };
+    let obs = f.ok(
+        "port-frame",
+        "browser_navigate",
+        json!({"url": f.portal.url("/port-frame")}),
+    );
+    let field = ref_of(&obs, "\"Other password\"");
+    let err = f
+        .call(
+            "port-frame",
+            "browser_fill",
+            json!({"ref": field, "secret": "portal_password", "submit": true}),
+        )
+        .expect_err("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("http://{}", f.same_host.addr)) && msg.contains("nothing was typed"),
+        "the refusal must name the field's origin: {msg}"
+    );
+    let got = Fixture::bodies(&f.same_host);
+    assert!(
+        !got.contains(PASSWORD),
+        "the other port received the value: {got}"
+    );
+    assert!(!got.contains("/steal"), "its form was submitted: {got}");
 }
 
 /// A screenshot of the user-name field, filled in session `session` by `fill` (focus moved away

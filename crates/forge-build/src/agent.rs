@@ -178,6 +178,7 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
         },
         confinement: cfg.security.confinement,
         secrets: cfg.secrets.clone(),
+        profiles: cfg.browser.profiles.clone(),
     }
 }
 

@@ -126,6 +126,9 @@ const RUNTIME_TOKEN_ENV: &str = "FORGE_RUNTIME_TOKEN";
 /// forge.yaml `state.url`, else SQLite in the pod's `.forge`.
 const STATE_URL_ENV: &str = "FORGE_STATE_URL";
 
+/// The login profiles' encryption key (32 bytes, hex or base64), shared by every replica.
+const PROFILE_KEY_ENV: &str = "FORGE_PROFILE_KEY";
+
 /// The Secret's keys: the agent's required env, then its optional env plus the runtime token and
 /// the state store URL.
 fn secret_env_names(spec: &BuildSpec) -> (Vec<String>, Vec<String>) {
@@ -139,6 +142,12 @@ fn secret_env_names(spec: &BuildSpec) -> (Vec<String>, Vec<String>) {
             }
             optional.retain(|o| o != var);
         }
+    }
+    // Login profiles are encrypted with FORGE_PROFILE_KEY: without it a task naming a profile
+    // is refused, so the key is required when forge.yaml has profiles.
+    if !spec.profiles.is_empty() && !required.iter().any(|n| n == PROFILE_KEY_ENV) {
+        required.push(PROFILE_KEY_ENV.to_string());
+        optional.retain(|o| o != PROFILE_KEY_ENV);
     }
     for key in [RUNTIME_TOKEN_ENV, STATE_URL_ENV] {
         if !required.iter().chain(&optional).any(|n| n == key) {

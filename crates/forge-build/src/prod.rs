@@ -224,6 +224,24 @@ pub fn prod_problems(spec: &BuildSpec) -> Vec<ProdProblem> {
         }
     }
 
+    // Every login profile's origins likewise (a profile keeps cookies only for sites the agent
+    // may reach).
+    for profile in &spec.profiles {
+        for outside in profile.outside_allowlist(spec.egress.mode, &spec.all_domains()) {
+            out.push(ProdProblem {
+                file: config.clone(),
+                field: format!("browser.profiles.{}", profile.name),
+                problem: format!(
+                    "profile `{}` keeps the login of {outside}, which the egress policy does not allow",
+                    profile.name
+                ),
+                fix: format!(
+                    "add {outside} to `egress.allowed_domains` (with its port when not 80/443), or remove it from the profile's origins"
+                ),
+            });
+        }
+    }
+
     for (i, m) in spec.mcp_servers.iter().enumerate() {
         let Some(url) = m.url.as_deref() else {
             continue;

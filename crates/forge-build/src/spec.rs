@@ -61,6 +61,9 @@ pub struct BuildSpec {
     /// forge.yaml `secrets` (references only): env sources become Secret keys, file sources
     /// Secret mounts; `--prod` checks their bindings against the allowlist.
     pub secrets: forge_skills::SecretsConfig,
+    /// forge.yaml `browser.profiles`: `--prod` checks their origins against the allowlist, and
+    /// the Secret gets a `FORGE_PROFILE_KEY` key (the profiles' encryption key).
+    pub profiles: Vec<forge_skills::ProfileSpec>,
 }
 
 /// How many replicas, which store, how long a pod may take to drain.

@@ -79,3 +79,45 @@ fn prod_names_a_secret_bound_outside_the_egress_allowlist() {
         "portal_password's origin is allowed: {problems:?}"
     );
 }
+
+/// forge.yaml `browser.profiles`: the Secret gets a required `FORGE_PROFILE_KEY` key (empty, to
+/// fill in), and a profile origin outside the allowlist is a `--prod` problem.
+#[test]
+fn profiles_require_the_key_in_the_secret_and_their_origins_in_the_allowlist() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("forge.yaml"),
+        format!("{YAML}browser:\n  profiles:\n    portal: {{origins: [\"https://portal.example.com\", \"https://sso.example.net\"]}}\n"),
+    )
+    .expect("write");
+    let agent = Agent::load(dir.path().join("forge.yaml")).expect("loads");
+    let audit = audit_agent(&agent, None).expect("audit");
+    let with = spec_from_agent(&agent, audit);
+    let files = render_manifests(&with, "img:1").expect("render");
+    let secret = files
+        .iter()
+        .find(|(p, _)| p.ends_with("secrets.yaml"))
+        .map(|(_, t)| t.clone())
+        .expect("secrets.yaml");
+    assert!(
+        secret.contains("FORGE_PROFILE_KEY: ''") || secret.contains("FORGE_PROFILE_KEY: \"\""),
+        "{secret}"
+    );
+    let deployment = files
+        .iter()
+        .find(|(p, _)| p.ends_with("deployment.yaml"))
+        .map(|(_, t)| t.clone())
+        .expect("deployment.yaml");
+    assert!(deployment.contains("FORGE_PROFILE_KEY"), "{deployment}");
+    let problems = prod_problems(&with);
+    let p = problems
+        .iter()
+        .find(|p| p.field == "browser.profiles.portal")
+        .unwrap_or_else(|| panic!("no profile problem in {problems:?}"));
+    assert!(p.problem.contains("https://sso.example.net"), "{p}");
+    assert!(!p.problem.contains("https://portal.example.com"), "{p}");
+    // Without profiles there is no such key.
+    let (_d, plain) = spec();
+    let files = render_manifests(&plain, "img:1").expect("render");
+    assert!(!files.iter().any(|(_, t)| t.contains("FORGE_PROFILE_KEY")));
+}

@@ -3,7 +3,7 @@
 //! This crate only parses arguments, renders output and maps errors to exit codes; the logic lives
 //! in the library crates. Each command family has its own module:
 //! `skills` (forge skills ...), `egress` (forge egress ...), `tool` (forge tool ...),
-//! `mcp` (forge mcp serve), `run` (forge run, forge audit ...), `build` (forge build, forge package);
+//! `mcp` (forge mcp serve), `profile` (forge profile list/delete), `run` (forge run, forge audit ...), `build` (forge build, forge package);
 //! `signals` holds the one Ctrl-C/SIGTERM waiter the long-running commands share.
 //! `demo_site` is the static file server of `forge run --demo-site`.
 
@@ -18,6 +18,7 @@ mod build;
 mod demo_site;
 mod egress;
 mod mcp;
+mod profile;
 mod run;
 mod signals;
 mod skills;
@@ -47,6 +48,9 @@ enum Command {
     Mcp(mcp::McpCommand),
     /// Run an agent: one task with --once, or serve A2A.
     Run(run::RunArgs),
+    /// List or delete the agent's login profiles (names, origins, size, last use; never values).
+    #[command(subcommand)]
+    Profile(profile::ProfileCommand),
     /// Work with audit logs.
     #[command(subcommand)]
     Audit(run::AuditCommand),
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
         Command::Mcp(c) => mcp::run(c),
         Command::Run(a) => run::run(a),
         Command::Audit(c) => run::audit(c),
+        Command::Profile(c) => profile::run(c),
         Command::Build(a) => build::build(a),
         Command::Package(a) => build::package(a),
     }

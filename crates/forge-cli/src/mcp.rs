@@ -54,6 +54,10 @@ pub(crate) struct ServeArgs {
     /// from the MCP port so a flood of connections there never fails the probes.
     #[arg(long, value_name = "PORT")]
     probe_port: Option<u16>,
+    /// Start each MCP session's browser from login profile NAME (forge.yaml browser.profiles;
+    /// needs FORGE_PROFILE_KEY) and save its cookies and local storage back when the session ends.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
     /// HTTP: a browser origin allowed to call (exact scheme://host[:port]); none by default.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     allow_origin: Vec<String>,
@@ -104,6 +108,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     };
     let options = RunnerOptions {
         allow: args.allow.clone(),
+        profile: args.profile.clone(),
         audit: match &args.audit_file {
             Some(p) => AuditTarget::File(p.clone()),
             None => AuditTarget::Stderr,

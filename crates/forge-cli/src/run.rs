@@ -71,6 +71,10 @@ pub(crate) struct RunArgs {
     /// the result object {status, answer, steps, seconds, navigations, blocked, artifacts}.
     #[arg(long, value_enum, default_value_t = OnceFormat::Text, requires = "once")]
     format: OnceFormat,
+    /// With --once: start the browser from login profile NAME (forge.yaml browser.profiles;
+    /// needs FORGE_PROFILE_KEY) and save its cookies and local storage back when the task ends.
+    #[arg(long, value_name = "NAME", requires = "once")]
+    profile: Option<String>,
 }
 
 /// How `forge run --once` prints the result.
@@ -182,6 +186,7 @@ async fn run_async(args: RunArgs, demo: Option<DemoSite>) -> ExitCode {
             None => AuditTarget::Stderr,
         },
         max_iterations: args.max_iterations,
+        profile: args.profile.clone(),
         ..Default::default()
     };
     let runner = match Runner::start(&agent, options).await {

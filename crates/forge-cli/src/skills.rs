@@ -551,6 +551,29 @@ fn audit(a: AuditArgs) -> ExitCode {
             }
         }
     }
+    // forge.yaml browser.profiles: each profile's origins likewise.
+    if let Some(ag) = loaded.agent.as_ref() {
+        let entries: Vec<String> = ag
+            .config
+            .egress
+            .allowed_domains
+            .iter()
+            .chain(&ag.aggregate.egress_domains)
+            .cloned()
+            .collect();
+        for profile in &ag.config.browser.profiles {
+            for outside in profile.outside_allowlist(ag.config.egress.mode, &entries) {
+                secrets_ok = false;
+                eprintln!(
+                    "error: {}: browser.profiles.{}: profile `{}` keeps the login of {outside}, which the egress policy (mode {}) does not allow\n  fix: add {outside} to `egress.allowed_domains` (with its port when not 80/443), or remove it from the profile's origins",
+                    ag.config.path.display(),
+                    profile.name,
+                    profile.name,
+                    ag.config.egress.mode.as_str()
+                );
+            }
+        }
+    }
     if report.policy_summary.passed && secrets_ok {
         ExitCode::SUCCESS
     } else {

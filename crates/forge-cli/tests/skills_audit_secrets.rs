@@ -1,4 +1,4 @@
-//! `forge skills audit` on an agent with forge.yaml `secrets:`: a secret bound to a host the egress
+//! `forge skills audit` on an agent with forge.yaml `secrets:` (and `browser.profiles`): a secret (or a profile) bound to a host the egress
 //! allowlist does not reach fails the audit, naming the secret, the host and the fix; with the
 //! host allowed it passes. A literal value in forge.yaml is refused without printing it.
 
@@ -51,4 +51,23 @@ fn a_literal_value_is_refused_without_printing_it() {
     }
     assert!(out.contains("literal value"), "{out}");
     assert!(out.contains("env:"), "the fix is named: {out}");
+}
+
+#[test]
+fn a_profile_origin_outside_the_allowlist_fails_the_audit() {
+    let (code, out) = audit(&format!(
+        "{HEAD}browser:\n  profiles:\n    portal: {{origins: [\"https://portal.example.com\", \"http://127.0.0.1:8080\"]}}\n"
+    ));
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("browser.profiles.portal")
+            && out.contains("http://127.0.0.1:8080")
+            && out.contains("fix: add"),
+        "{out}"
+    );
+    assert!(!out.contains("https://portal.example.com, which"), "{out}");
+    let (code, out) = audit(&format!(
+        "{HEAD}browser:\n  profiles:\n    portal: {{origins: [\"https://portal.example.com\"]}}\n"
+    ));
+    assert_eq!(code, 0, "{out}");
 }

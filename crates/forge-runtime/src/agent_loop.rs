@@ -149,6 +149,21 @@ pub trait SessionCloser: Send + Sync {
     async fn navigations(&self, _key: &str) -> Vec<NavigationRecord> {
         Vec::new()
     }
+    /// Whether a task may name login profile `name` (configured, a key set): the error says
+    /// why not and the fix.
+    fn check_profile(&self, name: &str) -> Result<(), String> {
+        Err(format!(
+            "login profile `{name}` cannot be used: this agent has no login profiles"
+        ))
+    }
+    /// Load login profile `name` for session `key` (task `task_id`): its context, when created,
+    /// starts with the profile's cookies and local storage.
+    async fn open_profile(&self, _key: &str, _task_id: &str, name: &str) -> Result<(), String> {
+        self.check_profile(name)
+    }
+    /// Task `task_id` in session `key` ended: save the session's state back to the profile it
+    /// opened (when `save`, i.e. the task used the browser), and forget it.
+    async fn end_profile(&self, _key: &str, _task_id: &str, _save: bool) {}
 }
 
 /// Loop limits.
@@ -255,6 +270,9 @@ pub enum LoopError {
     /// The task's egress scope could not be set up (its proxy listener did not start).
     #[error("the task's egress scope could not be set up: {0}")]
     Setup(String),
+    /// The task's login profile could not be loaded (unknown, no key, wrong key, store).
+    #[error("{0}")]
+    Profile(String),
 }
 
 /// Which browser session a task's browser calls use, and whether it ends with the task.
@@ -269,6 +287,8 @@ pub struct BrowserUse {
     /// The files dir the task's tools use, when not the workspace of `session` (a browser_task
     /// sub-agent writes into its caller's workspace).
     pub files_dir: Option<PathBuf>,
+    /// The login profile the session's context starts from and saves back to, if any.
+    pub profile: Option<String>,
 }
 
 impl BrowserUse {
@@ -278,6 +298,7 @@ impl BrowserUse {
             session: task_id.to_string(),
             keep: false,
             files_dir: None,
+            profile: None,
         }
     }
 
@@ -294,7 +315,14 @@ impl BrowserUse {
             session: context_id.to_string(),
             keep,
             files_dir: None,
+            profile: None,
         }
+    }
+
+    /// The same, starting from (and saving back to) login profile `profile`.
+    pub fn with_profile(mut self, profile: Option<String>) -> Self {
+        self.profile = profile;
+        self
     }
 }
 
@@ -512,6 +540,17 @@ impl AgentLoop {
         .outcome
     }
 
+    /// Whether a task may name login profile `name` (A2A `metadata.forge.profile`, checked
+    /// before the task exists).
+    pub fn check_profile(&self, name: &str) -> Result<(), String> {
+        match &self.sessions {
+            Some(s) => s.check_profile(name),
+            None => Err(format!(
+                "login profile `{name}` needs the browser, and this agent has none (no active skill requires the browser capability)"
+            )),
+        }
+    }
+
     /// The agent's egress policy (the tools' client's), when the loop has a client.
     pub fn policy(&self) -> Option<&Arc<EgressPolicy>> {
         self.egress.as_ref().map(|c| c.policy())
@@ -570,9 +609,25 @@ impl AgentLoop {
             Some(s) => s.navigations(&browser.session).await.len(),
             None => 0,
         };
-        let result = self
-            .drive(&cx, prompt, history, &specs, &cancel, events.as_ref())
-            .await;
+        // A login profile is loaded before the task starts: a profile that cannot be used
+        // (unknown, no key, wrong key) fails the task before the model is asked anything.
+        let profile = match (&browser.profile, &self.sessions) {
+            (None, _) => Ok(()),
+            (Some(name), None) => Err(LoopError::Profile(format!(
+                "login profile `{name}` needs the browser, and this agent has none (no active skill requires the browser capability)"
+            ))),
+            (Some(name), Some(s)) => s
+                .open_profile(&browser.session, task_id, name)
+                .await
+                .map_err(LoopError::Profile),
+        };
+        let result = match profile {
+            Ok(()) => {
+                self.drive(&cx, prompt, history, &specs, &cancel, events.as_ref())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         self.finish(&cx, browser, started, result, navigations_before)
             .await
     }
@@ -591,6 +646,12 @@ impl AgentLoop {
         let mut navigations = Vec::new();
         let cancelled = matches!(result, Err(LoopError::Cancelled));
         if let Some(s) = &self.sessions {
+            if browser.profile.is_some() {
+                // Saved before the session closes (its cookies go with it), and only when the
+                // task used the browser (a task that never did changed nothing).
+                let used = cx.browser_used.load(std::sync::atomic::Ordering::SeqCst);
+                s.end_profile(&browser.session, task_id, used).await;
+            }
             if cx.browser_used.load(std::sync::atomic::Ordering::SeqCst) {
                 navigations = s.navigations(&browser.session).await;
                 navigations.drain(..navigations_before.min(navigations.len()));

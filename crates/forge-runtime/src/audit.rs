@@ -64,6 +64,11 @@ pub mod events {
     pub const BROWSER_CRASH: &str = "browser_crash";
     /// A task stopped because the server shut down before it finished (`reason`).
     pub const TASK_INTERRUPTED: &str = "task_interrupted";
+    /// A task's browser context started from a login profile (`profile`, `version`, counts of
+    /// cookies and storage origins; never a value).
+    pub const PROFILE_LOAD: &str = "profile_load";
+    /// A task's login profile was saved back (`profile`, `saved`, `version` or why not).
+    pub const PROFILE_SAVE: &str = "profile_save";
 }
 
 /// The `prev_hash` of the first line of a log.

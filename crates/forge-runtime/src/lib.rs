@@ -30,6 +30,10 @@
 //! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps,
 //!   max_seconds) and result object.
 //!
+//! - profiles (profiles.rs): login profiles: the key (`FORGE_PROFILE_KEY`), sealing
+//!   (XChaCha20-Poly1305), loading and saving through the state store; the browser side is
+//!   forge-browser's `profile.rs`.
+//!
 //! Model providers live in forge-llm, the durable store in forge-state.
 
 mod a2a;
@@ -38,6 +42,7 @@ mod assemble;
 mod audit;
 mod guardrails;
 mod mcp_host;
+mod profiles;
 mod runner;
 mod task_scope;
 mod workspace;
@@ -59,6 +64,10 @@ pub use audit::{
     VerifyError, VerifySummary,
 };
 pub use guardrails::REDACTED;
+pub use profiles::{
+    LoadedProfile, ProfileError, ProfileKey, Profiles, MAX_PROFILE_BYTES, PROFILE_KEY_ENV,
+    PROFILE_KEY_FILE_ENV,
+};
 pub use runner::{
     AuditTarget, EnvFn, McpHttpOptions, McpServeOptions, ModelChoice, RunError, Runner,
     RunnerOptions, ServeError, ServeOptions, StartError, TokenOrigin,

@@ -18,12 +18,17 @@ use forge_tools::{ToolError, ToolOutput};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent_loop::tool_bridge::AssembledSessions;
+use crate::agent_loop::SessionCloser;
 use crate::assemble::ToolRunner;
 
 /// [`ToolHost`] over a [`ToolRunner`].
 pub(crate) struct RunnerToolHost {
     runner: ToolRunner,
     instructions: String,
+    /// `forge mcp serve --profile NAME`: each MCP session's browser starts from the profile and
+    /// saves back to it when the session ends.
+    profile: Option<(Arc<AssembledSessions>, String)>,
 }
 
 impl RunnerToolHost {
@@ -32,6 +37,7 @@ impl RunnerToolHost {
         Self {
             instructions: instructions(agent_id, policy),
             runner,
+            profile: None,
         }
     }
 }
@@ -79,10 +85,22 @@ impl ToolHost for RunnerToolHost {
     }
 
     async fn open_session(&self) -> SessionKey {
-        format!("mcp-{}", forge_state::new_id())
+        let key = format!("mcp-{}", forge_state::new_id());
+        if let Some((s, name)) = &self.profile {
+            // Checked at start (configured, a key set): a failure now (wrong key, the store)
+            // leaves this session without the profile: logged out, and never saved.
+            if let Err(e) = s.open_profile(&key, &key, name).await {
+                tracing::warn!(profile = %name, "MCP session {key} runs without its login profile: {e}");
+            }
+        }
+        key
     }
 
     async fn close_session(&self, key: SessionKey) {
+        if let Some((s, _)) = &self.profile {
+            let used = s.has_session(&key).await;
+            s.end_profile(&key, &key, used).await;
+        }
         self.runner.close_session(&key).await;
     }
 
@@ -94,13 +112,26 @@ impl ToolHost for RunnerToolHost {
         cancel: CancellationToken,
     ) -> Result<ToolOutput, ToolError> {
         // Progress is reported by the MCP layer (it knows the client's progress token).
-        self.runner.call(session, name, args, cancel, None).await
+        let out = self.runner.call(session, name, args, cancel, None).await;
+        if let Some((s, _)) = &self.profile {
+            if name.starts_with("browser_") {
+                s.snapshot_profile_storage(session).await;
+            }
+        }
+        out
     }
 }
 
 /// The host as forge-mcp takes it.
-pub(crate) fn host(agent_id: &str, runner: ToolRunner, policy: &EgressPolicy) -> Arc<dyn ToolHost> {
-    Arc::new(RunnerToolHost::new(agent_id, runner, policy))
+pub(crate) fn host(
+    agent_id: &str,
+    runner: ToolRunner,
+    policy: &EgressPolicy,
+    profile: Option<(Arc<AssembledSessions>, String)>,
+) -> Arc<dyn ToolHost> {
+    let mut h = RunnerToolHost::new(agent_id, runner, policy);
+    h.profile = profile;
+    Arc::new(h)
 }
 
 #[cfg(test)]

@@ -92,6 +92,10 @@ pub struct RunnerOptions {
     pub deps: DepOptions,
     /// The environment (API keys, `FORGE_MODEL_PROVIDER`, `FORGE_RUNTIME_TOKEN`, ...).
     pub env: EnvFn,
+    /// The login profile (forge.yaml `browser.profiles`) that [`Runner::run_once`] tasks and
+    /// MCP sessions start from and save back to (`forge run --once --profile`, `forge mcp serve
+    /// --profile`); checked at start.
+    pub profile: Option<String>,
 }
 
 impl Default for RunnerOptions {
@@ -104,6 +108,7 @@ impl Default for RunnerOptions {
             files_dir: None,
             deps: DepOptions::default(),
             env: Arc::new(|k| std::env::var(k).ok()),
+            profile: None,
         }
     }
 }
@@ -133,6 +138,10 @@ pub enum StartError {
     /// missing Chromium, proxy start).
     #[error(transparent)]
     Assemble(#[from] AssembleError),
+    /// forge.yaml `browser.profiles` cannot be used as configured (an origin outside the egress
+    /// policy, a malformed key, the store, an unknown `--profile`).
+    #[error("{0}")]
+    Profiles(String),
 }
 
 /// Why a task could not run.
@@ -366,6 +375,10 @@ pub struct Runner {
     audit: Option<AuditLog>,
     model: Option<ModelParts>,
     env: EnvFn,
+    /// The agent's login profiles (forge.yaml `browser.profiles` of a browser agent).
+    profiles: Option<Arc<crate::profiles::Profiles>>,
+    /// The profile of `run_once` tasks and MCP sessions ([`RunnerOptions::profile`]).
+    profile: Option<String>,
 }
 
 impl Runner {
@@ -418,6 +431,30 @@ impl Runner {
                 a.add_named_secret(&s.name, s.value.expose());
             }
         }
+        // Login profiles: origins inside the policy, the key, the store (opened now, so a
+        // store that cannot be reached stops startup rather than the first task).
+        let profiles = match open_profiles(agent, &tools, &env_fn).await {
+            Ok(p) => p,
+            Err(e) => {
+                tools.shutdown().await;
+                return Err(e);
+            }
+        };
+        if let Some(name) = &options.profile {
+            let checked = match &profiles {
+                Some(p) => p.check(name).map_err(|e| e.to_string()),
+                None if tools.browser().is_none() => Err(format!(
+                    "--profile {name}: login profiles need the browser, and this agent has none (no active skill requires the browser capability)"
+                )),
+                None => Err(format!(
+                    "--profile {name}: forge.yaml has no browser.profiles; add `browser: {{profiles: {{{name}: {{origins: [\"https://...\"]}}}}}}`"
+                )),
+            };
+            if let Err(e) = checked {
+                tools.shutdown().await;
+                return Err(StartError::Profiles(e));
+            }
+        }
         let info = agent_info(agent);
         // 4. Providers and the loop.
         let model = match models {
@@ -432,6 +469,7 @@ impl Runner {
                     options.max_iterations,
                     (primary, fallbacks, task_model),
                     &env_fn,
+                    profiles.clone(),
                 ) {
                     Ok(m) => Some(m),
                     Err(e) => {
@@ -447,7 +485,14 @@ impl Runner {
             audit,
             model,
             env: options.env,
+            profiles,
+            profile: options.profile,
         })
+    }
+
+    /// The agent's login profiles (`None` without forge.yaml `browser.profiles` or a browser).
+    pub fn profiles(&self) -> Option<&Arc<crate::profiles::Profiles>> {
+        self.profiles.as_ref()
     }
 
     /// The agent's `agent_id`.
@@ -536,6 +581,16 @@ impl Runner {
     ) -> Result<TaskOutcome, RunError> {
         let m = self.model.as_ref().ok_or(RunError::NoModel)?;
         let task_id = forge_state::new_id();
+        if self.profile.is_some() {
+            let spec = m.agent_loop.default_spec();
+            let browser =
+                crate::agent_loop::BrowserUse::own(&task_id).with_profile(self.profile.clone());
+            return Ok(m
+                .agent_loop
+                .run_task_with(&task_id, &browser, prompt, vec![], cancel, events, &spec)
+                .await
+                .outcome?);
+        }
         Ok(m.agent_loop
             .run_task(&task_id, prompt, vec![], cancel, events)
             .await?)
@@ -560,7 +615,7 @@ impl Runner {
         Ok(m.agent_loop
             .run_task_with(
                 &task_id,
-                &crate::agent_loop::BrowserUse::own(&task_id),
+                &crate::agent_loop::BrowserUse::own(&task_id).with_profile(self.profile.clone()),
                 prompt,
                 vec![],
                 cancel,
@@ -762,7 +817,20 @@ impl Runner {
     /// The agent's tools as an MCP [`forge_mcp::ToolHost`]: the [`ToolRunner`] path, one forge
     /// session per MCP session, instructions naming the hosts the policy allows.
     pub fn mcp_host(&self) -> Arc<dyn forge_mcp::ToolHost> {
-        crate::mcp_host::host(&self.agent.id, self.tools(), self.egress_policy())
+        let profile = match (&self.profiles, &self.profile) {
+            (Some(p), Some(name)) => Some((
+                Arc::new(AssembledSessions::for_profiles(
+                    self.tools.clone(),
+                    self.audit
+                        .clone()
+                        .unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink()))),
+                    p.clone(),
+                )),
+                name.clone(),
+            )),
+            _ => None,
+        };
+        crate::mcp_host::host(&self.agent.id, self.tools(), self.egress_policy(), profile)
     }
 
     /// Serve the agent's tools over MCP on this process's stdin/stdout until the client
@@ -949,6 +1017,7 @@ fn build_model(
     max_iterations: usize,
     (primary, fallbacks, task_model): Models,
     env: &dyn Fn(&str) -> Option<String>,
+    profiles: Option<Arc<crate::profiles::Profiles>>,
 ) -> Result<ModelParts, StartError> {
     // Model calls get their own client on the same policy value, with the same resolver and
     // roots: a longer time limit than tool requests (generations can be slow) and a larger body
@@ -984,10 +1053,9 @@ fn build_model(
     // Without an audit log the loop still needs a writer: it goes nowhere.
     let audit = audit.unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink())));
     let sessions: Option<Arc<dyn SessionCloser>> = if tools.browser().is_some() {
-        Some(Arc::new(AssembledSessions::new(
-            tools.clone(),
-            audit.clone(),
-        )))
+        Some(Arc::new(
+            AssembledSessions::new(tools.clone(), audit.clone()).with_profiles(profiles),
+        ))
     } else {
         None
     };
@@ -1085,4 +1153,49 @@ fn secrets_prompt(secrets: &forge_tools::Secrets) -> String {
          result, you see `(secret NAME)`.\n{}",
         secrets.prompt_lines()
     )
+}
+
+/// forge.yaml `browser.profiles` of a browser agent, ready to use: every origin inside the egress
+/// policy, the key read (`FORGE_PROFILE_KEY` / `FORGE_PROFILE_KEY_FILE`; none is allowed, tasks
+/// naming a profile are then refused), the state store open. `None` without profiles or browser.
+async fn open_profiles(
+    agent: &Agent,
+    tools: &Arc<AssembledTools>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Arc<crate::profiles::Profiles>>, StartError> {
+    let specs = &agent.config.browser.profiles;
+    if specs.is_empty() || tools.browser().is_none() {
+        return Ok(None);
+    }
+    let policy = tools.egress().policy();
+    let entries: Vec<String> = policy.entries().iter().map(|e| e.text.clone()).collect();
+    let mode = match policy.mode() {
+        forge_egress::EgressMode::DevOpen => forge_skills::EgressMode::DevOpen,
+        forge_egress::EgressMode::Allowlist => forge_skills::EgressMode::Allowlist,
+        _ => forge_skills::EgressMode::DenyAll,
+    };
+    for p in specs {
+        if let Some(outside) = p.outside_allowlist(mode, &entries).first() {
+            return Err(StartError::Profiles(format!(
+                "{}: browser.profiles.{}: profile `{}` keeps the login of {outside}, which the egress policy does not allow; add {outside} to `egress.allowed_domains` (with its port when not 80/443), or remove it from the profile's origins",
+                agent.config.path.display(),
+                p.name,
+                p.name
+            )));
+        }
+    }
+    let key = crate::profiles::ProfileKey::from_env(env).map_err(StartError::Profiles)?;
+    let url = env("FORGE_STATE_URL")
+        .filter(|u| !u.trim().is_empty())
+        .or_else(|| agent.config.state.url.clone());
+    let location = forge_state::StoreLocation::from_config(url.as_deref(), &agent.dir)
+        .map_err(|e| StartError::Profiles(format!("login profiles: {e}")))?;
+    let store = forge_state::SqlStore::open(&location)
+        .await
+        .map_err(|e| StartError::Profiles(format!("login profiles: {e}")))?;
+    Ok(Some(Arc::new(crate::profiles::Profiles::new(
+        specs.clone(),
+        key,
+        Arc::new(store),
+    ))))
 }

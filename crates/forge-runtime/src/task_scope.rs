@@ -158,12 +158,12 @@ impl TaskSpec {
                         spec.max_seconds = Some(n);
                     }
                 }
-                // Keys other parts of forge read (browser session control).
-                "close_browser" => {}
+                // Keys other parts of forge read (browser session control, the login profile).
+                "close_browser" | "profile" => {}
                 other => {
                     return Err(shape(
                         &format!("metadata.forge.{other}"),
-                        "unknown key (known: allowed_hosts, max_steps, max_seconds, close_browser)",
+                        "unknown key (known: allowed_hosts, max_steps, max_seconds, close_browser, profile)",
                     ))
                 }
             }

@@ -10,6 +10,7 @@
 //!   viewport: {width: 1280, height: 800}
 //!   headless: true             # FORGE_BROWSER_HEADLESS still overrides
 //!   task_model: {provider: openai, name: gpt-4o-mini}   # browser_task's sub-agent model
+//!   profiles: {portal: {origins: ["https://portal.example.com"]}}   # login profiles (profiles.rs)
 //! ```
 //!
 //! Every key is optional; a missing key keeps forge's default. The block is read from the
@@ -41,6 +42,7 @@ const BROWSER_KEYS: &[&str] = &[
     "viewport",
     "headless",
     "task_model",
+    "profiles",
 ];
 const VIEWPORT_KEYS: &[&str] = &["width", "height"];
 const TASK_MODEL_KEYS: &[&str] = &["provider", "name"];
@@ -62,6 +64,9 @@ pub struct BrowserSettings {
     pub headless: Option<bool>,
     /// The model of `browser_task`'s sub-agent (default: the agent's model).
     pub task_model: Option<TaskModel>,
+    /// Login profiles (`browser.profiles`, read by `profiles.rs`), in forge.yaml order.
+    #[serde(default)]
+    pub profiles: Vec<crate::ProfileSpec>,
 }
 
 /// `browser.task_model`.
@@ -254,6 +259,9 @@ impl<'d, 'a> Reader<'d, 'a> {
             return out;
         }
         self.unknown_keys(&base, BROWSER_KEYS, "browser");
+        let (profiles, profile_errors) = crate::profiles::read(self.doc);
+        out.profiles = profiles;
+        self.errors.extend(profile_errors);
         let at = |k: &'static str| [Seg::Key("browser"), Seg::Key(k)];
         out.max_sessions = self
             .number(

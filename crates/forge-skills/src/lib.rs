@@ -16,6 +16,7 @@
 //!   `tool_config.rs`
 //! - [`SecretsConfig`], [`SecretSpec`] (forge.yaml `secrets`: credentials by reference bound to
 //!   origins and hosts; literal values refused): `secrets.rs`
+//! - [`ProfileSpec`] (forge.yaml `browser.profiles`: login profiles bound to origins): `profiles.rs`
 //! - [`TasksConfig`] (forge.yaml `tasks`: per-task budgets, defaults and caps): `tasks.rs`
 //! - [`Agent::load`] (forge.yaml + active skills + aggregate): `agent.rs`
 //! - [`Error`], [`SourceDiagnostic`] (miette diagnostics with source spans): `error.rs`
@@ -32,6 +33,7 @@ mod embedded;
 mod error;
 mod fleet;
 mod mcp;
+mod profiles;
 mod secrets;
 mod skill;
 mod tasks;
@@ -59,6 +61,7 @@ pub use mcp::{
     MCP_DEFAULT_TIMEOUT, MCP_MAX_TIMEOUT, MCP_MIN_TIMEOUT,
 };
 pub use miette;
+pub use profiles::{ProfileSpec, MAX_PROFILE_ORIGINS};
 pub use secrets::{
     is_valid_secret_name, normalize_secret_host, SecretOrigin, SecretSource, SecretSpec,
     SecretsConfig,

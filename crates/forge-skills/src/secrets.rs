@@ -223,7 +223,7 @@ impl SecretSpec {
 
 /// Whether allowlist entry `entry` lets a request reach `host` on `port` (`None`: any port the
 /// entry allows).
-fn entry_allows(entry: &str, host: &str, port: Option<u16>) -> bool {
+pub(crate) fn entry_allows(entry: &str, host: &str, port: Option<u16>) -> bool {
     let entry = entry.trim();
     if entry.contains('$') || entry.is_empty() {
         return false;

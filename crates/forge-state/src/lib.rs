@@ -1,11 +1,12 @@
 //! forge-state: the durable state store. It knows records (tasks, contexts, events, artifacts,
-//! replicas), not A2A: callers hand in the JSON they want kept. Depends on no other forge crate.
+//! replicas, login profiles), not A2A: callers hand in the JSON they want kept. Depends on no other forge crate.
 //!
 //! - [`StateStore`] (store.rs): the trait every store implements; the records ([`TaskRecord`],
 //!   [`ContextRecord`], [`StoredArtifact`], [`ReplicaRecord`]), [`StoreLocation`], [`StateError`],
 //!   [`Retention`], and the helpers [`new_id`], [`now_ms`], [`redact_url`].
 //! - [`SqlStore`] (sql.rs): the trait on SQLite or PostgreSQL through sqlx, with the embedded
-//!   [`MIGRATIONS`] (schema_v1.sql: the version-1 tables).
+//!   [`MIGRATIONS`] (schema_v1.sql: the version-1 tables); its login profiles in
+//!   sql/profiles.rs ([`ProfileRecord`], [`ProfileSave`] are in store.rs).
 //!
 //! The state store: tasks (status, the A2A task JSON with its history, the result object),
 //! conversations (contexts), task events (for `tasks/resubscribe`), artifact bytes and the
@@ -29,7 +30,7 @@ mod store;
 
 pub use sql::{SqlStore, MIGRATIONS};
 pub use store::{
-    is_final_state, new_id, now_ms, redact_url, ContextRecord, FailedTask, ReplicaRecord,
-    Retention, StateError, StateStore, StoreLocation, StoredArtifact, TaskRecord,
-    DEFAULT_KEEP_DAYS, DEFAULT_KEEP_TASKS, DEFAULT_MAX_ARTIFACT_BYTES,
+    is_final_state, new_id, now_ms, redact_url, ContextRecord, FailedTask, ProfileRecord,
+    ProfileSave, ReplicaRecord, Retention, StateError, StateStore, StoreLocation, StoredArtifact,
+    TaskRecord, DEFAULT_KEEP_DAYS, DEFAULT_KEEP_TASKS, DEFAULT_MAX_ARTIFACT_BYTES,
 };

@@ -9,9 +9,11 @@ use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
 
+mod profiles;
+
 use crate::store::{
-    now_ms, ContextRecord, FailedTask, ReplicaRecord, Retention, StateError, StateStore,
-    StoreLocation, StoredArtifact, TaskRecord, DEFAULT_MAX_ARTIFACT_BYTES,
+    now_ms, ContextRecord, FailedTask, ProfileRecord, ProfileSave, ReplicaRecord, Retention,
+    StateError, StateStore, StoreLocation, StoredArtifact, TaskRecord, DEFAULT_MAX_ARTIFACT_BYTES,
 };
 
 /// One schema migration: version, name, SQLite text, PostgreSQL text. Applied in order at open,
@@ -31,7 +33,14 @@ pub const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
     ),
     (2, "replica leases: pid and host", LEASES_V2, LEASES_V2),
     (3, "accepted messages", MESSAGES_V3, MESSAGES_V3),
+    (4, "login profiles", PROFILES_V4_SQLITE, PROFILES_V4_PG),
 ];
+
+/// Version 4: login profiles (sql/profiles.rs), encrypted before they reach the store: the
+/// ciphertext, its nonce, the key's fingerprint, the plaintext size, times and a version that
+/// every save increments (saves name the version they read).
+const PROFILES_V4_SQLITE: &str = "CREATE TABLE forge_profiles (name TEXT PRIMARY KEY, origins TEXT NOT NULL, ciphertext BLOB NOT NULL, nonce BLOB NOT NULL, key_id TEXT NOT NULL, size_bytes BIGINT NOT NULL, created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL, last_used_ms BIGINT, version BIGINT NOT NULL);\n";
+const PROFILES_V4_PG: &str = "CREATE TABLE forge_profiles (name TEXT PRIMARY KEY, origins TEXT NOT NULL, ciphertext BYTEA NOT NULL, nonce BYTEA NOT NULL, key_id TEXT NOT NULL, size_bytes BIGINT NOT NULL, created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL, last_used_ms BIGINT, version BIGINT NOT NULL);\n";
 
 /// Version 3: one row per accepted A2A message (its conversation and message id), written by the
 /// replica that accepts it before it runs anything, so a message is never run twice.
@@ -856,5 +865,29 @@ impl StateStore for SqlStore {
         let ids = self.mark_failed(&mut tx, &orphans, failed).await?;
         tx.commit().await.map_err(|e| self.query_error(e))?;
         Ok(ids)
+    }
+
+    async fn profile(&self, name: &str) -> Result<Option<ProfileRecord>, StateError> {
+        self.profile_get(name).await
+    }
+
+    async fn profiles(&self) -> Result<Vec<ProfileRecord>, StateError> {
+        self.profile_list().await
+    }
+
+    async fn save_profile(
+        &self,
+        profile: &ProfileRecord,
+        read_version: Option<i64>,
+    ) -> Result<ProfileSave, StateError> {
+        self.profile_save(profile, read_version).await
+    }
+
+    async fn touch_profile(&self, name: &str) -> Result<(), StateError> {
+        self.profile_touch(name).await
+    }
+
+    async fn delete_profile(&self, name: &str) -> Result<bool, StateError> {
+        self.profile_delete(name).await
     }
 }

@@ -227,6 +227,49 @@ pub struct StoredArtifact {
     pub bytes: Vec<u8>,
 }
 
+/// A login profile as stored: encrypted by the caller before it gets here (the store never
+/// sees a cookie), with what `forge profile list` shows in the clear.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileRecord {
+    /// The profile's name (forge.yaml `browser.profiles`).
+    pub name: String,
+    /// The origins it keeps (normalised `scheme://host[:port]`).
+    pub origins: Vec<String>,
+    /// The sealed cookies and local storage (AEAD ciphertext with its tag).
+    pub ciphertext: Vec<u8>,
+    /// The AEAD nonce (random per save).
+    pub nonce: Vec<u8>,
+    /// The fingerprint of the key that sealed it (never the key).
+    pub key_id: String,
+    /// The plaintext's size in bytes.
+    pub size_bytes: i64,
+    /// First saved, ms since the epoch.
+    pub created_ms: i64,
+    /// Last saved.
+    pub updated_ms: i64,
+    /// Last used by a task (loaded or saved).
+    pub last_used_ms: Option<i64>,
+    /// Incremented by every save (1 after the first).
+    pub version: i64,
+}
+
+/// What [`StateStore::save_profile`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProfileSave {
+    /// Written; the profile is now at `version`.
+    Saved {
+        /// The new version.
+        version: i64,
+    },
+    /// Not written: the profile was saved by someone else since it was read (its version is
+    /// now `current`; `None`: it was deleted).
+    Stale {
+        /// The stored version.
+        current: Option<i64>,
+    },
+}
+
 /// A replica of a fleet, as it last reported itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaRecord {
@@ -389,6 +432,22 @@ pub trait StateStore: Send + Sync {
     ) -> Result<Vec<String>, StateError>;
     /// A replica by id.
     async fn replica(&self, id: &str) -> Result<Option<ReplicaRecord>, StateError>;
+    /// A login profile by name.
+    async fn profile(&self, name: &str) -> Result<Option<ProfileRecord>, StateError>;
+    /// Every login profile, by name.
+    async fn profiles(&self) -> Result<Vec<ProfileRecord>, StateError>;
+    /// Save `profile` (its times and version are the store's) when its stored version is still
+    /// `read_version` (`None`: when there is none yet); otherwise nothing is written and the
+    /// answer is [`ProfileSave::Stale`]. The check and the write are one write transaction.
+    async fn save_profile(
+        &self,
+        profile: &ProfileRecord,
+        read_version: Option<i64>,
+    ) -> Result<ProfileSave, StateError>;
+    /// Record that a task used profile `name` now.
+    async fn touch_profile(&self, name: &str) -> Result<(), StateError>;
+    /// Remove profile `name`; whether there was one.
+    async fn delete_profile(&self, name: &str) -> Result<bool, StateError>;
 }
 
 /// A fresh random id in UUID form (tasks, messages, artifacts, MCP sessions).

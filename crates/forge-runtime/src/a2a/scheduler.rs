@@ -147,6 +147,25 @@ impl TaskStore {
                 )))
             }
         };
+        // The login profile (metadata.forge.profile): known and usable, before the task exists.
+        let profile = match message
+            .get("metadata")
+            .and_then(|m| m.get("forge"))
+            .and_then(|f| f.get("profile"))
+        {
+            None | Some(Value::Null) => None,
+            Some(Value::String(p)) => {
+                self.agent.check_profile(p).map_err(|e| {
+                    RpcError::invalid_params(format!("params.message.metadata.forge.profile: {e}"))
+                })?;
+                Some(p.clone())
+            }
+            Some(other) => {
+                return Err(RpcError::invalid_params(format!(
+                    "params.message.metadata.forge.profile must be a profile name (a string), not {other}"
+                )))
+            }
+        };
         let options = self.artifact_options();
         let base_url = options
             .public_url
@@ -181,6 +200,7 @@ impl TaskStore {
                 context_id: context_id.clone(),
                 base_url,
                 close_browser,
+                profile,
                 files: Vec::new(),
                 state: State::Submitted,
                 status_message: None,
@@ -277,11 +297,13 @@ impl TaskStore {
             });
             let (tx, mut rx) = unbounded_channel::<LoopEvent>();
             // The conversation's browser session: the next message in this context finds it.
-            let close_browser = lock(&self.inner)
+            let (close_browser, profile) = lock(&self.inner)
                 .tasks
                 .get(&id)
-                .is_some_and(|e| e.close_browser);
-            let browser = BrowserUse::conversation(&context_id, !close_browser);
+                .map(|e| (e.close_browser, e.profile.clone()))
+                .unwrap_or((false, None));
+            let browser =
+                BrowserUse::conversation(&context_id, !close_browser).with_profile(profile);
             let run = self.agent.run_task_with(
                 &id,
                 &browser,

@@ -79,6 +79,8 @@ pub(super) struct Entry {
     pub(super) base_url: String,
     /// Close the conversation's browser session when this task ends.
     pub(super) close_browser: bool,
+    /// The login profile the task's browser starts from (`metadata.forge.profile`).
+    pub(super) profile: Option<String>,
     /// The files the task wrote, by name (served at `/artifacts/{task_id}/{name}`).
     pub(super) files: Vec<(String, std::path::PathBuf)>,
     pub(super) state: State,

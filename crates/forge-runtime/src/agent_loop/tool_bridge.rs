@@ -17,6 +17,7 @@ use super::{LoopTools, SessionCloser};
 use crate::assemble::{AssembledTools, CallEvent, GuardrailEvent, ToolEvents, ToolRunner};
 use crate::audit::{events, AuditLog};
 use crate::guardrails::Guardrails;
+use crate::profiles::{LoadedProfile, Profiles};
 use crate::task_scope::NavigationRecord;
 use forge_llm::ToolSpec;
 
@@ -177,6 +178,12 @@ pub(crate) struct AssembledSessions {
     launches_seen: AtomicU64,
     /// Sessions' own proxy listeners, by session key.
     scoped: tokio::sync::Mutex<std::collections::HashMap<String, ScopedProxy>>,
+    /// The agent's login profiles (forge.yaml `browser.profiles`), when it has any.
+    profiles: Option<Arc<Profiles>>,
+    /// The profile each session's running task loaded, by session key.
+    loaded: tokio::sync::Mutex<std::collections::HashMap<String, LoadedProfile>>,
+    /// The profile each session was opened with (a conversation's browser keeps it).
+    opened_with: tokio::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl AssembledSessions {
@@ -192,6 +199,49 @@ impl AssembledSessions {
             audit,
             launches_seen: AtomicU64::new(0),
             scoped: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+            profiles: None,
+            loaded: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+            opened_with: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// The same, with the agent's login profiles.
+    pub(crate) fn with_profiles(mut self, profiles: Option<Arc<Profiles>>) -> Self {
+        self.profiles = profiles;
+        self
+    }
+
+    /// Only the login-profile side of `tools` (for MCP sessions): unlike [`Self::new`] it
+    /// leaves the browser's closed-session hook alone.
+    pub(crate) fn for_profiles(
+        tools: Arc<AssembledTools>,
+        audit: AuditLog,
+        profiles: Arc<Profiles>,
+    ) -> Self {
+        Self {
+            tools,
+            audit,
+            launches_seen: AtomicU64::new(0),
+            scoped: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+            profiles: Some(profiles),
+            loaded: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+            opened_with: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// A profile task of session `key` made a browser call: keep the local storage of the
+    /// profile origins its tabs show now, so that an origin it leaves before its end is still
+    /// saved as it last was.
+    pub(crate) async fn snapshot_profile_storage(&self, key: &str) {
+        let Some(b) = self.tools.browser() else {
+            return;
+        };
+        let origins = self.loaded.lock().await.get(key).map(|l| l.origins.clone());
+        if let Some(origins) = origins {
+            let seen = b.manager().read_session_storage(key, &origins).await;
+            if let Some(l) = self.loaded.lock().await.get_mut(key) {
+                l.seen_storage.extend(seen);
+            }
         }
     }
 }
@@ -253,6 +303,115 @@ pub(crate) fn audit_session_close(
 
 #[async_trait]
 impl SessionCloser for AssembledSessions {
+    fn check_profile(&self, name: &str) -> Result<(), String> {
+        match &self.profiles {
+            Some(p) => p.check(name).map_err(|e| e.to_string()),
+            None => Err(format!(
+                "there is no login profile `{name}`: forge.yaml has no browser.profiles; add `browser: {{profiles: {{{name}: {{origins: [\"https://...\"]}}}}}}`"
+            )),
+        }
+    }
+
+    async fn open_profile(&self, key: &str, task_id: &str, name: &str) -> Result<(), String> {
+        self.check_profile(name)?;
+        let (Some(p), Some(b)) = (&self.profiles, self.tools.browser()) else {
+            return Err(format!(
+                "login profile `{name}` needs the browser, and this agent has none"
+            ));
+        };
+        if self.loaded.lock().await.contains_key(key) {
+            return Err(format!(
+                "browser session {key} already runs a task with a login profile; send the next message when it ends"
+            ));
+        }
+        // A conversation's open browser keeps the cookies it has: a task naming another
+        // profile (or one where the browser was opened without) would save them into this one.
+        {
+            let mut opened = self.opened_with.lock().await;
+            if b.manager().has_session(key).await {
+                match opened.get(key) {
+                    Some(n) if n == name => {}
+                    other => {
+                        let was = match other {
+                            Some(n) => format!("with login profile `{n}`"),
+                            None => "without a login profile".to_string(),
+                        };
+                        return Err(format!(
+                            "this conversation's browser was opened {was}, and this task names `{name}`; start a new conversation (another contextId), or end the browser first (metadata.forge.close_browser: true on the last message)"
+                        ));
+                    }
+                }
+            } else {
+                opened.insert(key.to_string(), name.to_string());
+            }
+        }
+        let loaded = p.load(name).await.map_err(|e| e.to_string())?;
+        self.audit.emit(
+            Some(task_id),
+            events::PROFILE_LOAD,
+            json!({
+                "profile": name,
+                "session": key,
+                "version": loaded.version,
+                "cookies": loaded.state.cookies.len(),
+                "storage_origins": loaded.state.local_storage.len(),
+            }),
+        );
+        b.manager().set_session_profile(
+            key,
+            Some(Arc::new(forge_browser::SessionProfile {
+                name: name.to_string(),
+                origins: loaded.origins.clone(),
+                state: loaded.state.clone(),
+            })),
+        );
+        self.loaded.lock().await.insert(key.to_string(), loaded);
+        Ok(())
+    }
+
+    async fn end_profile(&self, key: &str, task_id: &str, save: bool) {
+        let Some(loaded) = self.loaded.lock().await.remove(key) else {
+            return;
+        };
+        let (Some(p), Some(b)) = (&self.profiles, self.tools.browser()) else {
+            return;
+        };
+        let m = b.manager();
+        m.set_session_profile(key, None);
+        if !save {
+            return;
+        }
+        let fields = match m.read_session_profile(key, &loaded.origins).await {
+            Ok(None) => {
+                json!({"profile": loaded.name, "saved": false, "reason": "the browser session was already closed (idle, crash or shutdown)"})
+            }
+            Err(e) => {
+                json!({"profile": loaded.name, "saved": false, "reason": format!("cannot read the session's cookies and storage: {e}")})
+            }
+            Ok(Some(state)) => {
+                let (cookies, origins) = (state.cookies.len(), state.local_storage.len());
+                match p.save(&loaded, state).await {
+                    Ok(forge_state::ProfileSave::Saved { version }) => {
+                        json!({"profile": loaded.name, "saved": true, "version": version, "cookies": cookies, "storage_origins": origins})
+                    }
+                    Ok(forge_state::ProfileSave::Stale { current }) => {
+                        json!({"profile": loaded.name, "saved": false, "reason": format!("another task saved the profile since this one loaded it (version {:?}, now {:?}); this task's changes were not saved", loaded.version, current)})
+                    }
+                    Ok(_) => {
+                        json!({"profile": loaded.name, "saved": false, "reason": "unknown store answer"})
+                    }
+                    Err(e) => {
+                        json!({"profile": loaded.name, "saved": false, "reason": e.to_string()})
+                    }
+                }
+            }
+        };
+        if fields["saved"] != json!(true) {
+            tracing::warn!(profile = %loaded.name, "login profile not saved: {}", fields["reason"]);
+        }
+        self.audit.emit(Some(task_id), events::PROFILE_SAVE, fields);
+    }
+
     async fn close_session(&self, key: &str) {
         self.tools.close_session(key).await;
         if let Some(b) = self.tools.browser() {
@@ -272,6 +431,7 @@ impl SessionCloser for AssembledSessions {
             return;
         };
         let m = b.manager();
+        self.snapshot_profile_storage(key).await;
         let launches = m.launch_count();
         let before = self.launches_seen.swap(launches, Ordering::SeqCst);
         if launches > before {
