@@ -33,6 +33,10 @@
 //! - `devtools_relay.rs`: Chromium confined in a network namespace of its own (only the proxy is
 //!   reachable), forge's relay to its DevTools endpoint inside, and the spare proxy listeners there.
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
+//! - [`LiveTab`] (`screencast.rs`): a tab's live view (CDP screencast, only while watched, capped
+//!   in rate and size) and a person's input to it (mouse, wheel, keys, text through CDP `Input.*`).
+//! - [`Handoffs`] (`handoff.rs`): hand-offs to a person (one-time token, visitor secret, one tab),
+//!   opened by `browser_handoff` (`tools/handoff.rs`) and finished by the runtime's hand-off page.
 
 pub mod binary;
 mod cdp_link;
@@ -42,6 +46,7 @@ pub mod crash;
 pub mod devtools_relay;
 pub mod error;
 mod frames;
+pub mod handoff;
 pub mod keys;
 mod lifeline;
 pub mod manager;
@@ -50,6 +55,7 @@ pub mod observe;
 mod pointer;
 mod process;
 pub mod refusals;
+pub mod screencast;
 mod session;
 pub mod tools;
 
@@ -57,6 +63,8 @@ pub use binary::{find_browser_binary, BrowserNotFound};
 pub use config::BrowserConfig;
 pub use crash::{BrowserCrash, CrashObserver};
 pub use error::BrowserError;
+pub use handoff::{HandoffEnd, HandoffEvent, HandoffObserver, HandoffRefusal, Handoffs};
 pub use manager::{BrowserManager, CloseReason, SessionClosedHook, SessionOptions};
 pub use refusals::RefusalLog;
+pub use screencast::{Frame, LiveError, LiveInput, LiveTab};
 pub use tools::{browser_tools, BrowserToolOptions};

@@ -10,6 +10,7 @@
 //!   viewport: {width: 1280, height: 800}
 //!   headless: true             # FORGE_BROWSER_HEADLESS still overrides
 //!   task_model: {provider: openai, name: gpt-4o-mini}   # browser_task's sub-agent model
+//!   handoff_timeout: 10m       # how long browser_handoff waits for a person
 //! ```
 //!
 //! Every key is optional; a missing key keeps forge's default. The block is read from the
@@ -33,6 +34,8 @@ pub const MAX_BROWSER_SESSIONS: usize = 64;
 pub(crate) const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// Longest `browser.navigation_timeout` and `browser.action_timeout`.
 pub(crate) const MAX_ACTION_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest `browser.handoff_timeout`.
+pub(crate) const MAX_HANDOFF_TIMEOUT: Duration = Duration::from_secs(3600);
 const BROWSER_KEYS: &[&str] = &[
     "max_sessions",
     "idle_timeout",
@@ -41,6 +44,7 @@ const BROWSER_KEYS: &[&str] = &[
     "viewport",
     "headless",
     "task_model",
+    "handoff_timeout",
 ];
 const VIEWPORT_KEYS: &[&str] = &["width", "height"];
 const TASK_MODEL_KEYS: &[&str] = &["provider", "name"];
@@ -62,6 +66,8 @@ pub struct BrowserSettings {
     pub headless: Option<bool>,
     /// The model of `browser_task`'s sub-agent (default: the agent's model).
     pub task_model: Option<TaskModel>,
+    /// How long `browser_handoff` waits for a person (1 s to 1 h; default 10 min).
+    pub handoff_timeout: Option<Duration>,
 }
 
 /// `browser.task_model`.
@@ -281,6 +287,12 @@ impl<'d, 'a> Reader<'d, 'a> {
             "browser.action_timeout",
             MAX_ACTION_TIMEOUT,
             "30s",
+        );
+        out.handoff_timeout = self.duration(
+            &at("handoff_timeout"),
+            "browser.handoff_timeout",
+            MAX_HANDOFF_TIMEOUT,
+            "10m",
         );
         if let Some(h) = self.scalar(&at("headless"), "browser.headless", "headless: true") {
             match h.as_str() {
