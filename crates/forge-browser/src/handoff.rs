@@ -277,6 +277,11 @@ impl Handoffs {
         }
     }
 
+    /// Why hand-off `id` was asked for (shown on its page).
+    pub fn reason(&self, id: &str) -> Option<String> {
+        self.lock().get(id).map(|h| h.reason.clone())
+    }
+
     /// Hand-offs waiting now.
     pub fn waiting(&self) -> usize {
         self.lock().len()

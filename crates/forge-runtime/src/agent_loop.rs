@@ -123,6 +123,10 @@ pub trait SessionCloser: Send + Sync {
     }
     /// A browser tool call of task `key` finished.
     async fn after_browser_call(&self, _key: &str) {}
+    /// The browser manager, for the live view and hand-off pages (`a2a/live.rs`).
+    fn browser(&self) -> Option<Arc<forge_browser::BrowserManager>> {
+        None
+    }
     /// `Some(cap)` when every browser session is taken (a new task that needs the browser would
     /// be refused): readiness turns false so a load balancer sends new tasks elsewhere.
     async fn at_capacity(&self) -> Option<usize> {

@@ -64,6 +64,12 @@ pub mod events {
     pub const BROWSER_CRASH: &str = "browser_crash";
     /// A task stopped because the server shut down before it finished (`reason`).
     pub const TASK_INTERRUPTED: &str = "task_interrupted";
+    /// `browser_handoff` handed a tab to a person: the hand-off id (the token id, never the
+    /// token), the reason, the timeout.
+    pub const HANDOFF_START: &str = "handoff_start";
+    /// A hand-off ended: its id, the outcome (`done`, `cancelled`, `timeout`, `abandoned`), who
+    /// finished it (the token id) and how long it took.
+    pub const HANDOFF_END: &str = "handoff_end";
 }
 
 /// The `prev_hash` of the first line of a log.

@@ -253,6 +253,10 @@ pub(crate) fn audit_session_close(
 
 #[async_trait]
 impl SessionCloser for AssembledSessions {
+    fn browser(&self) -> Option<Arc<forge_browser::BrowserManager>> {
+        self.tools.browser().map(|b| b.manager().clone())
+    }
+
     async fn close_session(&self, key: &str) {
         self.tools.close_session(key).await;
         if let Some(b) = self.tools.browser() {

@@ -1,0 +1,406 @@
+//! Hand-off to a person for real: an agent served over A2A (`Runner::serve_a2a`, the fake
+//! OpenAI server from forge-testkit as its model) opens a loopback page that asks for a one-time
+//! code and calls `browser_handoff`. The task goes `input-required` with a one-time link; the
+//! test's "person" is a second Chromium (forge-testkit's shared fixture, driven with forge's own
+//! browser tools) that opens the link, sees a frame, clicks the picture of the field, types the
+//! code the test computed and presses Done. The task completes, the page's server saw the code,
+//! the model got "the person finished: <note>", the link is refused a second time and the audit
+//! log names the hand-off (never its token). A hand-off left alone times out with a clear error
+//! the model sees.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use forge_runtime::{AuditLog, AuditTarget, ModelChoice, Runner, RunnerOptions, ServeOptions};
+use forge_skills::Agent;
+use forge_testkit::browser::{Confine, Shared};
+use forge_testkit::llm as fake_llm;
+use forge_testkit::site::{Response, Site};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const SKILL: &str = "---\nname: web-browse-test\ndescription: Browse the test site.\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n    egress_domains: []\n---\n# Browse\nUse the browser tools; call browser_handoff when a person is needed.\n";
+
+/// A page that asks for a one-time code: its field fills the whole viewport, so a click
+/// anywhere on the picture of the tab lands in it; Enter submits to /verify.
+const CODE_PAGE: &str = r#"<!doctype html><html><head><title>Second factor</title>
+<style>body{margin:0} #code{position:fixed;left:0;top:0;width:100vw;height:100vh;font-size:40px;border:0;margin:0;padding:0}</style>
+</head><body><form action="/verify"><input id=code name=code aria-label="One-time code" placeholder="Enter the code we sent you"></form></body></html>"#;
+
+#[derive(Clone, Default)]
+struct Buf(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("buf").extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Buf {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("buf")).into_owned()
+    }
+}
+
+fn agent(model_base: &str, handoff_timeout: &str) -> (tempfile::TempDir, Agent) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let yaml = format!(
+        "agent_id: handoff\nversion: 0.1.0\nmodel:\n  provider: openai\n  name: fake-model\n  base_url: {model_base}/v1\negress:\n  mode: allowlist\n  allowed_domains: []\nbrowser:\n  handoff_timeout: {handoff_timeout}\n"
+    );
+    std::fs::write(dir.path().join("forge.yaml"), yaml).expect("forge.yaml");
+    let d = dir.path().join("skills/web-browse-test");
+    std::fs::create_dir_all(&d).expect("skill dir");
+    std::fs::write(d.join("SKILL.md"), SKILL).expect("SKILL.md");
+    let agent = Agent::load(dir.path().join("forge.yaml")).expect("agent loads");
+    (dir, agent)
+}
+
+fn env() -> forge_runtime::EnvFn {
+    Arc::new(|k| (k == "OPENAI_API_KEY").then(|| "sk-test-handoff".to_string()))
+}
+
+/// The model: navigate to `url`, hand off, then answer with the last tool result it got.
+fn model_script(url: String) -> fake_llm::Responder {
+    Arc::new(move |i, req| {
+        let body = match i {
+            0 => fake_llm::openai_tool_calls(&[("c1", "browser_navigate", json!({"url": url}))]),
+            1 => fake_llm::openai_tool_calls(&[(
+                "c2",
+                "browser_handoff",
+                json!({"reason": "enter the one-time code sent to the user's phone"}),
+            )]),
+            _ => {
+                let last = fake_llm::openai_last_tool_result(&req.body).unwrap_or_default();
+                fake_llm::openai_text(&format!("model saw: {last}"))
+            }
+        };
+        fake_llm::Reply::Json(200, vec![], body)
+    })
+}
+
+/// One HTTP/1.1 request to `addr`: (status, head, body).
+async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, String, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{payload}", payload.len());
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("an answer within 30 s")
+        .expect("read");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+async fn rpc(addr: std::net::SocketAddr, method: &str, params: Value) -> Value {
+    let (status, _, body) = http(
+        addr,
+        "POST",
+        "/",
+        Some(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("json");
+    v["result"].clone()
+}
+
+/// Start a task (non-blocking) and return its id.
+async fn start_task(addr: std::net::SocketAddr, text: &str) -> String {
+    let msg = json!({"kind": "message", "role": "user", "messageId": format!("m-{text}"), "parts": [{"kind": "text", "text": text}]});
+    let task = rpc(
+        addr,
+        "message/send",
+        json!({"message": msg, "configuration": {"blocking": false}}),
+    )
+    .await;
+    task["id"].as_str().expect("a task id").to_string()
+}
+
+/// Poll the task until `pred` holds (at most 90 s).
+async fn wait_task(
+    addr: std::net::SocketAddr,
+    id: &str,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    for _ in 0..900 {
+        let t = rpc(addr, "tasks/get", json!({"id": id})).await;
+        if pred(&t) {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("task {id} never reached: {what}");
+}
+
+/// The test's code: computed from the site's port, so no two runs share one.
+fn code_for(port: u16) -> String {
+    format!("{:06}", (u64::from(port) * 7919 + 12345) % 1_000_000)
+}
+
+#[test]
+fn a_person_opens_the_link_types_the_code_presses_done_and_the_task_completes() {
+    let site = Site::start(|r| {
+        if r.path.starts_with("/verify") {
+            Response::html("<title>Verified</title><p>Code accepted</p>")
+        } else {
+            Response::html(CODE_PAGE)
+        }
+    });
+    let code = code_for(site.port());
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let audit = Buf::default();
+    let (fake, runner, server, _dir) = {
+        let audit = audit.clone();
+        let url = format!("http://127.0.0.1:{}/", site.port());
+        let allow = format!("127.0.0.1:{}", site.port());
+        match rt.block_on(async move {
+            forge_testkit::require_browser("handoff: agent side")?;
+            let fake = fake_llm::start(model_script(url)).await;
+            let (dir, agent) = agent(&fake.base(), "10m");
+            let runner = Runner::start(
+                &agent,
+                RunnerOptions {
+                    allow: vec![allow],
+                    model: Some(ModelChoice::default()),
+                    env: env(),
+                    audit: AuditTarget::Log(AuditLog::to_writer(Box::new(audit))),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("runner");
+            let server = runner
+                .serve_a2a(ServeOptions {
+                    host: IpAddr::from([127, 0, 0, 1]),
+                    port: 0,
+                    probe_port: None,
+                })
+                .await
+                .expect("serve");
+            Some((fake, runner, server, dir))
+        }) {
+            Some(v) => v,
+            None => return,
+        }
+    };
+    let addr = server.addr;
+    let (id, link) = rt.block_on(async {
+        let id = start_task(addr, "log in to the site").await;
+        let t = wait_task(addr, &id, "input-required", |t| {
+            t["status"]["state"] == "input-required"
+        })
+        .await;
+        let data = &t["status"]["message"]["parts"][1]["data"];
+        assert_eq!(data["event"], "handoff", "{t}");
+        let text = t["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(text.contains("enter the one-time code"), "{text}");
+        (id, data["url"].as_str().expect("a link").to_string())
+    });
+    assert!(
+        link.starts_with(&format!("http://{addr}/handoff/t/")),
+        "{link}"
+    );
+
+    // The person: a second Chromium whose proxy lets it reach the A2A server only.
+    let person = Shared::start(
+        "handoff: the person's browser",
+        &[format!("127.0.0.1:{}", addr.port())],
+        Confine::WhereAvailable,
+    )
+    .expect("the browser gate passed above");
+    let ctx = person.context("person");
+    let seen = person
+        .run_tool(
+            &ctx,
+            "browser_navigate",
+            json!({"url": link, "wait_for": "showing the tab live"}),
+        )
+        .expect("the hand-off page opens");
+    assert!(seen.contains("A person is needed"), "{seen}");
+    assert!(
+        seen.contains("showing the tab live"),
+        "a frame arrived: {seen}"
+    );
+    person
+        .run_tool(&ctx, "browser_click", json!({"selector": "#screen"}))
+        .expect("click the picture of the field");
+    for c in code.chars() {
+        person
+            .run_tool(&ctx, "browser_press", json!({"key": c.to_string()}))
+            .expect("type a digit");
+    }
+    person
+        .run_tool(&ctx, "browser_press", json!({"key": "Enter"}))
+        .expect("submit the code");
+    // The agent's page submitted the code to its server (the person's input reached the tab).
+    let want = format!("/verify?code={code}");
+    let mut saw = false;
+    for _ in 0..100 {
+        if site.paths.lock().expect("paths").iter().any(|p| p == &want) {
+            saw = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        saw,
+        "the site saw {want}: {:?}",
+        site.paths.lock().expect("paths")
+    );
+    person
+        .run_tool(
+            &ctx,
+            "browser_fill",
+            json!({"selector": "#note", "value": "code entered"}),
+        )
+        .expect("note");
+    let done = person
+        .run_tool(
+            &ctx,
+            "browser_click",
+            json!({"selector": "#done", "wait_for": {"text": "the agent carries on"}}),
+        )
+        .expect("Done");
+    assert!(done.contains("the agent carries on"), "{done}");
+
+    let audit_text = rt.block_on(async {
+        let t = wait_task(addr, &id, "completed", |t| {
+            t["status"]["state"] == "completed"
+        })
+        .await;
+        let answer = t["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(
+            answer.contains("the person finished: code entered"),
+            "the model got the note: {answer}"
+        );
+        assert!(
+            answer.contains("Code accepted"),
+            "and a fresh observation of the tab: {answer}"
+        );
+        // The same link a second time: refused.
+        let path = link.trim_start_matches(&format!("http://{addr}"));
+        let (status, _, body) = http(addr, "GET", path, None).await;
+        assert_eq!(status, 410, "{body}");
+        assert!(body.contains("used already"), "{body}");
+        server.shutdown().await;
+        runner.shutdown().await;
+        audit.text()
+    });
+    assert!(fake.count() >= 3);
+    let token = link.rsplit('/').next().expect("token");
+    assert!(
+        !audit_text.contains(token),
+        "the audit log never holds the token"
+    );
+    let events: Vec<Value> = audit_text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let start = events
+        .iter()
+        .find(|e| e["event"] == "handoff_start")
+        .expect("handoff_start audited");
+    let end = events
+        .iter()
+        .find(|e| e["event"] == "handoff_end")
+        .expect("handoff_end audited");
+    let hid = start["fields"]["handoff"]
+        .as_str()
+        .or(start["handoff"].as_str())
+        .expect("the hand-off id");
+    assert!(hid.starts_with("h-"), "{start}");
+    let f = if end["fields"].is_object() {
+        &end["fields"]
+    } else {
+        end
+    };
+    assert_eq!(f["outcome"], "done", "{end}");
+    assert_eq!(f["finished_by"], hid, "{end}");
+    assert!(f["duration_ms"].as_u64().is_some(), "{end}");
+}
+
+#[test]
+fn a_handoff_left_alone_times_out_with_an_error_the_model_sees() {
+    let site = Site::start(|_| Response::html(CODE_PAGE));
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        if forge_testkit::require_browser("handoff timeout").is_none() {
+            return;
+        }
+        let fake =
+            fake_llm::start(model_script(format!("http://127.0.0.1:{}/", site.port()))).await;
+        let (_dir, agent) = agent(&fake.base(), "2s");
+        let runner = Runner::start(
+            &agent,
+            RunnerOptions {
+                allow: vec![format!("127.0.0.1:{}", site.port())],
+                model: Some(ModelChoice::default()),
+                env: env(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("runner");
+        let server = runner
+            .serve_a2a(ServeOptions {
+                host: IpAddr::from([127, 0, 0, 1]),
+                port: 0,
+                probe_port: None,
+            })
+            .await
+            .expect("serve");
+        let addr = server.addr;
+        let id = start_task(addr, "log in").await;
+        let t = wait_task(addr, &id, "input-required", |t| {
+            t["status"]["state"] == "input-required"
+        })
+        .await;
+        let link = t["status"]["message"]["parts"][1]["data"]["url"]
+            .as_str()
+            .expect("link")
+            .to_string();
+        let t = wait_task(addr, &id, "completed", |t| {
+            t["status"]["state"] == "completed"
+        })
+        .await;
+        let answer = t["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            answer.contains("nobody finished the hand-off within 2 s")
+                && answer.contains("browser.handoff_timeout"),
+            "the model saw the time-out: {answer}"
+        );
+        // The link of an ended hand-off is refused.
+        let path = link.trim_start_matches(&format!("http://{addr}"));
+        let (status, _, _) = http(addr, "GET", path, None).await;
+        assert_eq!(status, 410);
+        server.shutdown().await;
+        runner.shutdown().await;
+    });
+}
