@@ -1045,6 +1045,11 @@ impl AgentLoop {
             });
             Arc::new(c.with_policy(policy, Some(recorder)))
         });
+        // browser_handoff waits for a person up to its own browser.handoff_timeout (default
+        // 10 min); a skill's timeout_hint, meant for actions, does not cut the person short.
+        if call.name == "browser_handoff" {
+            ctx.timeout = None;
+        }
         let ctx = &ctx;
         if is_browser_tool(&call.name) {
             *cx.browser_tool.lock().unwrap_or_else(|p| p.into_inner()) = call.name.clone();

@@ -21,7 +21,8 @@ use forge_testkit::site::{Response, Site};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const SKILL: &str = "---\nname: web-browse-test\ndescription: Browse the test site.\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n    egress_domains: []\n---\n# Browse\nUse the browser tools; call browser_handoff when a person is needed.\n";
+/// The test's browser skill; `{hint}` is its `timeout_hint` line (or nothing).
+const SKILL: &str = "---\nname: web-browse-test\ndescription: Browse the test site.\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n    egress_domains: []\n{hint}---\n# Browse\nUse the browser tools; call browser_handoff when a person is needed.\n";
 
 /// A page that asks for a one-time code: its field fills the whole viewport, so a click
 /// anywhere on the picture of the tab lands in it; Enter submits to /verify.
@@ -48,7 +49,7 @@ impl Buf {
     }
 }
 
-fn agent(model_base: &str, handoff_timeout: &str) -> (tempfile::TempDir, Agent) {
+fn agent(model_base: &str, handoff_timeout: &str, hint: &str) -> (tempfile::TempDir, Agent) {
     let dir = tempfile::tempdir().expect("tmp");
     let yaml = format!(
         "agent_id: handoff\nversion: 0.1.0\nmodel:\n  provider: openai\n  name: fake-model\n  base_url: {model_base}/v1\negress:\n  mode: allowlist\n  allowed_domains: []\nbrowser:\n  handoff_timeout: {handoff_timeout}\n"
@@ -56,7 +57,7 @@ fn agent(model_base: &str, handoff_timeout: &str) -> (tempfile::TempDir, Agent) 
     std::fs::write(dir.path().join("forge.yaml"), yaml).expect("forge.yaml");
     let d = dir.path().join("skills/web-browse-test");
     std::fs::create_dir_all(&d).expect("skill dir");
-    std::fs::write(d.join("SKILL.md"), SKILL).expect("SKILL.md");
+    std::fs::write(d.join("SKILL.md"), SKILL.replace("{hint}", hint)).expect("SKILL.md");
     let agent = Agent::load(dir.path().join("forge.yaml")).expect("agent loads");
     (dir, agent)
 }
@@ -65,20 +66,25 @@ fn env() -> forge_runtime::EnvFn {
     Arc::new(|k| (k == "OPENAI_API_KEY").then(|| "sk-test-handoff".to_string()))
 }
 
-/// The model: navigate to `url`, hand off, then answer with the last tool result it got.
-fn model_script(url: String) -> fake_llm::Responder {
+/// The model: navigate to `url` (`navigations` times: the first may have to wait for Chromium
+/// to launch), hand off, then answer with the last tool result it got.
+fn model_script(url: String, navigations: usize) -> fake_llm::Responder {
     Arc::new(move |i, req| {
-        let body = match i {
-            0 => fake_llm::openai_tool_calls(&[("c1", "browser_navigate", json!({"url": url}))]),
-            1 => fake_llm::openai_tool_calls(&[(
-                "c2",
+        let body = if i < navigations {
+            fake_llm::openai_tool_calls(&[(
+                &format!("n{i}"),
+                "browser_navigate",
+                json!({"url": url}),
+            )])
+        } else if i == navigations {
+            fake_llm::openai_tool_calls(&[(
+                "h1",
                 "browser_handoff",
                 json!({"reason": "enter the one-time code sent to the user's phone"}),
-            )]),
-            _ => {
-                let last = fake_llm::openai_last_tool_result(&req.body).unwrap_or_default();
-                fake_llm::openai_text(&format!("model saw: {last}"))
-            }
+            )])
+        } else {
+            let last = fake_llm::openai_last_tool_result(&req.body).unwrap_or_default();
+            fake_llm::openai_text(&format!("model saw: {last}"))
         };
         fake_llm::Reply::Json(200, vec![], body)
     })
@@ -175,8 +181,8 @@ fn a_person_opens_the_link_types_the_code_presses_done_and_the_task_completes() 
         let allow = format!("127.0.0.1:{}", site.port());
         match rt.block_on(async move {
             forge_testkit::require_browser("handoff: agent side")?;
-            let fake = fake_llm::start(model_script(url)).await;
-            let (dir, agent) = agent(&fake.base(), "10m");
+            let fake = fake_llm::start(model_script(url, 1)).await;
+            let (dir, agent) = agent(&fake.base(), "10m", "");
             let runner = Runner::start(
                 &agent,
                 RunnerOptions {
@@ -352,9 +358,13 @@ fn a_handoff_left_alone_times_out_with_an_error_the_model_sees() {
         if forge_testkit::require_browser("handoff timeout").is_none() {
             return;
         }
-        let fake =
-            fake_llm::start(model_script(format!("http://127.0.0.1:{}/", site.port()))).await;
-        let (_dir, agent) = agent(&fake.base(), "2s");
+        let fake = fake_llm::start(model_script(
+            format!("http://127.0.0.1:{}/", site.port()),
+            2,
+        ))
+        .await;
+        // A 2 s timeout_hint (meant for actions) does not cut the 4 s hand-off short.
+        let (_dir, agent) = agent(&fake.base(), "4s", "    timeout_hint: 2\n");
         let runner = Runner::start(
             &agent,
             RunnerOptions {
@@ -392,7 +402,7 @@ fn a_handoff_left_alone_times_out_with_an_error_the_model_sees() {
             .as_str()
             .unwrap_or("");
         assert!(
-            answer.contains("nobody finished the hand-off within 2 s")
+            answer.contains("nobody finished the hand-off within 4 s")
                 && answer.contains("browser.handoff_timeout"),
             "the model saw the time-out: {answer}"
         );
