@@ -116,6 +116,60 @@ async fn http(
     (status, head.to_string(), body.to_string())
 }
 
+/// [`http`] with `host` as the Host header and extra headers.
+async fn http_as(
+    addr: std::net::SocketAddr,
+    host: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    extra: &[(&str, &str)],
+) -> (u16, String, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let extra: String = extra.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let req = format!("{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{payload}", payload.len());
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("an answer within 30 s")
+        .expect("read");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+/// Read a frame stream until its first JPEG part has begun (at most 20 s): the response head.
+async fn first_frame(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    let jpeg_start = |b: &[u8]| {
+        b.windows(4).any(|w| w == b"\r\n\r\n")
+            && b.windows(18).any(|w| w == b"Content-Type: imag")
+            && b.windows(2).any(|w| w == [0xFF, 0xD8])
+    };
+    tokio::time::timeout(Duration::from_secs(20), async {
+        let mut chunk = [0u8; 8192];
+        while !jpeg_start(&buf) {
+            let n = s.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "the stream ended before a frame");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    })
+    .await
+    .expect("a JPEG frame within 20 s");
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    text.split("\r\n\r\n").next().unwrap_or("").to_string()
+}
+
 async fn rpc(addr: std::net::SocketAddr, method: &str, params: Value) -> Value {
     let (status, _, body) = http(
         addr,
@@ -229,6 +283,50 @@ fn a_person_opens_the_link_types_the_code_presses_done_and_the_task_completes() 
         "{link}"
     );
 
+    rt.block_on(async {
+        // A watcher's live view: the same rules as the API (a foreign Host is refused), and
+        // its stream brings JPEG frames.
+        let (status, _, _) = http_as(
+            addr,
+            "evil.example",
+            "GET",
+            &format!("/ui/tasks/{id}/live"),
+            None,
+            &[],
+        )
+        .await;
+        assert_eq!(status, 403, "a foreign Host is refused");
+        let (status, _, body) = http(addr, "GET", &format!("/ui/tasks/{id}/live"), None).await;
+        assert_eq!(status, 200);
+        assert!(body.contains("src=\"live/frames\""), "{body}");
+        let head = first_frame(addr, &format!("/ui/tasks/{id}/live/frames")).await;
+        assert!(head.contains("multipart/x-mixed-replace"), "{head}");
+        // The hand-off's routes need the cookie the link gives.
+        let (status, _, _) = http_as(
+            addr,
+            &addr.to_string(),
+            "POST",
+            "/handoff/h-0000000000000000/done",
+            Some(&json!({})),
+            &[],
+        )
+        .await;
+        assert_eq!(status, 403, "no cookie, no hand-off");
+        let (status, _, _) = http_as(
+            addr,
+            "evil.example",
+            "GET",
+            link.trim_start_matches(&format!("http://{addr}")),
+            None,
+            &[],
+        )
+        .await;
+        assert_eq!(
+            status, 403,
+            "a foreign Host cannot redeem the link (and did not use it up)"
+        );
+    });
+
     // The person: a second Chromium whose proxy lets it reach the A2A server only.
     let person = Shared::start(
         "handoff: the person's browser",
@@ -249,6 +347,14 @@ fn a_person_opens_the_link_types_the_code_presses_done_and_the_task_completes() 
         seen.contains("showing the tab live"),
         "a frame arrived: {seen}"
     );
+    // While the person works, the link is spent: a second visitor is refused.
+    let (status, _, body) = rt.block_on(http(
+        addr,
+        "GET",
+        link.trim_start_matches(&format!("http://{addr}")),
+        None,
+    ));
+    assert_eq!(status, 410, "{body}");
     person
         .run_tool(&ctx, "browser_click", json!({"selector": "#screen"}))
         .expect("click the picture of the field");
