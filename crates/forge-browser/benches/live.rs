@@ -48,12 +48,11 @@ fn main() {
     )
     .expect("navigate");
     let m = b.manager.clone();
-    let profile = b
-        .rt
-        .block_on(m.profile_dir())
-        .expect("a running browser")
-        .display()
-        .to_string();
+    let profile =
+        b.rt.block_on(m.profile_dir())
+            .expect("a running browser")
+            .display()
+            .to_string();
     let tab = b.rt.block_on(m.live_tab("bench")).expect("a tab");
 
     let (c0, f0) = cpu(&profile);

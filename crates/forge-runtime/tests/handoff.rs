@@ -520,3 +520,124 @@ fn a_handoff_left_alone_times_out_with_an_error_the_model_sees() {
         runner.shutdown().await;
     });
 }
+
+#[test]
+fn cancel_ends_the_handoff_with_an_error_and_a_page_of_another_origin_cannot_post() {
+    let site = Site::start(|_| Response::html(CODE_PAGE));
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        if forge_testkit::require_browser("handoff cancel").is_none() {
+            return;
+        }
+        let fake = fake_llm::start(model_script(
+            format!("http://127.0.0.1:{}/", site.port()),
+            1,
+        ))
+        .await;
+        let (_dir, agent) = agent(&fake.base(), "10m", "");
+        let runner = Runner::start(
+            &agent,
+            RunnerOptions {
+                allow: vec![format!("127.0.0.1:{}", site.port())],
+                model: Some(ModelChoice::default()),
+                env: env(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("runner");
+        let server = runner
+            .serve_a2a(ServeOptions {
+                host: IpAddr::from([127, 0, 0, 1]),
+                port: 0,
+                probe_port: None,
+            })
+            .await
+            .expect("serve");
+        let addr = server.addr;
+        let id = start_task(addr, "log in").await;
+        let t = wait_task(addr, &id, "input-required", |t| {
+            t["status"]["state"] == "input-required"
+        })
+        .await;
+        let data = &t["status"]["message"]["parts"][1]["data"];
+        let link = data["url"].as_str().expect("link").to_string();
+        let hid = data["handoffId"].as_str().expect("id").to_string();
+        // Redeem the link over plain HTTP: a redirect to the hand-off page and its cookie.
+        let (status, head, _) = http(
+            addr,
+            "GET",
+            link.trim_start_matches(&format!("http://{addr}")),
+            None,
+        )
+        .await;
+        assert_eq!(status, 303, "{head}");
+        let lower = head.to_ascii_lowercase();
+        assert!(
+            lower.contains(&format!("location: /handoff/{hid}/")),
+            "{head}"
+        );
+        let cookie_line = head
+            .lines()
+            .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+            .expect("a cookie");
+        assert!(
+            cookie_line.contains("HttpOnly") && cookie_line.contains("SameSite=Strict"),
+            "{cookie_line}"
+        );
+        let cookie = cookie_line
+            .split_once(':')
+            .map(|(_, v)| v.trim())
+            .and_then(|v| v.split(';').next())
+            .expect("name=value")
+            .to_string();
+        let host = addr.to_string();
+        // A page of another origin cannot post, even with the person's cookie.
+        let (status, _, _) = http_as(
+            addr,
+            &host,
+            "POST",
+            &format!("/handoff/{hid}/cancel"),
+            Some(&json!({})),
+            &[("cookie", &cookie), ("origin", "http://evil.example")],
+        )
+        .await;
+        assert_eq!(status, 403, "another origin is refused");
+        // The person's page presses Cancel.
+        let origin = format!("http://{host}");
+        let (status, _, body) = http_as(
+            addr,
+            &host,
+            "POST",
+            &format!("/handoff/{hid}/cancel"),
+            Some(&json!({})),
+            &[("cookie", &cookie), ("origin", &origin)],
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let t = wait_task(addr, &id, "completed", |t| {
+            t["status"]["state"] == "completed"
+        })
+        .await;
+        let answer = t["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            answer.contains("the person cancelled the hand-off"),
+            "the model saw the cancel: {answer}"
+        );
+        // The hand-off is over: its page is gone for the person too.
+        let (status, _, _) = http_as(
+            addr,
+            &host,
+            "GET",
+            &format!("/handoff/{hid}/"),
+            None,
+            &[("cookie", &cookie)],
+        )
+        .await;
+        assert_eq!(status, 403);
+        server.shutdown().await;
+        runner.shutdown().await;
+    });
+}
