@@ -169,3 +169,39 @@ fn a_watched_tab_streams_frames_takes_input_and_stops_when_nobody_watches() {
     });
     assert_eq!(m.screencast_starts(), starts + 1);
 }
+
+#[test]
+fn browser_handoff_fails_at_once_where_no_server_shows_the_page() {
+    let Some(f) = fixture() else { return };
+    let ctx = f.b.context("live-2");
+    // No page yet: nothing to hand over.
+    let err =
+        f.b.run_tool(
+            &ctx,
+            "browser_handoff",
+            json!({"reason": "solve the CAPTCHA"}),
+        )
+        .expect_err("no page");
+    assert!(err.to_string().contains("browser_navigate first"), "{err}");
+    let base = format!("http://127.0.0.1:{}", f.server.addr.port());
+    f.b.run_tool(&ctx, "browser_navigate", json!({"url": format!("{base}/")}))
+        .expect("navigate");
+    // A manager nobody serves hand-off pages for (no observer): a clear error, no wait.
+    let err =
+        f.b.run_tool(
+            &ctx,
+            "browser_handoff",
+            json!({"reason": "solve the CAPTCHA"}),
+        )
+        .expect_err("nobody can be reached");
+    assert!(
+        err.to_string()
+            .contains("no server shows hand-off pages here"),
+        "{err}"
+    );
+    assert_eq!(f.b.manager.handoffs().waiting(), 0);
+    let err =
+        f.b.run_tool(&ctx, "browser_handoff", json!({"reason": "  "}))
+            .expect_err("a reason is needed");
+    assert!(err.to_string().contains("give `reason`"), "{err}");
+}
