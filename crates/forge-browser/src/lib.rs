@@ -36,6 +36,10 @@
 //!   a session's context: cookies and local storage restored at creation and read back, for
 //!   the profile's origins only (domain rule, source scheme and port).
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
+//! - [`LiveTab`] (`screencast.rs`): a tab's live view (CDP screencast, only while watched, capped
+//!   in rate and size) and a person's input to it (mouse, wheel, keys, text through CDP `Input.*`).
+//! - [`Handoffs`] (`handoff.rs`): hand-offs to a person (one-time token, visitor secret, one tab),
+//!   opened by `browser_handoff` (`tools/handoff.rs`) and finished by the runtime's hand-off page.
 
 pub mod binary;
 mod cdp_link;
@@ -45,6 +49,7 @@ pub mod crash;
 pub mod devtools_relay;
 pub mod error;
 mod frames;
+pub mod handoff;
 pub mod keys;
 mod lifeline;
 pub mod manager;
@@ -54,6 +59,7 @@ mod pointer;
 mod process;
 pub mod profile;
 pub mod refusals;
+pub mod screencast;
 mod session;
 pub mod tools;
 
@@ -61,7 +67,9 @@ pub use binary::{find_browser_binary, BrowserNotFound};
 pub use config::BrowserConfig;
 pub use crash::{BrowserCrash, CrashObserver};
 pub use error::BrowserError;
+pub use handoff::{HandoffEnd, HandoffEvent, HandoffObserver, HandoffRefusal, Handoffs};
 pub use manager::{BrowserManager, CloseReason, SessionClosedHook, SessionOptions};
 pub use profile::{ProfileOrigin, ProfileState, SavedCookie, SessionProfile};
 pub use refusals::RefusalLog;
+pub use screencast::{Frame, LiveError, LiveInput, LiveTab};
 pub use tools::{browser_tools, BrowserToolOptions};

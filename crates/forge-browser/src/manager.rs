@@ -68,6 +68,10 @@ pub struct BrowserManager {
     session_proxies: StdMutex<HashMap<String, std::net::SocketAddr>>,
     /// Sessions whose context starts from a login profile (taken when the context is created).
     session_profiles: StdMutex<HashMap<String, Arc<SessionProfile>>>,
+    /// The tabs being watched or handed to a person (`screencast.rs`).
+    live: crate::screencast::LiveTabs,
+    /// Hand-offs to a person that wait (`handoff.rs`).
+    handoffs: Arc<crate::handoff::Handoffs>,
 }
 
 impl BrowserManager {
@@ -82,6 +86,8 @@ impl BrowserManager {
             on_close: Arc::new(StdMutex::new(None)),
             session_proxies: StdMutex::new(HashMap::new()),
             session_profiles: StdMutex::new(HashMap::new()),
+            live: Default::default(),
+            handoffs: Default::default(),
         }
     }
 
@@ -145,6 +151,28 @@ impl BrowserManager {
         crate::profile::read(&running.browser, &s.context_id, &pages, origins)
             .await
             .map(Some)
+    }
+
+    /// The live view of session `key`'s active tab (`screencast.rs`), if the session has a tab.
+    /// Waits at most a few seconds for a browser call in flight to let go of the session.
+    pub async fn live_tab(&self, key: &str) -> Option<Arc<crate::screencast::LiveTab>> {
+        let running = self.running.lock().await.clone()?;
+        let s = running.sessions.lock().await.get(key).cloned()?;
+        let st = tokio::time::timeout(Duration::from_secs(5), s.state.lock())
+            .await
+            .ok()?;
+        let page = st.active_tab().map(|t| t.page.clone())?;
+        Some(self.live.get(&page, self.config.viewport))
+    }
+
+    /// How many times a screencast was started on this manager's tabs (one per watched stretch).
+    pub fn screencast_starts(&self) -> u64 {
+        self.live.starts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The hand-offs to a person waiting on this manager's tabs (`handoff.rs`).
+    pub fn handoffs(&self) -> &Arc<crate::handoff::Handoffs> {
+        &self.handoffs
     }
 
     /// Call `hook` whenever a session ends (closed, idle, shutdown, crash). One hook; a later

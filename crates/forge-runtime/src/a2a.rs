@@ -6,6 +6,8 @@
 //! - [`tasks`]: the task store (state, history, artifacts, cancellation, stream subscribers) and
 //!   the A2A JSON shapes.
 //! - [`http`]: the hyper server, routing, bearer-token check, body limits and SSE.
+//! - `live`: the live view (`/ui/tasks/{id}/live`) and the hand-off page (`/handoff/...`) of
+//!   `browser_handoff`, and the task state `input-required` while a person is needed.
 //! - [`v1`]: the A2A 1.0 method names and wire shapes, translated to and from the 0.3 core; the
 //!   card lists both interfaces (`supportedInterfaces`), so 1.0 clients use 1.0 and 0.3 clients 0.3.
 //!
@@ -17,6 +19,7 @@ mod cancel;
 pub(crate) mod files;
 pub(crate) mod forward;
 pub(crate) mod http;
+mod live;
 mod scheduler;
 pub(crate) mod store;
 pub(crate) mod v1;

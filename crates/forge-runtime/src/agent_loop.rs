@@ -123,6 +123,10 @@ pub trait SessionCloser: Send + Sync {
     }
     /// A browser tool call of task `key` finished.
     async fn after_browser_call(&self, _key: &str) {}
+    /// The browser manager, for the live view and hand-off pages (`a2a/live.rs`).
+    fn browser(&self) -> Option<Arc<forge_browser::BrowserManager>> {
+        None
+    }
     /// `Some(cap)` when every browser session is taken (a new task that needs the browser would
     /// be refused): readiness turns false so a load balancer sends new tasks elsewhere.
     async fn at_capacity(&self) -> Option<usize> {
@@ -1102,6 +1106,11 @@ impl AgentLoop {
             });
             Arc::new(c.with_policy(policy, Some(recorder)))
         });
+        // browser_handoff waits for a person up to its own browser.handoff_timeout (default
+        // 10 min); a skill's timeout_hint, meant for actions, does not cut the person short.
+        if call.name == "browser_handoff" {
+            ctx.timeout = None;
+        }
         let ctx = &ctx;
         if is_browser_tool(&call.name) {
             *cx.browser_tool.lock().unwrap_or_else(|p| p.into_inner()) = call.name.clone();

@@ -69,6 +69,12 @@ pub mod events {
     pub const PROFILE_LOAD: &str = "profile_load";
     /// A task's login profile was saved back (`profile`, `saved`, `version` or why not).
     pub const PROFILE_SAVE: &str = "profile_save";
+    /// `browser_handoff` handed a tab to a person: the hand-off id (the token id, never the
+    /// token), the reason, the timeout.
+    pub const HANDOFF_START: &str = "handoff_start";
+    /// A hand-off ended: its id, the outcome (`done`, `cancelled`, `timeout`, `abandoned`), who
+    /// finished it (the token id) and how long it took.
+    pub const HANDOFF_END: &str = "handoff_end";
 }
 
 /// The `prev_hash` of the first line of a log.

@@ -23,7 +23,8 @@
 //!   - a2a/cancel.rs: cancelling them, across replicas too;
 //!   - a2a/wire.rs: the JSON shapes; a2a/files.rs: which files a task may serve, reading them;
 //!   - a2a/forward.rs: forwarding to the replica that holds a task;
-//!   - a2a/v1.rs: the A2A 1.0 method names and shapes.
+//!   - a2a/v1.rs: the A2A 1.0 method names and shapes;
+//!   - a2a/live.rs: the live view and the hand-off page (`browser_handoff`, `input-required`).
 //! - workspace (workspace.rs): one files directory per conversation, MCP session or one-off run
 //!   (`.forge/files/ws-<hash>/`), its forge-made id, the retention sweep and artifact capture
 //!   (bytes + SHA-256, a read-only content-addressed copy).

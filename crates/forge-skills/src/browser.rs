@@ -11,6 +11,7 @@
 //!   headless: true             # FORGE_BROWSER_HEADLESS still overrides
 //!   task_model: {provider: openai, name: gpt-4o-mini}   # browser_task's sub-agent model
 //!   profiles: {portal: {origins: ["https://portal.example.com"]}}   # login profiles (profiles.rs)
+//!   handoff_timeout: 10m       # how long browser_handoff waits for a person
 //! ```
 //!
 //! Every key is optional; a missing key keeps forge's default. The block is read from the
@@ -34,6 +35,8 @@ pub const MAX_BROWSER_SESSIONS: usize = 64;
 pub(crate) const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// Longest `browser.navigation_timeout` and `browser.action_timeout`.
 pub(crate) const MAX_ACTION_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest `browser.handoff_timeout`.
+pub(crate) const MAX_HANDOFF_TIMEOUT: Duration = Duration::from_secs(3600);
 const BROWSER_KEYS: &[&str] = &[
     "max_sessions",
     "idle_timeout",
@@ -43,6 +46,7 @@ const BROWSER_KEYS: &[&str] = &[
     "headless",
     "task_model",
     "profiles",
+    "handoff_timeout",
 ];
 const VIEWPORT_KEYS: &[&str] = &["width", "height"];
 const TASK_MODEL_KEYS: &[&str] = &["provider", "name"];
@@ -67,6 +71,8 @@ pub struct BrowserSettings {
     /// Login profiles (`browser.profiles`, read by `profiles.rs`), in forge.yaml order.
     #[serde(default)]
     pub profiles: Vec<crate::ProfileSpec>,
+    /// How long `browser_handoff` waits for a person (1 s to 1 h; default 10 min).
+    pub handoff_timeout: Option<Duration>,
 }
 
 /// `browser.task_model`.
@@ -289,6 +295,12 @@ impl<'d, 'a> Reader<'d, 'a> {
             "browser.action_timeout",
             MAX_ACTION_TIMEOUT,
             "30s",
+        );
+        out.handoff_timeout = self.duration(
+            &at("handoff_timeout"),
+            "browser.handoff_timeout",
+            MAX_HANDOFF_TIMEOUT,
+            "10m",
         );
         if let Some(h) = self.scalar(&at("headless"), "browser.headless", "headless: true") {
             match h.as_str() {

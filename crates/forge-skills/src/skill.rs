@@ -36,6 +36,7 @@ pub const BROWSER_TOOLS: &[&str] = &[
     "browser_scroll",
     "browser_upload",
     "browser_close",
+    "browser_handoff",
 ];
 
 /// Where a skill came from.

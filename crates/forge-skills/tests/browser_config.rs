@@ -145,3 +145,22 @@ fn wrong_shapes_and_unknown_keys() {
     let shown = render(&cfg.warnings[0]);
     assert!(shown.contains("did you mean `idle_timeout`"), "{shown}");
 }
+
+#[test]
+fn the_handoff_timeout_parses_and_out_of_range_says_the_range_and_the_default() {
+    let cfg = parse("browser:\n  handoff_timeout: 90s\n").unwrap();
+    assert_eq!(cfg.browser.handoff_timeout, Some(Duration::from_secs(90)));
+    assert_eq!(
+        parse("browser: {}\n").unwrap().browser.handoff_timeout,
+        None
+    );
+    let p = problems("browser:\n  handoff_timeout: 2h\n");
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(p[0].contains("forge.yaml:4:20"), "{}", p[0]);
+    assert!(
+        p[0].contains("`browser.handoff_timeout` is 2h, outside 1s to 3600s"),
+        "{}",
+        p[0]
+    );
+    assert!(p[0].contains("the default (10m)"), "{}", p[0]);
+}

@@ -36,6 +36,7 @@ mod close;
 mod drag;
 mod extract;
 mod fill;
+mod handoff;
 mod hover;
 mod navigate;
 mod press;
@@ -94,6 +95,10 @@ pub fn browser_tools(
         tool(upload::Upload, m, o),
         Arc::new(close::Close {
             manager: manager.clone(),
+        }),
+        Arc::new(handoff::Handoff {
+            manager: manager.clone(),
+            options: options.clone(),
         }),
     ]
 }
@@ -867,13 +872,13 @@ mod tests {
         let mgr = Arc::new(BrowserManager::new(crate::BrowserConfig::default()));
         let tools = browser_tools(mgr, BrowserToolOptions::default());
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        assert_eq!(names.len(), 16);
+        assert_eq!(names.len(), 17);
         for t in &tools {
             assert_eq!(t.input_schema()["type"], "object", "{}", t.name());
             assert!(!t.description().is_empty());
         }
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 16);
+        assert_eq!(names.len(), 17);
     }
 }

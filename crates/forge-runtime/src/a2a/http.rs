@@ -88,6 +88,7 @@ pub fn serve(
 ) -> std::io::Result<ServerHandle> {
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
+    super::live::attach(&store);
     let shared = Arc::new(Shared { store, card, token });
     let stop = shutdown.clone();
     let options = AcceptOptions {
@@ -322,6 +323,9 @@ async fn artifact(shared: &Shared, rest: &str) -> Response<Body> {
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
+    if super::live::owns(&path) {
+        return super::live::handle(&shared.store, shared.token.as_deref(), req).await;
+    }
     if let Some(rest) = path.strip_prefix("/artifacts/") {
         if req.method() != Method::GET {
             return full(

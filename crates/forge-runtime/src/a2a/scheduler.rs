@@ -536,8 +536,11 @@ impl TaskStore {
             if e.state.is_final() {
                 return vec![];
             }
-            e.status_message = Some(msg.clone());
-            e.status_time = rfc3339_now();
+            // While a person is needed the status keeps the hand-off's message (its link).
+            if e.state != State::InputRequired {
+                e.status_message = Some(msg.clone());
+                e.status_time = rfc3339_now();
+            }
             let mut ev = Self::status_event(id, e, false);
             ev["metadata"] = json!({"forge": data});
             vec![ev]

@@ -52,6 +52,8 @@ pub(crate) const REMOTE_STREAM_LIMIT: Duration = Duration::from_secs(3600);
 pub(super) enum State {
     Submitted,
     Working,
+    /// Waiting for a person (`browser_handoff`); back to `Working` when the hand-off ends.
+    InputRequired,
     Completed,
     Canceled,
     Failed,
@@ -62,6 +64,7 @@ impl State {
         match self {
             State::Submitted => "submitted",
             State::Working => "working",
+            State::InputRequired => "input-required",
             State::Completed => "completed",
             State::Canceled => "canceled",
             State::Failed => "failed",

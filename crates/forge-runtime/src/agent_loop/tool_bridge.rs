@@ -412,6 +412,10 @@ impl SessionCloser for AssembledSessions {
         self.audit.emit(Some(task_id), events::PROFILE_SAVE, fields);
     }
 
+    fn browser(&self) -> Option<Arc<forge_browser::BrowserManager>> {
+        self.tools.browser().map(|b| b.manager().clone())
+    }
+
     async fn close_session(&self, key: &str) {
         self.tools.close_session(key).await;
         if let Some(b) = self.tools.browser() {

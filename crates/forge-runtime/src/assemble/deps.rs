@@ -346,6 +346,9 @@ pub(crate) fn browser_config(
     if let Some(h) = settings.headless {
         c.headless = h;
     }
+    if let Some(d) = settings.handoff_timeout {
+        c.handoff_timeout = d;
+    }
     c.apply_env_from(env)
 }
 
