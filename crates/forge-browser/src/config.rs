@@ -34,6 +34,8 @@ pub struct BrowserConfig {
     /// Spawn Chromium in a network namespace of its own whose only reachable address is the
     /// proxy (forge-egress `confine`; see `devtools_relay.rs`). `None`: proxy flag only.
     pub confine: Option<forge_egress::confine::Confiner>,
+    /// Download caps (forge.yaml `browser.downloads`).
+    pub downloads: crate::downloads::DownloadLimits,
 }
 
 impl Default for BrowserConfig {
@@ -51,6 +53,7 @@ impl Default for BrowserConfig {
             launch_timeout: Duration::from_secs(20),
             viewport: (1280, 800),
             confine: None,
+            downloads: crate::downloads::DownloadLimits::default(),
         }
     }
 }

@@ -32,6 +32,8 @@
 //!   it back for that one key press), so tasks never share Chromium's one clipboard.
 //! - `devtools_relay.rs`: Chromium confined in a network namespace of its own (only the proxy is
 //!   reachable), forge's relay to its DevTools endpoint inside, and the spare proxy listeners there.
+//! - `downloads.rs`: every session's downloads land in its workspace (`downloads/`), followed,
+//!   capped ([`DownloadLimits`]), named safely and reported by the tool call they happened in.
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
@@ -40,6 +42,7 @@ mod clipboard;
 pub mod config;
 pub mod crash;
 pub mod devtools_relay;
+pub mod downloads;
 pub mod error;
 mod frames;
 pub mod keys;
@@ -56,6 +59,7 @@ pub mod tools;
 pub use binary::{find_browser_binary, BrowserNotFound};
 pub use config::BrowserConfig;
 pub use crash::{BrowserCrash, CrashObserver};
+pub use downloads::DownloadLimits;
 pub use error::BrowserError;
 pub use manager::{BrowserManager, CloseReason, SessionClosedHook, SessionOptions};
 pub use refusals::RefusalLog;

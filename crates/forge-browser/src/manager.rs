@@ -288,6 +288,13 @@ impl BrowserManager {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(reaper);
+        // Downloads of every session are followed from the start (`downloads.rs`).
+        let streams = crate::downloads::subscribe(&r.browser).await?;
+        let watcher = tokio::spawn(crate::downloads::watch(Arc::downgrade(&r), streams));
+        r.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(watcher);
         *guard = Some(r.clone());
         Ok(r)
     }
@@ -342,7 +349,8 @@ impl BrowserManager {
             running.browser.create_browser_context(params),
         )
         .await?;
-        // Downloads are refused: nothing a page offers is written to disk.
+        // Downloads are refused until a tool call names the workspace they go into
+        // (`downloads::enable`).
         let deny = chromiumoxide::cdp::browser_protocol::browser::SetDownloadBehaviorParams::builder()
             .behavior(chromiumoxide::cdp::browser_protocol::browser::SetDownloadBehaviorBehavior::Deny)
             .browser_context_id(ctx.clone())
@@ -360,6 +368,8 @@ impl BrowserManager {
             ),
         )
         .await?;
+        let downloads = Arc::new(crate::downloads::SessionDownloads::default());
+        running.downloads.add(&ctx, downloads.clone());
         let navigations = Arc::new(StdMutex::new(Vec::new()));
         let mut state = SessionState {
             tabs: Vec::new(),
@@ -379,6 +389,7 @@ impl BrowserManager {
             last_used: StdMutex::new(Instant::now()),
             proxy,
             scope: options.scope.clone(),
+            downloads: downloads.clone(),
         });
         sessions.insert(key.to_string(), s.clone());
         Ok(s)
@@ -725,6 +736,7 @@ impl BrowserManager {
             clipboard: Mutex::new(()),
             context_proxy,
             spare,
+            downloads: crate::downloads::Registry::new(self.config.downloads),
         })
     }
 }

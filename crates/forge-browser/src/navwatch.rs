@@ -247,6 +247,11 @@ pub(crate) fn blocked_from_error(
     url: &str,
     error_text: &str,
 ) -> Option<EgressRefusal> {
+    // An aborted load is not a refusal: a navigation that turned into a download ends so (the
+    // proxy refuses with a 403 response or a failed tunnel, never an abort).
+    if error_text.contains("ERR_ABORTED") {
+        return None;
+    }
     let bare = url::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))

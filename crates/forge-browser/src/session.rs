@@ -88,6 +88,8 @@ pub struct Session {
     /// first task of its conversation. Fixed for the session's life; a later task may narrow it
     /// but never widen it (the runtime compares against this value).
     pub(crate) scope: Option<serde_json::Value>,
+    /// This session's downloads (`downloads.rs`).
+    pub(crate) downloads: Arc<crate::downloads::SessionDownloads>,
 }
 
 /// How a session is created, beyond its key. Only the first call for a key counts: an existing
@@ -161,6 +163,8 @@ pub struct Running {
     pub(crate) context_proxy: std::net::SocketAddr,
     /// When confined: the spare proxy listeners of Chromium's namespace (`devtools_relay.rs`).
     pub(crate) spare: Option<Arc<crate::devtools_relay::SpareProxies>>,
+    /// Every session's downloads, for the browser's download watcher (`downloads.rs`).
+    pub(crate) downloads: crate::downloads::Registry,
 }
 
 impl Running {
@@ -336,6 +340,7 @@ impl Session {
     }
 
     pub(crate) async fn dispose(&self) {
+        self.running.downloads.remove(&self.context_id);
         let mut st = self.state.lock().await;
         st.tabs.clear();
         let _ = tokio::time::timeout(

@@ -160,6 +160,16 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
         let work = async {
             let session = self.manager.session(session_key).await?;
             let running = session.running.clone();
+            // Downloads go into this call's workspace (`downloads.rs`).
+            crate::downloads::enable(
+                &running,
+                &session.context_id,
+                &session.downloads,
+                &ctx.files_dir,
+            )
+            .await?;
+            let started = session.downloads.started();
+            let began = tokio::time::Instant::now();
             let run = async {
                 let mut st = session.state.lock().await;
                 session.sync_tabs(&mut st).await;
@@ -178,6 +188,34 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
                 self.action.run(&mut cx, &input).await
             };
             let r = self.manager.guard(&running, limit, run).await;
+            // A download the action started is waited for (within the call's time limit), then
+            // reported with the result.
+            // A click or key press may start a download whose response (or Blob) comes a moment
+            // after the action returned: a short grace, ended as soon as one begins; longer when
+            // the action's navigation was aborted (a navigation that turned into a download).
+            if let Ok(out) = &r {
+                let aborted = out
+                    .text
+                    .lines()
+                    .next()
+                    .is_some_and(|l| l.contains("ERR_ABORTED"));
+                let grace = if aborted {
+                    Some(DOWNLOAD_GRACE_ABORTED)
+                } else if matches!(self.action.name(), "browser_click" | "browser_press") {
+                    Some(DOWNLOAD_GRACE)
+                } else {
+                    None
+                };
+                if let Some(g) = grace {
+                    session
+                        .downloads
+                        .begun_within(&running.downloads, started, g)
+                        .await;
+                }
+            }
+            let left = limit.saturating_sub(began.elapsed());
+            session.downloads.settle(started, left).await;
+            let r = r.map(|out| with_downloads(out, &session.downloads));
             // Idle time counts from the end of the last call, not its start: a call longer than
             // idle_timeout must not leave its session to be closed before the next one.
             session.touch();
@@ -198,6 +236,36 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
         }
         r
     }
+}
+
+/// `out` with the downloads finished (or failed) since the last report, and the ones still
+/// running, as lines after its status line; finished files also go in its data's `files` list
+/// (`{filename, mime_type, path, size_bytes}`), which the runtime captures as artifacts.
+fn with_downloads(mut out: ToolOutput, d: &crate::downloads::SessionDownloads) -> ToolOutput {
+    let (reports, running) = d.take();
+    if reports.is_empty() && running.is_empty() {
+        return out;
+    }
+    let (lines, files) = crate::downloads::describe(&reports, &running);
+    let lines = lines.join("\n");
+    out.text = match out.text.split_once('\n') {
+        Some((status, rest)) => format!("{status}\n{lines}\n{rest}"),
+        None => format!("{}\n{lines}", out.text),
+    };
+    if !files.is_empty() {
+        let mut data = match out.data.take() {
+            Some(Value::Object(m)) => m,
+            None => serde_json::Map::new(),
+            Some(other) => {
+                let mut m = serde_json::Map::new();
+                m.insert("value".into(), other);
+                m
+            }
+        };
+        data.insert("files".into(), Value::Array(files));
+        out.data = Some(Value::Object(data));
+    }
+    out
 }
 
 /// `r` with the crash `notice` first in its text (and in its data as `notice`), and whether it
@@ -580,6 +648,11 @@ fn page_dialog_count(st: &SessionState, page: &Page) -> usize {
         .map(|t| t.dialogs.lock().unwrap_or_else(|p| p.into_inner()).len())
         .unwrap_or(0)
 }
+
+/// How long a click or key press waits for a download it may have started to begin.
+const DOWNLOAD_GRACE: Duration = Duration::from_millis(300);
+/// The same after a navigation that was aborted (one that turned into a download).
+const DOWNLOAD_GRACE_ABORTED: Duration = Duration::from_secs(2);
 
 /// Longest `wait_for` wait (and the largest `ms`).
 pub(crate) const WAIT_CAP: Duration = Duration::from_millis(5000);
