@@ -354,3 +354,46 @@ fn a_blob_download_by_page_script_is_reported_like_the_others() {
     );
     assert_eq!(files_of(&out).len(), 1);
 }
+
+#[test]
+fn browser_pdf_prints_the_page_into_the_workspace() {
+    let Some(f) = fixture() else { return };
+    let ws = tempfile::tempdir().expect("workspace");
+    f.open("pdf", ws.path());
+    let out = f.call(
+        "pdf",
+        ws.path(),
+        "browser_pdf",
+        json!({"filename": "../../.page", "landscape": true, "page_ranges": "1"}),
+    );
+    let data = out.data.clone().expect("data");
+    assert_eq!(data["filename"], "page.pdf", "{}", out.text);
+    assert_eq!(data["mime_type"], "application/pdf");
+    let path = ws.path().join("page.pdf");
+    assert_eq!(data["path"], path.to_string_lossy().as_ref());
+    let bytes = std::fs::read(&path).expect("the PDF");
+    assert!(bytes.starts_with(b"%PDF-"), "not a PDF");
+    let tail = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(64)..]).to_string();
+    assert!(tail.contains("%%EOF"), "{tail}");
+    assert_eq!(data["size_bytes"], bytes.len());
+    // The same name again: a suffix, the first file untouched.
+    let again = f.call(
+        "pdf",
+        ws.path(),
+        "browser_pdf",
+        json!({"filename": "page.pdf"}),
+    );
+    assert_eq!(again.data.expect("data")["filename"], "page-2.pdf");
+    assert_eq!(std::fs::read(&path).expect("first PDF"), bytes);
+    // A bad range is refused with a clear message, and nothing is written.
+    let err = f
+        .try_call(
+            "pdf",
+            ws.path(),
+            "browser_pdf",
+            json!({"filename": "x.pdf", "page_ranges": "1; rm"}),
+        )
+        .expect_err("a bad range");
+    assert!(err.to_string().contains("page_ranges"), "{err}");
+    assert!(!ws.path().join("x.pdf").exists());
+}

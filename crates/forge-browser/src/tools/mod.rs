@@ -38,6 +38,7 @@ mod extract;
 mod fill;
 mod hover;
 mod navigate;
+mod pdf;
 mod press;
 mod screenshot;
 mod scroll;
@@ -88,6 +89,7 @@ pub fn browser_tools(
         tool(tabs::Tabs, m, o),
         tool(extract::Extract, m, o),
         tool(screenshot::Screenshot, m, o),
+        tool(pdf::Pdf, m, o),
         tool(drag::Drag, m, o),
         tool(select_text::SelectText, m, o),
         tool(scroll::Scroll, m, o),
@@ -919,13 +921,13 @@ mod tests {
         let mgr = Arc::new(BrowserManager::new(crate::BrowserConfig::default()));
         let tools = browser_tools(mgr, BrowserToolOptions::default());
         let mut names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        assert_eq!(names.len(), 16);
+        assert_eq!(names.len(), 17);
         for t in &tools {
             assert_eq!(t.input_schema()["type"], "object", "{}", t.name());
             assert!(!t.description().is_empty());
         }
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 16);
+        assert_eq!(names.len(), 17);
     }
 }
