@@ -413,8 +413,11 @@ async fn progress(r: &Running, e: &EventDownloadProgress, pending: &mut HashMap<
         }
     };
     let max = reg.limits.max_bytes;
-    let name = match d.lock().active.get(&e.guid) {
-        Some(a) => a.name.clone(),
+    // The name is taken out first: a guard in the match's scrutinee would live through the
+    // arms, and `remove_partial` locks again (a self-deadlock that hung the caller's call).
+    let known = d.lock().active.get(&e.guid).map(|a| a.name.clone());
+    let name = match known {
+        Some(name) => name,
         // Already cancelled by forge (over a cap): Chromium may have written more before it
         // took the cancel in, so its partial file goes again when it says it stopped.
         None => {
