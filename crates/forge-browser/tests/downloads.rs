@@ -48,8 +48,9 @@ fn serve(r: &Request, refused: &str) -> Response {
 <a id="inv" href="/invoice">Invoice</a>
 <button id="blob" onclick="
   const b = new Blob([new Uint8Array([0,1,2,250,251,252,10,13,65])], {{type: 'application/octet-stream'}});
-  const a = document.createElement('a'); a.href = URL.createObjectURL(b); a.download = 'notes.bin';
+  const a = document.createElement('a'); a.href = window.URL.createObjectURL(b); a.download = 'notes.bin';
   document.body.appendChild(a); a.click();">Blob</button>
+<a id="data" href="data:application/octet-stream;base64,AAEC/f7/" download="bytes.bin">Data</a>
 <a id="refused" href="{refused}/secret.bin" download="secret.bin">Refused</a>
 <a id="big" href="/big">Big</a>
 <a id="h1" href="/hostile/1">H1</a> <a id="h2" href="/hostile/2">H2</a>
@@ -332,8 +333,7 @@ fn hostile_names_land_sanitised_inside_the_workspace() {
 }
 
 #[test]
-#[ignore = "a Blob download started by page script does not begin (no Browser.downloadWillBegin) in headless Chromium here yet; see the report"]
-fn a_blob_download_by_page_script_is_reported_like_the_others() {
+fn blob_and_data_downloads_by_page_script_are_reported_like_the_others() {
     let Some(f) = fixture() else { return };
     let ws = tempfile::tempdir().expect("workspace");
     f.open("dl-blob", ws.path());
@@ -353,6 +353,22 @@ fn a_blob_download_by_page_script_is_reported_like_the_others() {
         vec![0, 1, 2, 250, 251, 252, 10, 13, 65]
     );
     assert_eq!(files_of(&out).len(), 1);
+    // A `data:` link with `download` works the same.
+    let out = f.call(
+        "dl-blob",
+        ws.path(),
+        "browser_click",
+        json!({"selector": "#data"}),
+    );
+    assert!(
+        out.text.contains("downloaded: bytes.bin (6 B, "),
+        "{}",
+        out.text
+    );
+    assert_eq!(
+        std::fs::read(ws.path().join("downloads/bytes.bin")).expect("file"),
+        vec![0, 1, 2, 253, 254, 255]
+    );
 }
 
 #[test]
