@@ -82,6 +82,8 @@ struct Inner {
     dir: Option<PathBuf>,
     /// Downloads this session started (counted against `max_files`).
     started: usize,
+    /// Downloads that began, kept or cancelled at once over `max_files`.
+    begun: usize,
     active: HashMap<String, Active>,
     reports: Vec<Report>,
 }
@@ -98,9 +100,21 @@ impl SessionDownloads {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// How many downloads began so far (to tell which began during a call).
-    pub(crate) fn started(&self) -> usize {
-        self.lock().started
+    /// How many downloads began so far, kept or cancelled (to tell which began during a call).
+    pub(crate) fn begun(&self) -> usize {
+        self.lock().begun
+    }
+
+    /// Resolves once a download of this session began after `before` (callers bound the time).
+    pub(crate) async fn begun_after(&self, before: usize) {
+        // Bounded in count; each round waits for a change (the caller bounds the time).
+        for _ in 0..100_000 {
+            let changed = self.changed.notified();
+            if self.lock().begun > before {
+                return;
+            }
+            changed.await;
+        }
     }
 
     /// Wait (at most `max`) for a download of this session to begin after `before`, while
@@ -111,7 +125,7 @@ impl SessionDownloads {
         for _ in 0..10_000 {
             let mine = self.changed.notified();
             let any = reg.began.notified();
-            if self.started() > before {
+            if self.begun() > before {
                 return true;
             }
             let waiting = reg.unassigned.load(std::sync::atomic::Ordering::SeqCst) > 0;
@@ -142,7 +156,7 @@ impl SessionDownloads {
             let notified = self.changed.notified();
             {
                 let g = self.lock();
-                if g.started <= before || g.active.is_empty() {
+                if g.begun <= before || g.active.is_empty() {
                     return;
                 }
             }
@@ -198,6 +212,11 @@ impl Registry {
             limits,
             ..Self::default()
         }
+    }
+
+    /// Whether a download that began is still being matched to its session.
+    pub(crate) fn assigning(&self) -> bool {
+        self.unassigned.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     pub(crate) fn add(&self, context: &BrowserContextId, d: Arc<SessionDownloads>) {
@@ -308,6 +327,10 @@ pub(crate) async fn watch(running: Weak<Running>, mut s: Streams) {
     let mut pending: HashMap<String, String> = HashMap::new();
     loop {
         tokio::select! {
+            // A download's begin is always taken before its progress: both streams may hold
+            // events, and a progress (even its `completed`) read first would find no download
+            // to update and be lost, leaving the download "running" until the call's limit.
+            biased;
             e = s.begin.next() => {
                 let Some(e) = e else { return };
                 let Some(r) = running.upgrade() else { return };
@@ -358,6 +381,7 @@ async fn start(r: &Running, guid: &str, name: String, d: Arc<SessionDownloads>) 
     let max = r.downloads.limits.max_files;
     let over = {
         let mut g = d.lock();
+        g.begun += 1;
         if g.started >= max {
             true
         } else {

@@ -350,10 +350,13 @@ impl BrowserManager {
         )
         .await?;
         // Downloads are refused until a tool call names the workspace they go into
-        // (`downloads::enable`).
+        // (`downloads::enable`). Events stay on: the flag belongs to the whole browser
+        // connection, and a call with it off stops the events of every session's downloads,
+        // those in flight included (their completion was never told).
         let deny = chromiumoxide::cdp::browser_protocol::browser::SetDownloadBehaviorParams::builder()
             .behavior(chromiumoxide::cdp::browser_protocol::browser::SetDownloadBehaviorBehavior::Deny)
             .browser_context_id(ctx.clone())
+            .events_enabled(true)
             .build()
             .map_err(BrowserError::Cdp)?;
         with_timeout(Duration::from_secs(10), running.browser.execute(deny)).await?;

@@ -228,6 +228,32 @@ fn each_click_reports_its_download_and_the_file_has_the_served_bytes() {
 }
 
 #[test]
+fn navigating_to_a_download_reports_it_and_keeps_the_page() {
+    let Some(f) = fixture() else { return };
+    let ws = tempfile::tempdir().expect("workspace");
+    f.open("dl-nav", ws.path());
+    let out = f.call(
+        "dl-nav",
+        ws.path(),
+        "browser_navigate",
+        json!({"url": f.site.url("/invoice")}),
+    );
+    assert!(out.text.contains("is a download"), "{}", out.text);
+    assert!(
+        out.text
+            .contains("downloaded: invoice-2026-11.pdf (3 KB, application/pdf)"),
+        "{}",
+        out.text
+    );
+    assert!(out.text.contains("page: Files"), "{}", out.text);
+    assert_eq!(
+        std::fs::read(ws.path().join("downloads/invoice-2026-11.pdf")).expect("file"),
+        body(3000, 2)
+    );
+    assert_eq!(files_of(&out).len(), 1);
+}
+
+#[test]
 fn a_download_from_a_refused_host_is_refused_and_the_host_sees_nothing() {
     let Some(f) = fixture() else { return };
     let ws = tempfile::tempdir().expect("workspace");

@@ -170,7 +170,7 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
                 &ctx.files_dir,
             )
             .await?;
-            let started = session.downloads.started();
+            let started = session.downloads.begun();
             let began = tokio::time::Instant::now();
             let run = async {
                 let mut st = session.state.lock().await;
@@ -190,30 +190,15 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
                 self.action.run(&mut cx, &input).await
             };
             let r = self.manager.guard(&running, limit, run).await;
-            // A download the action started is waited for (within the call's time limit), then
-            // reported with the result.
-            // A click or key press may start a download whose response (or Blob) comes a moment
-            // after the action returned: a short grace, ended as soon as one begins; longer when
-            // the action's navigation was aborted (a navigation that turned into a download).
-            if let Ok(out) = &r {
-                let aborted = out
-                    .text
-                    .lines()
-                    .next()
-                    .is_some_and(|l| l.contains("ERR_ABORTED"));
-                let grace = if aborted {
-                    Some(DOWNLOAD_GRACE_ABORTED)
-                } else if matches!(self.action.name(), "browser_click" | "browser_press") {
-                    Some(DOWNLOAD_GRACE)
-                } else {
-                    None
-                };
-                if let Some(g) = grace {
-                    session
-                        .downloads
-                        .begun_within(&running.downloads, started, g)
-                        .await;
-                }
+            // A download that began during the action (its settle ends when one does:
+            // `NavWatch::downloads`) or whose session is still being looked up is waited for:
+            // until it is counted, then until it ends (within the call's time limit), and
+            // reported with the result. A call that started none waits for nothing.
+            if r.is_ok() && running.downloads.assigning() {
+                session
+                    .downloads
+                    .begun_within(&running.downloads, started, Duration::ZERO)
+                    .await;
             }
             let left = limit.saturating_sub(began.elapsed());
             session.downloads.settle(started, left).await;
@@ -587,9 +572,15 @@ impl Cx<'_> {
             return Err(ActionError::Tool(ToolError::Blocked(b.clone())));
         }
         let mut parts = Vec::new();
+        if out.download {
+            // Its file (or why it was not kept) is reported on the lines after the status.
+            parts.push("started a download".to_string());
+        }
         if out.navigated {
             observe::wait_ready(page, limit / 5).await?;
             match (out.status, &out.failed) {
+                // The document load that turned into the download ended so; the page is as it was.
+                (_, Some(f)) if out.download && f.contains("ERR_ABORTED") => {}
                 (_, Some(f)) => parts.push(format!("navigation failed ({f})")),
                 (Some(s), _) => parts.push(format!("navigated (HTTP {s})")),
                 (None, _) => parts.push("navigated".to_string()),
@@ -650,11 +641,6 @@ fn page_dialog_count(st: &SessionState, page: &Page) -> usize {
         .map(|t| t.dialogs.lock().unwrap_or_else(|p| p.into_inner()).len())
         .unwrap_or(0)
 }
-
-/// How long a click or key press waits for a download it may have started to begin.
-const DOWNLOAD_GRACE: Duration = Duration::from_millis(300);
-/// The same after a navigation that was aborted (one that turned into a download).
-const DOWNLOAD_GRACE_ABORTED: Duration = Duration::from_secs(2);
 
 /// Longest `wait_for` wait (and the largest `ms`).
 pub(crate) const WAIT_CAP: Duration = Duration::from_millis(5000);
