@@ -166,6 +166,26 @@ impl SessionDownloads {
         }
     }
 
+    /// Wait (at most `max`) until no download of this session is running: `None` when none
+    /// was, else whether they all ended in time.
+    pub(crate) async fn settle_all(&self, max: Duration) -> Option<bool> {
+        if self.lock().active.is_empty() {
+            return None;
+        }
+        let deadline = tokio::time::Instant::now() + max;
+        // Bounded: each round waits for a change or the deadline.
+        for _ in 0..10_000 {
+            let notified = self.changed.notified();
+            if self.lock().active.is_empty() {
+                return Some(true);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Some(self.lock().active.is_empty());
+            }
+        }
+        Some(false)
+    }
+
     /// The finished or failed downloads not reported yet, and the ones still running (as lines).
     pub(crate) fn take(&self) -> (Vec<Report>, Vec<String>) {
         let mut g = self.lock();
@@ -179,7 +199,7 @@ impl SessionDownloads {
                     String::new()
                 };
                 format!(
-                    "downloading: {} ({}{of} so far; a later browser_state reports when it ends)",
+                    "downloading: {} ({}{of} so far; browser_state with wait_for {{\"download\": true}} reports its end)",
                     a.name,
                     human(a.received)
                 )

@@ -200,7 +200,10 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
                     .begun_within(&running.downloads, started, Duration::ZERO)
                     .await;
             }
-            let left = limit.saturating_sub(began.elapsed());
+            // A download that began is waited for up to WAIT_CAP (within the call's limit); a
+            // longer one is reported as running, and a later `wait_for {download: true}` or any
+            // browser call reports its end.
+            let left = limit.saturating_sub(began.elapsed()).min(WAIT_CAP);
             session.downloads.settle(started, left).await;
             let r = r.map(|out| with_downloads(out, &session.downloads));
             // Idle time counts from the end of the last call, not its start: a call longer than
@@ -520,6 +523,20 @@ impl Cx<'_> {
                 tokio::time::sleep(d).await;
                 return Ok(format!("waited {} ms", d.as_millis()));
             }
+            WaitFor::Download => {
+                // The downloads themselves are reported on the lines after the status.
+                return Ok(match self.session.downloads.settle_all(cap).await {
+                    None => "no download was running".into(),
+                    Some(true) => format!(
+                        "waited {} ms until the downloads ended",
+                        started.elapsed().as_millis()
+                    ),
+                    Some(false) => format!(
+                        "waited {} ms (the wait_for limit); a download is still running",
+                        started.elapsed().as_millis()
+                    ),
+                });
+            }
             WaitFor::Text(t) => (json!({"text": t}), format!("text {t:?} appeared")),
             WaitFor::NewText { text, before, doc } => (
                 json!({"text": text, "before": before, "doc": doc}),
@@ -557,7 +574,7 @@ impl Cx<'_> {
                 "text {text:?} did not appear anew (it was on the page {before} time(s) before the action)"
             ),
             WaitFor::Gone(r) => format!("{r} was still there"),
-            WaitFor::Ms(_) => String::new(),
+            WaitFor::Ms(_) | WaitFor::Download => String::new(),
         };
         Ok(format!(
             "waited {} ms (the wait_for limit) but {not}; observed anyway",
@@ -665,6 +682,8 @@ pub(crate) enum WaitFor {
     Gone(String),
     /// A fixed pause.
     Ms(u64),
+    /// Until the session's running downloads have ended.
+    Download,
 }
 
 /// The `wait_for` property of the tools that can wait after acting: its three forms and the cap
@@ -674,7 +693,7 @@ pub(crate) fn wait_for_prop() -> Value {
     json!({
         "type": "object",
         "description": format!(
-            "Then wait ≤{}s: {{\"text\":s}} appears, {{\"gone\":ref}} or {{\"ms\":n}}",
+            "Then wait ≤{}s: {{\"text\":s}} appears, {{\"gone\":ref}}, {{\"ms\":n}} or {{\"download\":true}} ends",
             WAIT_CAP.as_secs()
         )
     })
@@ -686,7 +705,7 @@ pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
         return Ok(None);
     };
     const SHAPE: &str =
-        "give `wait_for` as {\"text\": \"...\"}, {\"gone\": \"e12\"} or {\"ms\": 500}";
+        "give `wait_for` as {\"text\": \"...\"}, {\"gone\": \"e12\"}, {\"ms\": 500} or {\"download\": true}";
     let obj = w
         .as_object()
         .ok_or_else(|| invalid(format!("`wait_for` must be an object; {SHAPE}")))?;
@@ -703,6 +722,7 @@ pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
         Some((k, Value::String(r))) if k == "gone" && !r.trim().is_empty() => {
             Ok(Some(WaitFor::Gone(r.trim().to_string())))
         }
+        Some((k, Value::Bool(true))) if k == "download" => Ok(Some(WaitFor::Download)),
         Some((k, v)) if k == "ms" => match v.as_u64() {
             Some(ms) if ms <= cap => Ok(Some(WaitFor::Ms(ms))),
             _ => Err(invalid(format!(
