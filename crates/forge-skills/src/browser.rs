@@ -46,9 +46,9 @@ const BROWSER_KEYS: &[&str] = &[
 ];
 const DOWNLOADS_KEYS: &[&str] = &["max_bytes", "max_files"];
 /// Largest `browser.downloads.max_bytes` (4 GiB).
-pub const MAX_DOWNLOAD_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+pub(crate) const MAX_DOWNLOAD_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 /// Largest `browser.downloads.max_files`.
-pub const MAX_DOWNLOAD_FILES: u64 = 1000;
+pub(crate) const MAX_DOWNLOAD_FILES: u64 = 1000;
 const VIEWPORT_KEYS: &[&str] = &["width", "height"];
 const TASK_MODEL_KEYS: &[&str] = &["provider", "name"];
 
