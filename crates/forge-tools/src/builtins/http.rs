@@ -1,6 +1,8 @@
 //! `http_request` and `web_fetch`: HTTP through the agent's egress client (the one policy, with
 //! redirects re-validated by the client), with a body size cap, and the response body fenced as
-//! untrusted outside content before the model sees it.
+//! untrusted outside content before the model sees it. A PDF response (`application/pdf`, or a
+//! body starting `%PDF-`) is read with [`crate::pdf`] and shown as its text, page by page under
+//! the tool's size budget, with a `page` argument to read on.
 
 use std::time::Duration;
 
@@ -9,6 +11,7 @@ use serde_json::{json, Value};
 
 use super::html_text::html_to_text;
 use crate::fence;
+use crate::pdf::{read_pdf, render_parts, PdfLimits, PdfText};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 /// Default cap on the response body bytes read by `http_request`.
@@ -52,6 +55,9 @@ pub struct HttpCall {
     /// Names of headers that carry a secret: marked sensitive, so the client drops them on any
     /// redirect to another origin.
     pub sensitive: Vec<String>,
+    /// A PDF response is kept whole (up to the client's own body limit) rather than cut at
+    /// `max_body_bytes`: a cut PDF cannot be read, and its text is cut by pages instead.
+    pub whole_pdf: bool,
 }
 
 /// What came back.
@@ -100,9 +106,7 @@ pub async fn send(ctx: &ToolContext, call: HttpCall) -> Result<HttpReply, ToolEr
         _ = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
     };
     let mut body = resp.body.to_vec();
-    let truncated = body.len() > call.max_body_bytes;
-    body.truncate(call.max_body_bytes);
-    let headers = resp
+    let headers: Vec<(String, String)> = resp
         .headers
         .iter()
         .map(|(k, v)| {
@@ -112,6 +116,16 @@ pub async fn send(ctx: &ToolContext, call: HttpCall) -> Result<HttpReply, ToolEr
             )
         })
         .collect();
+    let content_type = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("");
+    let keep_whole = call.whole_pdf && is_pdf(content_type, &body);
+    let truncated = !keep_whole && body.len() > call.max_body_bytes;
+    if !keep_whole {
+        body.truncate(call.max_body_bytes);
+    }
     Ok(HttpReply {
         status: resp.status.as_u16(),
         final_url: resp.url,
@@ -208,6 +222,72 @@ fn header_value(reply: &HttpReply, name: &str) -> Option<String> {
         .map(|(_, v)| v.clone())
 }
 
+/// A PDF: the media type says so (`application/pdf`, `application/x-pdf`), or the body starts
+/// with the `%PDF-` header whatever the type says.
+pub fn is_pdf(content_type: &str, body: &[u8]) -> bool {
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    (!body.is_empty() && matches!(media.as_str(), "application/pdf" | "application/x-pdf"))
+        || body.starts_with(b"%PDF-")
+}
+
+/// A PDF response as a tool shows it.
+struct PdfShown {
+    doc: PdfText,
+    /// The title line and page sections (outside content: fenced by the caller).
+    text: String,
+    /// forge's own "read on with page: N" line, when pages were left out (not fenced).
+    note: Option<String>,
+    next: Option<usize>,
+}
+
+/// Read a PDF response for a tool: its text from page `from_page` within `budget` bytes, with
+/// every secret value redacted before the text is cut (a cut could split a value, which the call
+/// path's redactor would then miss). A PDF that cannot be read is a tool error naming the URL.
+async fn pdf_text(
+    ctx: &ToolContext,
+    url: &str,
+    body: Vec<u8>,
+    from_page: usize,
+    budget: usize,
+) -> Result<PdfShown, ToolError> {
+    let mut doc = read_pdf(body, &PdfLimits::default()).await.map_err(|e| {
+        ToolError::Failed(format!("{url} returned a PDF that forge cannot read: {e}"))
+    })?;
+    if !ctx.secrets.is_empty() {
+        if let Some(t) = doc.title.as_mut() {
+            *t = ctx.secrets.redact(t).into_owned();
+        }
+        for page in &mut doc.pages {
+            *page = ctx.secrets.redact(page).into_owned();
+        }
+    }
+    let (text, note, next) = render_parts(&doc, from_page, budget);
+    Ok(PdfShown {
+        doc,
+        text,
+        note,
+        next,
+    })
+}
+
+/// The `page` argument: 1-based, 1 when absent.
+fn page_arg(input: &Value) -> Result<usize, ToolError> {
+    match input.get("page") {
+        None | Some(Value::Null) => Ok(1),
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => Err(ToolError::InvalidInput(
+                "`page` must be a whole number from 1 (the PDF page to read from)".into(),
+            )),
+        },
+    }
+}
+
 fn is_textual(content_type: &str) -> bool {
     let ct = content_type.to_ascii_lowercase();
     ct.is_empty()
@@ -244,7 +324,9 @@ impl Tool for HttpRequest {
          allowlist. Returns the status, the final URL after redirects, selected headers and the body \
          (fenced as untrusted content, cut at max_bytes). A \"blocked by egress policy\" error means \
          the host is not allowed. A header value may name a secret as {{secret:NAME}} (the system \
-         prompt lists them): forge inserts the value only for the hosts that secret is bound to."
+         prompt lists them): forge inserts the value only for the hosts that secret is bound to. \
+         A PDF response is shown as its text page by page (max_bytes is then the text budget); \
+         `page` reads on from a later page."
     }
 
     fn input_schema(&self) -> Value {
@@ -255,7 +337,8 @@ impl Tool for HttpRequest {
                 "url": {"type": "string", "description": "http:// or https:// URL"},
                 "headers": {"type": "object", "additionalProperties": {"type": "string"}},
                 "body": {"description": "request body: a string, or any JSON value (sent as application/json)"},
-                "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BODY_BYTES, "default": DEFAULT_MAX_BODY_BYTES}
+                "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BODY_BYTES, "default": DEFAULT_MAX_BODY_BYTES},
+                "page": {"type": "integer", "minimum": 1, "default": 1, "description": "for a PDF response: the page to show text from"}
             },
             "required": ["url"],
             "additionalProperties": false
@@ -355,9 +438,10 @@ impl Tool for HttpRequest {
             Some(n) if n >= 1 => (n as usize).min(MAX_BODY_BYTES),
             _ => DEFAULT_MAX_BODY_BYTES,
         };
+        let page = page_arg(&input)?;
         let timeout = ctx.timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT);
         let sensitive = substitute_secrets(ctx, &url, &mut headers)?;
-        let reply = send(
+        let mut reply = send(
             ctx,
             HttpCall {
                 method: method.clone(),
@@ -367,13 +451,27 @@ impl Tool for HttpRequest {
                 max_body_bytes,
                 timeout,
                 sensitive,
+                whole_pdf: true,
             },
         )
         .await?;
 
         let content_type = header_value(&reply, "content-type").unwrap_or_default();
+        let mut pdf_info = None;
+        let mut pdf_note = None;
         let body_text = if reply.body.is_empty() {
             String::new()
+        } else if is_pdf(&content_type, &reply.body) {
+            let body = std::mem::take(&mut reply.body);
+            let shown = pdf_text(ctx, &reply.final_url, body, page, max_body_bytes).await?;
+            pdf_info = Some(json!({
+                "title": shown.doc.title,
+                "page_count": shown.doc.page_count,
+                "from_page": page,
+                "next_page": shown.next,
+            }));
+            pdf_note = shown.note;
+            shown.text
         } else if is_textual(&content_type) || std::str::from_utf8(&reply.body).is_ok() {
             let text = String::from_utf8_lossy(&reply.body);
             if reply.truncated {
@@ -427,12 +525,16 @@ impl Tool for HttpRequest {
         if !outside.is_empty() {
             text.push_str(&fence::wrap(&note, &outside));
         }
+        if let Some(more) = pdf_note {
+            text.push_str(&more);
+        }
         let data = json!({
             "status": reply.status,
             "url": reply.final_url,
             "headers": shown,
             "body": fenced,
             "truncated": reply.truncated,
+            "pdf": pdf_info,
         });
         Ok(ToolOutput {
             text,
@@ -454,8 +556,9 @@ impl Tool for WebFetch {
     fn description(&self) -> &str {
         "Fetch a web page (GET, through the egress policy) and return it as readable text (scripts and \
          styles removed, links as `text (url)`), fenced as untrusted content and paginated: a \
-         \"pass offset=N for more\" line says how to continue. No JavaScript runs; use the browser \
-         tools for pages that need it."
+         \"pass offset=N for more\" line says how to continue. A PDF is shown as its text page by \
+         page (max_chars is then the text budget in bytes); a \"read on with page: N\" line says how \
+         to continue. No JavaScript runs; use the browser tools for pages that need it."
     }
 
     fn input_schema(&self) -> Value {
@@ -464,7 +567,8 @@ impl Tool for WebFetch {
             "properties": {
                 "url": {"type": "string"},
                 "max_chars": {"type": "integer", "minimum": 100, "maximum": WEB_FETCH_MAX_CHARS, "default": WEB_FETCH_DEFAULT_CHARS},
-                "offset": {"type": "integer", "minimum": 0, "default": 0}
+                "offset": {"type": "integer", "minimum": 0, "default": 0},
+                "page": {"type": "integer", "minimum": 1, "default": 1, "description": "for a PDF: the page to show text from"}
             },
             "required": ["url"],
             "additionalProperties": false
@@ -485,6 +589,7 @@ impl Tool for WebFetch {
             .map(|n| (n as usize).clamp(100, WEB_FETCH_MAX_CHARS))
             .unwrap_or(WEB_FETCH_DEFAULT_CHARS);
         let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let page = page_arg(&input)?;
         let timeout = ctx.timeout.unwrap_or(DEFAULT_HTTP_TIMEOUT);
         let reply = send(
             ctx,
@@ -499,10 +604,38 @@ impl Tool for WebFetch {
                 max_body_bytes: WEB_FETCH_MAX_BYTES,
                 timeout,
                 sensitive: Vec::new(),
+                whole_pdf: true,
             },
         )
         .await?;
         let content_type = header_value(&reply, "content-type").unwrap_or_default();
+        if is_pdf(&content_type, &reply.body) {
+            let shown = pdf_text(ctx, &reply.final_url, reply.body, page, max_chars).await?;
+            let note = format!(
+                "source=web_fetch url={} status={}",
+                reply.final_url, reply.status
+            );
+            let mut out = format!("HTTP {} final_url: {}\n", reply.status, reply.final_url);
+            out.push_str(&fence::wrap(&note, &shown.text));
+            if let Some(more) = &shown.note {
+                out.push_str(more);
+            }
+            let data = json!({
+                "status": reply.status,
+                "url": reply.final_url,
+                "content_type": content_type,
+                "pdf": {
+                    "title": shown.doc.title,
+                    "page_count": shown.doc.page_count,
+                    "from_page": page,
+                    "next_page": shown.next,
+                },
+            });
+            return Ok(ToolOutput {
+                text: out,
+                data: Some(data),
+            });
+        }
         let raw = String::from_utf8_lossy(&reply.body);
         let lower_ct = content_type.to_ascii_lowercase();
         let (title, text) = if lower_ct.contains("html")
