@@ -86,6 +86,8 @@ struct Inner {
     begun: usize,
     active: HashMap<String, Active>,
     reports: Vec<Report>,
+    /// The last finished download that is a PDF (`browser_extract {page: N}` reads it).
+    last_pdf: Option<PathBuf>,
 }
 
 /// One session's downloads.
@@ -208,7 +210,17 @@ impl SessionDownloads {
         (std::mem::take(&mut g.reports), running)
     }
 
+    /// The last finished download that is a PDF, if any.
+    pub(crate) fn last_pdf(&self) -> Option<PathBuf> {
+        self.lock().last_pdf.clone()
+    }
+
     fn report(&self, r: Report) {
+        if let Report::Done { path, .. } = &r {
+            if is_pdf(path) {
+                self.lock().last_pdf = Some(path.clone());
+            }
+        }
         self.lock().reports.push(r);
         self.changed.notify_waiters();
     }
@@ -653,6 +665,65 @@ pub(crate) fn safe_name(suggested: &str, fallback: &str) -> String {
     let keep = MAX_NAME_CHARS.saturating_sub(ext.chars().count());
     let stem: String = stem.chars().take(keep).collect();
     format!("{}{ext}", stem.trim_end_matches(['.', ' ']))
+}
+
+/// Whether the file at `path` starts as a PDF does (`%PDF-`), whatever its name says.
+pub(crate) fn is_pdf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 5];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && &head == b"%PDF-"
+}
+
+/// How much of a PDF's text a call shows, in bytes (`browser_extract` takes `max_chars`).
+pub(crate) const PDF_BUDGET: usize = 6000;
+
+/// The text of the PDF at `path` from `from_page` within `budget` bytes, fenced (it is outside
+/// content), then forge's own line saying how to read on; or why it could not be read.
+pub(crate) async fn pdf_text(
+    path: &Path,
+    from_page: usize,
+    budget: usize,
+    secrets: &forge_tools::Secrets,
+) -> Result<String, String> {
+    let limits = forge_tools::pdf::PdfLimits::default();
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if size > limits.max_input_bytes as u64 {
+        return Err(format!(
+            "not shown: larger than the PDF reader's {} limit",
+            human(limits.max_input_bytes as u64)
+        ));
+    }
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|e| format!("not shown: {e}"))?;
+    let doc = forge_tools::pdf::read_pdf(bytes, &limits)
+        .await
+        .map_err(|e| e.to_string())?;
+    let n = doc.page_count.max(doc.pages.len());
+    if from_page > n.max(1) {
+        return Err(format!("page {from_page} is past the end ({n} pages)"));
+    }
+    let (text, next) = forge_tools::pdf::render_pdf_text_next(&doc, from_page, budget);
+    // The reader's own "read on" note is replaced by forge's, outside the fence.
+    let body = match (next, text.rfind("\n(pages ")) {
+        (Some(_), Some(i)) => &text[..i],
+        _ => text.as_str(),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut out =
+        forge_tools::fence::wrap(&format!("source=pdf file={name}"), &secrets.redact(body));
+    if let Some(k) = next {
+        out.push_str(&format!(
+            "\npages {k}..{n} not shown: read on with browser_extract {{\"page\": {k}}}"
+        ));
+    }
+    Ok(out)
 }
 
 /// `48 KB`, `1.2 MB`, `312 B`.

@@ -568,6 +568,25 @@ impl BrowserManager {
                 .create(&profile)
                 .map_err(|e| launch_err(&binary, format!("cannot create the profile dir: {e}")))?;
         }
+        // A PDF a page opens is downloaded, not shown in Chromium's viewer (an empty page to
+        // forge): the profile pref `plugins.always_open_pdf_externally`, which the sessions'
+        // browser contexts inherit. The download is then read as a document (`downloads.rs`).
+        {
+            let default = profile.join("Default");
+            std::fs::create_dir_all(&default)
+                .and_then(|()| {
+                    std::fs::write(
+                        default.join("Preferences"),
+                        br#"{"plugins":{"always_open_pdf_externally":true}}"#,
+                    )
+                })
+                .map_err(|e| {
+                    launch_err(
+                        &binary,
+                        format!("cannot write the profile's preferences: {e}"),
+                    )
+                })?;
+        }
         // Confined, Chromium reaches the proxy at 127.0.0.1:3128 inside its namespace.
         let context_proxy = match self.config.confine {
             Some(_) => crate::devtools_relay::inside_proxy(),

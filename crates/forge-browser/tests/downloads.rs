@@ -39,9 +39,24 @@ fn attachment(name: &str, bytes: Vec<u8>) -> Response {
     )
 }
 
+/// The PDF `/doc.pdf` serves: made by the test (browser_pdf of `/twopage.html`).
+static PDF: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+const SENTENCE_1: &str = "The walrus counted eleven lanterns on the pier.";
+const SENTENCE_2: &str = "A violet kite drifted over the quiet harbour.";
+
 fn serve(r: &Request, refused: &str) -> Response {
     let path = r.path.split('?').next().unwrap_or(&r.path);
     match path {
+        "/twopage.html" => Response::html(format!(
+            r#"<!doctype html><title>Two pages</title>
+<p style="break-after: page">{SENTENCE_1}</p><p>{SENTENCE_2}</p>"#
+        )),
+        "/doc.pdf" => Response::bytes(
+            200,
+            "application/pdf",
+            PDF.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        ),
         "/page.html" => Response::html(format!(
             r#"<!doctype html><title>Files</title>
 <a id="csv" href="/files/report.csv" download="report.csv">CSV report</a>
@@ -96,6 +111,8 @@ fn fixture() -> Option<&'static Fixture> {
         let mut cfg = BrowserConfig::with_proxy(addr);
         cfg.temp_root = Some(tmp);
         cfg.downloads.max_bytes = CAP;
+        // One session per test, all open until the file ends.
+        cfg.max_sessions = 16;
         let manager = Arc::new(BrowserManager::new(cfg).with_refusals(log));
         Some(Fixture {
             rt,
@@ -438,4 +455,77 @@ fn browser_pdf_prints_the_page_into_the_workspace() {
         .expect_err("a bad range");
     assert!(err.to_string().contains("page_ranges"), "{err}");
     assert!(!ws.path().join("x.pdf").exists());
+}
+
+#[test]
+fn a_pdf_a_navigation_lands_on_is_shown_as_a_document_and_read_on_by_page() {
+    let Some(f) = fixture() else { return };
+    let ws = tempfile::tempdir().expect("workspace");
+    // The test makes its two-page PDF with Chromium's own printToPDF (browser_pdf).
+    f.call(
+        "pdf-read",
+        ws.path(),
+        "browser_navigate",
+        json!({"url": f.site.url("/twopage.html")}),
+    );
+    let made = f.call(
+        "pdf-read",
+        ws.path(),
+        "browser_pdf",
+        json!({"filename": "two.pdf"}),
+    );
+    let bytes = std::fs::read(ws.path().join("two.pdf")).expect("the printed PDF");
+    assert!(bytes.starts_with(b"%PDF-"), "{}", made.text);
+    *PDF.lock().unwrap_or_else(|p| p.into_inner()) = bytes.clone();
+    // Navigating to it: headless Chromium downloads it; the call shows the document.
+    let out = f.call(
+        "pdf-read",
+        ws.path(),
+        "browser_navigate",
+        json!({"url": f.site.url("/doc.pdf")}),
+    );
+    assert!(out.text.contains("downloaded: doc.pdf ("), "{}", out.text);
+    assert!(out.text.contains("(2 pages)"), "{}", out.text);
+    assert!(out.text.contains(SENTENCE_1), "{}", out.text);
+    assert_eq!(
+        std::fs::read(ws.path().join("downloads/doc.pdf")).expect("kept"),
+        bytes
+    );
+    // Page 2 on its own: the other sentence, not the first.
+    let p2 = f.call("pdf-read", ws.path(), "browser_extract", json!({"page": 2}));
+    assert!(p2.text.contains(SENTENCE_2), "{}", p2.text);
+    assert!(!p2.text.contains(SENTENCE_1), "{}", p2.text);
+    // A page past the end is a clear error.
+    let err = f
+        .try_call("pdf-read", ws.path(), "browser_extract", json!({"page": 9}))
+        .expect_err("past the end");
+    assert!(err.to_string().contains("past the end (2 pages)"), "{err}");
+}
+
+#[test]
+fn browser_pdf_text_holds_the_page_sentence() {
+    let Some(f) = fixture() else { return };
+    let ws = tempfile::tempdir().expect("workspace");
+    f.call(
+        "pdf-text",
+        ws.path(),
+        "browser_navigate",
+        json!({"url": f.site.url("/twopage.html")}),
+    );
+    f.call(
+        "pdf-text",
+        ws.path(),
+        "browser_pdf",
+        json!({"filename": "page.pdf"}),
+    );
+    let bytes = std::fs::read(ws.path().join("page.pdf")).expect("the PDF");
+    let doc =
+        f.rt.block_on(forge_tools::pdf::read_pdf(
+            bytes,
+            &forge_tools::pdf::PdfLimits::default(),
+        ))
+        .expect("a readable PDF");
+    assert_eq!(doc.page_count, 2);
+    assert!(doc.pages[0].contains(SENTENCE_1), "{:?}", doc.pages);
+    assert!(doc.pages[1].contains(SENTENCE_2), "{:?}", doc.pages);
 }

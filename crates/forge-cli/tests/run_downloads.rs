@@ -76,12 +76,14 @@ fn a_clicked_download_is_an_a2a_artifact_with_exactly_the_served_bytes() {
     if forge_testkit::gates::require_browser("forge run downloads test").is_none() {
         return;
     }
-    let site = Site::start(|r| match r.path.as_str() {
+    let site = Site::start(|r| {
+        match r.path.as_str() {
         "/page.html" => Response::html(
             "<!doctype html><title>Reports</title><a id=\"csv\" href=\"/files/report.bin\" download=\"report.bin\">Report</a>",
         ),
         "/files/report.bin" => Response::bytes(200, "application/octet-stream", report()),
         _ => Response::not_found(),
+    }
     });
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("skills/reports")).unwrap();
@@ -96,7 +98,7 @@ fn a_clicked_download_is_an_a2a_artifact_with_exactly_the_served_bytes() {
     std::fs::write(
         dir.path().join("s.yaml"),
         format!(
-            "turns:\n  - tool_calls:\n      - {{name: browser_navigate, arguments: {{url: \"{}\"}}}}\n  - tool_calls:\n      - {{name: browser_click, arguments: {{selector: \"#csv\"}}}}\n  - text: \"CLICK[{{{{result:browser_click|inner}}}}]\"\n",
+            "turns:\n  - tool_calls:\n      - {{name: browser_navigate, arguments: {{url: \"{}\"}}}}\n  - tool_calls:\n      - {{name: browser_click, arguments: {{selector: \"#csv\"}}}}\n  - text: \"CLICK[{{{{result:browser_click}}}}]\"\n",
             site.url("/page.html")
         ),
     )
@@ -143,7 +145,11 @@ fn a_clicked_download_is_an_a2a_artifact_with_exactly_the_served_bytes() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let answer = if answer.is_empty() { r.to_string() } else { answer };
+    let answer = if answer.is_empty() {
+        r.to_string()
+    } else {
+        answer
+    };
     assert!(
         answer.contains("downloaded: report.bin (20 KB, application/octet-stream)"),
         "{answer}"

@@ -216,7 +216,14 @@ impl<'d, 'a> Reader<'d, 'a> {
 
     /// A size in bytes in `min..=max` at `at`: a whole number of bytes or one with a unit
     /// (`KiB`, `MiB`, `GiB`, or `KB`, `MB`, `GB` read as the same powers of 1024).
-    fn size(&mut self, at: &[Seg<'_>], what: &str, min: u64, max: u64, default: &str) -> Option<u64> {
+    fn size(
+        &mut self,
+        at: &[Seg<'_>],
+        what: &str,
+        min: u64,
+        max: u64,
+        default: &str,
+    ) -> Option<u64> {
         let key = what.rsplit('.').next().unwrap_or(what);
         let text = self.scalar(at, what, &format!("{key}: {default}"))?;
         match parse_size(&text) {
@@ -373,8 +380,7 @@ impl<'d, 'a> Reader<'d, 'a> {
             "downloads: {max_bytes: 50MiB, max_files: 20}",
         ) {
             self.unknown_keys(&dl, DOWNLOADS_KEYS, "browser.downloads");
-            let at_dl =
-                |k: &'static str| [Seg::Key("browser"), Seg::Key("downloads"), Seg::Key(k)];
+            let at_dl = |k: &'static str| [Seg::Key("browser"), Seg::Key("downloads"), Seg::Key(k)];
             out.download_max_bytes = self.size(
                 &at_dl("max_bytes"),
                 "browser.downloads.max_bytes",
@@ -440,9 +446,7 @@ impl<'d, 'a> Reader<'d, 'a> {
 /// `50MiB`, `1 MiB`, `512KB`, `1048576`: bytes (a unit's K, M, G are powers of 1024), or None.
 fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: u64 = num.parse().ok()?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {

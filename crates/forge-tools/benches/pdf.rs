@@ -145,8 +145,7 @@ fn main() {
     println!("|---|---|---|---|---|---|");
     match chromium() {
         Some(bin) => {
-            for (name, pages, runs) in [("2-page report", 2, 200), ("50-page report", 50, 30)]
-            {
+            for (name, pages, runs) in [("2-page report", 2, 200), ("50-page report", 50, 30)] {
                 let pdf = print(
                     &bin,
                     dir.path(),

@@ -205,7 +205,10 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
             // browser call reports its end.
             let left = limit.saturating_sub(began.elapsed()).min(WAIT_CAP);
             session.downloads.settle(started, left).await;
-            let r = r.map(|out| with_downloads(out, &session.downloads));
+            let r = match r {
+                Ok(out) => Ok(with_downloads(out, &session.downloads, &ctx.secrets).await),
+                Err(e) => Err(e),
+            };
             // Idle time counts from the end of the last call, not its start: a call longer than
             // idle_timeout must not leave its session to be closed before the next one.
             session.touch();
@@ -231,12 +234,30 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
 /// `out` with the downloads finished (or failed) since the last report, and the ones still
 /// running, as lines after its status line; finished files also go in its data's `files` list
 /// (`{filename, mime_type, path, size_bytes}`), which the runtime captures as artifacts.
-fn with_downloads(mut out: ToolOutput, d: &crate::downloads::SessionDownloads) -> ToolOutput {
+/// A finished download that is a PDF is shown as a document (title, pages, text under
+/// [`crate::downloads::PDF_BUDGET`]) after its line; `browser_extract {page: N}` reads on.
+async fn with_downloads(
+    mut out: ToolOutput,
+    d: &crate::downloads::SessionDownloads,
+    secrets: &forge_tools::Secrets,
+) -> ToolOutput {
     let (reports, running) = d.take();
     if reports.is_empty() && running.is_empty() {
         return out;
     }
-    let (lines, files) = crate::downloads::describe(&reports, &running);
+    let (mut lines, files) = crate::downloads::describe(&reports, &running);
+    for r in &reports {
+        if let crate::downloads::Report::Done { filename, path, .. } = r {
+            if crate::downloads::is_pdf(path) {
+                match crate::downloads::pdf_text(path, 1, crate::downloads::PDF_BUDGET, secrets)
+                    .await
+                {
+                    Ok(t) => lines.push(format!("{filename}:\n{t}")),
+                    Err(why) => lines.push(format!("{filename}: {why}")),
+                }
+            }
+        }
+    }
     let lines = lines.join("\n");
     out.text = match out.text.split_once('\n') {
         Some((status, rest)) => format!("{status}\n{lines}\n{rest}"),

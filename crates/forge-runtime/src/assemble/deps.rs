@@ -481,7 +481,13 @@ mod tests {
                 plain.headless,
                 plain.downloads
             ),
-            (d.max_sessions, d.idle_timeout, d.viewport, d.headless, d.downloads)
+            (
+                d.max_sessions,
+                d.idle_timeout,
+                d.viewport,
+                d.headless,
+                d.downloads
+            )
         );
     }
 }
