@@ -35,7 +35,7 @@ pub struct BrowserConfig {
     /// proxy (forge-egress `confine`; see `devtools_relay.rs`). `None`: proxy flag only.
     pub confine: Option<forge_egress::confine::Confiner>,
     /// Download caps (forge.yaml `browser.downloads`).
-    pub downloads: crate::downloads::DownloadLimits,
+    pub downloads: DownloadLimits,
 }
 
 impl Default for BrowserConfig {
@@ -53,7 +53,7 @@ impl Default for BrowserConfig {
             launch_timeout: Duration::from_secs(20),
             viewport: (1280, 800),
             confine: None,
-            downloads: crate::downloads::DownloadLimits::default(),
+            downloads: DownloadLimits::default(),
         }
     }
 }
@@ -84,5 +84,23 @@ impl BrowserConfig {
             self.headless = !(v == "false" || v == "0" || v == "no" || v == "off");
         }
         self
+    }
+}
+
+/// The download caps (forge.yaml `browser.downloads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DownloadLimits {
+    /// Largest download kept, in bytes; a larger one is cancelled. Default 50 MiB.
+    pub max_bytes: u64,
+    /// Most downloads one session may start; the next is cancelled. Default 20.
+    pub max_files: usize,
+}
+
+impl Default for DownloadLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 50 * 1024 * 1024,
+            max_files: 20,
+        }
     }
 }

@@ -27,25 +27,31 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use crate::error::BrowserError;
-use crate::session::Running;
 
-/// The download caps (forge.yaml `browser.downloads`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DownloadLimits {
-    /// Largest download kept, in bytes; a larger one is cancelled. Default 50 MiB.
-    pub max_bytes: u64,
-    /// Most downloads one session may start; the next is cancelled. Default 20.
-    pub max_files: usize,
+/// What the download watcher needs of a running browser (implemented by `session::Running`;
+/// a trait so that this module does not import the session's).
+pub(crate) trait Link: Send + Sync + 'static {
+    /// The browser's CDP handle.
+    fn browser(&self) -> &chromiumoxide::Browser;
+    /// Every session's downloads on this browser.
+    fn registry(&self) -> &Registry;
 }
 
-impl Default for DownloadLimits {
-    fn default() -> Self {
-        Self {
-            max_bytes: 50 * 1024 * 1024,
-            max_files: 20,
-        }
+/// `f` within `limit`, a timeout as a CDP error.
+async fn with_timeout<T>(
+    limit: Duration,
+    f: impl std::future::Future<Output = chromiumoxide::Result<T>>,
+) -> Result<T, BrowserError> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err(BrowserError::Cdp(format!(
+            "no answer from Chromium within {limit:?}"
+        ))),
     }
 }
+
+pub use crate::config::DownloadLimits;
 
 /// The folder under the files dir that downloads land in.
 pub const DOWNLOADS_DIR: &str = "downloads";
@@ -304,7 +310,7 @@ impl Registry {
 /// Turn downloads on for `context` into `files_dir/downloads` (a real directory, created if
 /// missing; a symlink there is refused), unless they already go there.
 pub(crate) async fn enable(
-    running: &Running,
+    browser: &chromiumoxide::Browser,
     context: &BrowserContextId,
     d: &SessionDownloads,
     files_dir: &Path,
@@ -335,7 +341,7 @@ pub(crate) async fn enable(
         .events_enabled(true)
         .build()
         .map_err(BrowserError::Cdp)?;
-    crate::session::with_timeout(Duration::from_secs(10), running.browser.execute(params)).await?;
+    with_timeout(Duration::from_secs(10), browser.execute(params)).await?;
     d.lock().dir = Some(dir);
     Ok(())
 }
@@ -354,7 +360,7 @@ pub(crate) async fn subscribe(browser: &chromiumoxide::Browser) -> Result<Stream
 }
 
 /// Follow the browser's downloads until it goes away.
-pub(crate) async fn watch(running: Weak<Running>, mut s: Streams) {
+pub(crate) async fn watch<L: Link>(running: Weak<L>, mut s: Streams) {
     // Names and URLs of downloads whose session is not known yet.
     let mut pending: HashMap<String, String> = HashMap::new();
     loop {
@@ -366,28 +372,28 @@ pub(crate) async fn watch(running: Weak<Running>, mut s: Streams) {
             e = s.begin.next() => {
                 let Some(e) = e else { return };
                 let Some(r) = running.upgrade() else { return };
-                r.downloads.unassigned.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                r.downloads.began.notify_waiters();
-                begin(&r, &e, &mut pending).await;
-                r.downloads.unassigned.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-                r.downloads.began.notify_waiters();
+                r.registry().unassigned.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                r.registry().began.notify_waiters();
+                begin(&*r, &e, &mut pending).await;
+                r.registry().unassigned.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                r.registry().began.notify_waiters();
             }
             e = s.progress.next() => {
                 let Some(e) = e else { return };
                 let Some(r) = running.upgrade() else { return };
-                progress(&r, &e, &mut pending).await;
+                progress(&*r, &e, &mut pending).await;
             }
         }
     }
 }
 
-async fn begin(r: &Running, e: &EventDownloadWillBegin, pending: &mut HashMap<String, String>) {
-    let reg = &r.downloads;
+async fn begin(r: &impl Link, e: &EventDownloadWillBegin, pending: &mut HashMap<String, String>) {
+    let reg = r.registry();
     let name = safe_name(&e.suggested_filename, "download");
     // The frame's target (a tab, an out-of-process frame) names the browser context.
-    let targets = crate::session::with_timeout(
+    let targets = with_timeout(
         Duration::from_secs(5),
-        r.browser.execute(GetTargetsParams::default()),
+        r.browser().execute(GetTargetsParams::default()),
     )
     .await;
     let context = targets.ok().and_then(|t| {
@@ -409,8 +415,8 @@ async fn begin(r: &Running, e: &EventDownloadWillBegin, pending: &mut HashMap<St
 }
 
 /// Count a download against its session's cap, cancelling it past the cap.
-async fn start(r: &Running, guid: &str, name: String, d: Arc<SessionDownloads>) {
-    let max = r.downloads.limits.max_files;
+async fn start(r: &impl Link, guid: &str, name: String, d: Arc<SessionDownloads>) {
+    let max = r.registry().limits.max_files;
     let over = {
         let mut g = d.lock();
         g.begun += 1;
@@ -429,7 +435,7 @@ async fn start(r: &Running, guid: &str, name: String, d: Arc<SessionDownloads>) 
             false
         }
     };
-    r.downloads
+    r.registry()
         .by_guid
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -440,7 +446,7 @@ async fn start(r: &Running, guid: &str, name: String, d: Arc<SessionDownloads>) 
         d.report(Report::Failed {
             name,
             why: format!(
-                "cancelled: this session already started {max} downloads (forge.yaml browser.downloads.max_files)"
+                "cancelled: this session already started {max} downloads (forge.yaml browser.registry().max_files)"
             ),
         });
     } else {
@@ -448,8 +454,8 @@ async fn start(r: &Running, guid: &str, name: String, d: Arc<SessionDownloads>) 
     }
 }
 
-async fn progress(r: &Running, e: &EventDownloadProgress, pending: &mut HashMap<String, String>) {
-    let reg = &r.downloads;
+async fn progress(r: &impl Link, e: &EventDownloadProgress, pending: &mut HashMap<String, String>) {
+    let reg = r.registry();
     let d = match reg.for_guid(&e.guid) {
         Some(d) => d,
         None => {
@@ -536,7 +542,7 @@ fn forget(reg: &Registry, guid: &str) {
 
 fn too_big_message(size: u64, max: u64) -> String {
     format!(
-        "cancelled: larger than forge.yaml browser.downloads.max_bytes ({} > {}); nothing was kept",
+        "cancelled: larger than forge.yaml browser.registry().max_bytes ({} > {}); nothing was kept",
         human(size),
         human(max)
     )
@@ -548,9 +554,9 @@ fn finish_failed(d: &SessionDownloads, guid: &str, name: String, why: String) {
     d.report(Report::Failed { name, why });
 }
 
-async fn cancel(r: &Running, guid: &str) {
+async fn cancel(r: &impl Link, guid: &str) {
     let p = CancelDownloadParams::new(guid.to_string());
-    let _ = crate::session::with_timeout(Duration::from_secs(5), r.browser.execute(p)).await;
+    let _ = with_timeout(Duration::from_secs(5), r.browser().execute(p)).await;
 }
 
 /// The files Chromium may have written for `guid` in `incoming` (`<guid>`, `<guid>.crdownload`).

@@ -312,6 +312,15 @@ pub(crate) async fn with_timeout<T>(
     }
 }
 
+impl crate::downloads::Link for Running {
+    fn browser(&self) -> &chromiumoxide::Browser {
+        &self.browser
+    }
+    fn registry(&self) -> &crate::downloads::Registry {
+        &self.downloads
+    }
+}
+
 impl Session {
     pub(crate) fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();

@@ -164,7 +164,7 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
             let running = session.running.clone();
             // Downloads go into this call's workspace (`downloads.rs`).
             crate::downloads::enable(
-                &running,
+                &running.browser,
                 &session.context_id,
                 &session.downloads,
                 &ctx.files_dir,
