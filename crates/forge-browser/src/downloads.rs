@@ -446,7 +446,7 @@ async fn start(r: &impl Link, guid: &str, name: String, d: Arc<SessionDownloads>
         d.report(Report::Failed {
             name,
             why: format!(
-                "cancelled: this session already started {max} downloads (forge.yaml browser.registry().max_files)"
+                "cancelled: this session already started {max} downloads (forge.yaml browser.downloads.max_files)"
             ),
         });
     } else {
@@ -542,7 +542,7 @@ fn forget(reg: &Registry, guid: &str) {
 
 fn too_big_message(size: u64, max: u64) -> String {
     format!(
-        "cancelled: larger than forge.yaml browser.registry().max_bytes ({} > {}); nothing was kept",
+        "cancelled: larger than forge.yaml browser.downloads.max_bytes ({} > {}); nothing was kept",
         human(size),
         human(max)
     )
