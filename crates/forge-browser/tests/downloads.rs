@@ -268,6 +268,22 @@ fn navigating_to_a_download_reports_it_and_keeps_the_page() {
         body(3000, 2)
     );
     assert_eq!(files_of(&out).len(), 1);
+    // Reported once: waiting for downloads now finds none running and reports nothing again.
+    let again = f.call(
+        "dl-nav",
+        ws.path(),
+        "browser_state",
+        json!({"wait_for": {"download": true}}),
+    );
+    assert!(
+        again
+            .text
+            .starts_with("observation (no download was running):"),
+        "{}",
+        again.text
+    );
+    assert!(!again.text.contains("downloaded:"), "{}", again.text);
+    assert!(files_of(&again).is_empty());
 }
 
 #[test]
