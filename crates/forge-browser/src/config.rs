@@ -36,6 +36,8 @@ pub struct BrowserConfig {
     pub confine: Option<forge_egress::confine::Confiner>,
     /// How long `browser_handoff` waits for a person to finish. Default 10 minutes.
     pub handoff_timeout: Duration,
+    /// Download caps (forge.yaml `browser.downloads`).
+    pub downloads: DownloadLimits,
 }
 
 impl Default for BrowserConfig {
@@ -54,6 +56,7 @@ impl Default for BrowserConfig {
             viewport: (1280, 800),
             confine: None,
             handoff_timeout: Duration::from_secs(600),
+            downloads: DownloadLimits::default(),
         }
     }
 }
@@ -84,5 +87,23 @@ impl BrowserConfig {
             self.headless = !(v == "false" || v == "0" || v == "no" || v == "off");
         }
         self
+    }
+}
+
+/// The download caps (forge.yaml `browser.downloads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DownloadLimits {
+    /// Largest download kept, in bytes; a larger one is cancelled. Default 50 MiB.
+    pub max_bytes: u64,
+    /// Most downloads one session may start; the next is cancelled. Default 20.
+    pub max_files: usize,
+}
+
+impl Default for DownloadLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 50 * 1024 * 1024,
+            max_files: 20,
+        }
     }
 }

@@ -37,6 +37,9 @@ pub enum BrowserError {
     /// A CDP command failed.
     #[error("browser command failed: {0}")]
     Cdp(String),
+    /// The workspace's downloads folder cannot be used.
+    #[error("downloads cannot go into the workspace: {0}")]
+    Downloads(String),
 }
 
 impl From<chromiumoxide::error::CdpError> for BrowserError {

@@ -35,6 +35,8 @@
 //! - [`ProfileState`], [`SessionProfile`], [`ProfileOrigin`] (`profile.rs`): login profiles in
 //!   a session's context: cookies and local storage restored at creation and read back, for
 //!   the profile's origins only (domain rule, source scheme and port).
+//! - `downloads.rs`: every session's downloads land in its workspace (`downloads/`), followed,
+//!   capped ([`DownloadLimits`]), named safely and reported by the tool call they happened in.
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 //! - [`LiveTab`] (`screencast.rs`): a tab's live view (CDP screencast, only while watched, capped
 //!   in rate and size) and a person's input to it (mouse, wheel, keys, text through CDP `Input.*`).
@@ -47,6 +49,7 @@ mod clipboard;
 pub mod config;
 pub mod crash;
 pub mod devtools_relay;
+pub mod downloads;
 pub mod error;
 mod frames;
 pub mod handoff;
@@ -66,6 +69,7 @@ pub mod tools;
 pub use binary::{find_browser_binary, BrowserNotFound};
 pub use config::BrowserConfig;
 pub use crash::{BrowserCrash, CrashObserver};
+pub use downloads::DownloadLimits;
 pub use error::BrowserError;
 pub use handoff::{HandoffEnd, HandoffEvent, HandoffObserver, HandoffRefusal, Handoffs};
 pub use manager::{BrowserManager, CloseReason, SessionClosedHook, SessionOptions};

@@ -382,6 +382,13 @@ impl BrowserManager {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(reaper);
+        // Downloads of every session are followed from the start (`downloads.rs`).
+        let streams = crate::downloads::subscribe(&r.browser).await?;
+        let watcher = tokio::spawn(crate::downloads::watch(Arc::downgrade(&r), streams));
+        r.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(watcher);
         *guard = Some(r.clone());
         Ok(r)
     }
@@ -436,10 +443,14 @@ impl BrowserManager {
             running.browser.create_browser_context(params),
         )
         .await?;
-        // Downloads are refused: nothing a page offers is written to disk.
+        // Downloads are refused until a tool call names the workspace they go into
+        // (`downloads::enable`). Events stay on: the flag belongs to the whole browser
+        // connection, and a call with it off stops the events of every session's downloads,
+        // those in flight included (their completion was never told).
         let deny = chromiumoxide::cdp::browser_protocol::browser::SetDownloadBehaviorParams::builder()
             .behavior(chromiumoxide::cdp::browser_protocol::browser::SetDownloadBehaviorBehavior::Deny)
             .browser_context_id(ctx.clone())
+            .events_enabled(true)
             .build()
             .map_err(BrowserError::Cdp)?;
         with_timeout(Duration::from_secs(10), running.browser.execute(deny)).await?;
@@ -454,6 +465,8 @@ impl BrowserManager {
             ),
         )
         .await?;
+        let downloads = Arc::new(crate::downloads::SessionDownloads::default());
+        running.downloads.add(&ctx, downloads.clone());
         let navigations = Arc::new(StdMutex::new(Vec::new()));
         let mut state = SessionState {
             tabs: Vec::new(),
@@ -488,6 +501,7 @@ impl BrowserManager {
             last_used: StdMutex::new(Instant::now()),
             proxy,
             scope: options.scope.clone(),
+            downloads: downloads.clone(),
         });
         sessions.insert(key.to_string(), s.clone());
         Ok(s)
@@ -663,6 +677,25 @@ impl BrowserManager {
                 .create(&profile)
                 .map_err(|e| launch_err(&binary, format!("cannot create the profile dir: {e}")))?;
         }
+        // A PDF a page opens is downloaded, not shown in Chromium's viewer (an empty page to
+        // forge): the profile pref `plugins.always_open_pdf_externally`, which the sessions'
+        // browser contexts inherit. The download is then read as a document (`downloads.rs`).
+        {
+            let default = profile.join("Default");
+            std::fs::create_dir_all(&default)
+                .and_then(|()| {
+                    std::fs::write(
+                        default.join("Preferences"),
+                        br#"{"plugins":{"always_open_pdf_externally":true}}"#,
+                    )
+                })
+                .map_err(|e| {
+                    launch_err(
+                        &binary,
+                        format!("cannot write the profile's preferences: {e}"),
+                    )
+                })?;
+        }
         // Confined, Chromium reaches the proxy at 127.0.0.1:3128 inside its namespace.
         let context_proxy = match self.config.confine {
             Some(_) => crate::devtools_relay::inside_proxy(),
@@ -834,6 +867,7 @@ impl BrowserManager {
             clipboard: Mutex::new(()),
             context_proxy,
             spare,
+            downloads: crate::downloads::Registry::new(self.config.downloads),
         })
     }
 }

@@ -27,6 +27,9 @@ pub(crate) struct NavWatch {
     failures: chromiumoxide::listeners::EventStream<EventLoadingFailed>,
     requests: chromiumoxide::listeners::EventStream<EventRequestWillBeSent>,
     frame: String,
+    /// The session's downloads and how many had begun when the watch started
+    /// ([`NavWatch::downloads`]): a download beginning ends the wait like a navigation would.
+    dl: Option<(std::sync::Arc<crate::downloads::SessionDownloads>, usize)>,
 }
 
 #[derive(Default, Debug)]
@@ -36,6 +39,8 @@ pub(crate) struct NavOutcome {
     pub(crate) status: Option<i64>,
     pub(crate) blocked: Option<EgressRefusal>,
     pub(crate) failed: Option<String>,
+    /// A download of the session began while the watch waited.
+    pub(crate) download: bool,
 }
 
 impl NavWatch {
@@ -70,7 +75,28 @@ impl NavWatch {
             failures: page.event_listener::<EventLoadingFailed>().await?,
             requests: page.event_listener::<EventRequestWillBeSent>().await?,
             frame,
+            dl: None,
         })
+    }
+
+    /// Also watch `session`'s downloads: one that begins (a download link, a navigation that
+    /// turned into a download, a page script's Blob) ends [`NavWatch::settle`]'s wait at once.
+    pub(crate) fn downloads(mut self, session: &crate::session::Session) -> Self {
+        let d = session.downloads.clone();
+        let before = d.begun();
+        self.dl = Some((d, before));
+        self
+    }
+
+    /// Resolves when a download of the watched session began after the watch started (never
+    /// without [`NavWatch::downloads`]).
+    async fn download_began(
+        dl: &Option<(std::sync::Arc<crate::downloads::SessionDownloads>, usize)>,
+    ) {
+        match dl {
+            Some((d, before)) => d.begun_after(*before).await,
+            None => futures::future::pending().await,
+        }
     }
 
     /// Wait up to `quick` for a main-frame navigation to start; if it does, wait up to `limit`
@@ -98,10 +124,11 @@ impl NavWatch {
                     Some(_) => continue,
                     None => return out,
                 },
+                _ = Self::download_began(&self.dl) => { out.download = true; return out; }
                 _ = tokio::time::sleep_until(deadline) => return out,
             }
         }
-        let deadline = tokio::time::Instant::now() + limit;
+        let mut deadline = tokio::time::Instant::now() + limit;
         let mut urls: std::collections::HashMap<String, String> = std::collections::HashMap::new();
         loop {
             tokio::select! {
@@ -110,6 +137,12 @@ impl NavWatch {
                     Some(_) => {}
                     None => break,
                 },
+                // A navigation that turned into a download: the frame stops loading soon after
+                // (its load aborted); the page stays as it was.
+                _ = Self::download_began(&self.dl), if !out.download => {
+                    out.download = true;
+                    deadline = deadline.min(tokio::time::Instant::now() + Duration::from_secs(2));
+                }
                 Some(r) = self.requests.next() => {
                     if r.r#type == Some(ResourceType::Document) && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str()) {
                         urls.insert(r.request_id.as_ref().to_string(), r.request.url.clone());
@@ -163,6 +196,20 @@ impl NavWatch {
                     _ = tokio::time::sleep_until(grace) => break,
                 }
             }
+        }
+        // A load aborted (not refused) is how a navigation that turned into a download ends;
+        // its download may be counted a moment later: wait for it, bounded, only then.
+        if !out.download
+            && self.dl.is_some()
+            && out
+                .failed
+                .as_deref()
+                .is_some_and(|f| f.contains("ERR_ABORTED"))
+        {
+            out.download =
+                tokio::time::timeout(Duration::from_secs(3), Self::download_began(&self.dl))
+                    .await
+                    .is_ok();
         }
         // Drain what already arrived (responses can come before stoppedLoading is read).
         while let Some(Some(r)) = self.responses.now_or_never_opt() {
@@ -247,6 +294,11 @@ pub(crate) fn blocked_from_error(
     url: &str,
     error_text: &str,
 ) -> Option<EgressRefusal> {
+    // An aborted load is not a refusal: a navigation that turned into a download ends so (the
+    // proxy refuses with a 403 response or a failed tunnel, never an abort).
+    if error_text.contains("ERR_ABORTED") {
+        return None;
+    }
     let bare = url::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))

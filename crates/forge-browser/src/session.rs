@@ -91,6 +91,8 @@ pub struct Session {
     /// first task of its conversation. Fixed for the session's life; a later task may narrow it
     /// but never widen it (the runtime compares against this value).
     pub(crate) scope: Option<serde_json::Value>,
+    /// This session's downloads (`downloads.rs`).
+    pub(crate) downloads: Arc<crate::downloads::SessionDownloads>,
 }
 
 /// How a session is created, beyond its key. Only the first call for a key counts: an existing
@@ -164,6 +166,8 @@ pub struct Running {
     pub(crate) context_proxy: std::net::SocketAddr,
     /// When confined: the spare proxy listeners of Chromium's namespace (`devtools_relay.rs`).
     pub(crate) spare: Option<Arc<crate::devtools_relay::SpareProxies>>,
+    /// Every session's downloads, for the browser's download watcher (`downloads.rs`).
+    pub(crate) downloads: crate::downloads::Registry,
 }
 
 impl Running {
@@ -311,6 +315,15 @@ pub(crate) async fn with_timeout<T>(
     }
 }
 
+impl crate::downloads::Link for Running {
+    fn browser(&self) -> &chromiumoxide::Browser {
+        &self.browser
+    }
+    fn registry(&self) -> &crate::downloads::Registry {
+        &self.downloads
+    }
+}
+
 impl Session {
     pub(crate) fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
@@ -339,6 +352,7 @@ impl Session {
     }
 
     pub(crate) async fn dispose(&self) {
+        self.running.downloads.remove(&self.context_id);
         let mut st = self.state.lock().await;
         st.tabs.clear();
         let _ = tokio::time::timeout(

@@ -410,15 +410,44 @@ fn artifact_paths(out: &ToolOutput) -> Vec<PathBuf> {
         .clone()
         .or_else(|| serde_json::from_str::<Value>(&out.text).ok());
     if let Some(d) = data {
-        if let Some(p) = d.get("path").and_then(Value::as_str) {
-            if d.get("size_bytes").is_some() || d.get("mime_type").is_some() {
-                // The immutable copy captured when the tool returned, when there is one.
-                let captured = d.get("artifact_path").and_then(Value::as_str);
-                v.push(PathBuf::from(captured.unwrap_or(p)));
+        // The result's own file, then the ones it lists in `files` (a browser action's downloads).
+        let listed = d.get("files").and_then(Value::as_array).cloned();
+        for d in std::iter::once(d).chain(listed.unwrap_or_default()) {
+            if let Some(p) = d.get("path").and_then(Value::as_str) {
+                if d.get("size_bytes").is_some() || d.get("mime_type").is_some() {
+                    // The immutable copy captured when the tool returned, when there is one.
+                    let captured = d.get("artifact_path").and_then(Value::as_str);
+                    v.push(PathBuf::from(captured.unwrap_or(p)));
+                }
             }
         }
     }
     v
+}
+
+/// Capture one file entry (`{path, size_bytes|mime_type}`) in place; whether it was one.
+fn capture_entry(
+    files_root: &std::path::Path,
+    workspace: &std::path::Path,
+    entry: &mut Value,
+) -> bool {
+    let Some(p) = entry.get("path").and_then(Value::as_str).map(PathBuf::from) else {
+        return false;
+    };
+    if entry.get("size_bytes").is_none() && entry.get("mime_type").is_none() {
+        return false;
+    }
+    let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
+        return false;
+    };
+    match crate::workspace::capture(files_root, workspace, &p, &name) {
+        Some(c) => {
+            entry["sha256"] = json!(c.sha256);
+            entry["artifact_path"] = json!(c.path.to_string_lossy());
+            true
+        }
+        None => false,
+    }
 }
 
 /// Capture the files `out` reports (see crate::workspace::capture) right after the tool returned:
@@ -435,18 +464,13 @@ pub(crate) fn capture_artifacts(
     else {
         return;
     };
-    let Some(p) = data.get("path").and_then(Value::as_str).map(PathBuf::from) else {
-        return;
-    };
-    if data.get("size_bytes").is_none() && data.get("mime_type").is_none() {
-        return;
+    let mut changed = capture_entry(files_root, workspace, &mut data);
+    if let Some(files) = data.get_mut("files").and_then(Value::as_array_mut) {
+        for f in files.iter_mut() {
+            changed |= capture_entry(files_root, workspace, f);
+        }
     }
-    let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
-        return;
-    };
-    if let Some(c) = crate::workspace::capture(files_root, workspace, &p, &name) {
-        data["sha256"] = json!(c.sha256);
-        data["artifact_path"] = json!(c.path.to_string_lossy());
+    if changed {
         out.data = Some(data);
     }
 }
@@ -1254,6 +1278,25 @@ mod tests {
         assert!(out.contains("output truncated"));
         assert!(out.chars().count() < 1000);
         assert_eq!(truncate_output("short", 800), "short");
+    }
+
+    #[test]
+    fn a_browser_actions_downloads_are_artifacts() {
+        let out = ToolOutput {
+            text: "clicked e1: no navigation\ndownloaded: a.pdf (1 KB, application/pdf)".into(),
+            data: Some(json!({"tab": "t1", "files": [
+                {"filename": "a.pdf", "mime_type": "application/pdf", "path": "/w/downloads/a.pdf", "size_bytes": 3},
+                {"filename": "b.csv", "mime_type": "text/csv", "path": "/w/downloads/b.csv", "size_bytes": 4,
+                 "artifact_path": "/f/.artifacts/abc/b.csv"}
+            ]})),
+        };
+        assert_eq!(
+            artifact_paths(&out),
+            vec![
+                PathBuf::from("/w/downloads/a.pdf"),
+                PathBuf::from("/f/.artifacts/abc/b.csv")
+            ]
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //!   task_model: {provider: openai, name: gpt-4o-mini}   # browser_task's sub-agent model
 //!   profiles: {portal: {origins: ["https://portal.example.com"]}}   # login profiles (profiles.rs)
 //!   handoff_timeout: 10m       # how long browser_handoff waits for a person
+//!   downloads: {max_bytes: 50MiB, max_files: 20}         # per download / per session
 //! ```
 //!
 //! Every key is optional; a missing key keeps forge's default. The block is read from the
@@ -47,7 +48,13 @@ const BROWSER_KEYS: &[&str] = &[
     "task_model",
     "profiles",
     "handoff_timeout",
+    "downloads",
 ];
+const DOWNLOADS_KEYS: &[&str] = &["max_bytes", "max_files"];
+/// Largest `browser.downloads.max_bytes` (4 GiB).
+pub(crate) const MAX_DOWNLOAD_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+/// Largest `browser.downloads.max_files`.
+pub(crate) const MAX_DOWNLOAD_FILES: u64 = 1000;
 const VIEWPORT_KEYS: &[&str] = &["width", "height"];
 const TASK_MODEL_KEYS: &[&str] = &["provider", "name"];
 
@@ -73,6 +80,12 @@ pub struct BrowserSettings {
     pub profiles: Vec<crate::ProfileSpec>,
     /// How long `browser_handoff` waits for a person (1 s to 1 h; default 10 min).
     pub handoff_timeout: Option<Duration>,
+    /// `browser.downloads.max_bytes`: the largest download kept (1 KiB to 4 GiB; default 50 MiB).
+    #[serde(default)]
+    pub download_max_bytes: Option<u64>,
+    /// `browser.downloads.max_files`: downloads per session (1 to 1000; default 20).
+    #[serde(default)]
+    pub download_max_files: Option<usize>,
 }
 
 /// `browser.task_model`.
@@ -212,6 +225,41 @@ impl<'d, 'a> Reader<'d, 'a> {
         }
     }
 
+    /// A size in bytes in `min..=max` at `at`: a whole number of bytes or one with a unit
+    /// (`KiB`, `MiB`, `GiB`, or `KB`, `MB`, `GB` read as the same powers of 1024).
+    fn size(
+        &mut self,
+        at: &[Seg<'_>],
+        what: &str,
+        min: u64,
+        max: u64,
+        default: &str,
+    ) -> Option<u64> {
+        let key = what.rsplit('.').next().unwrap_or(what);
+        let text = self.scalar(at, what, &format!("{key}: {default}"))?;
+        match parse_size(&text) {
+            Some(n) if (min..=max).contains(&n) => Some(n),
+            Some(_) => {
+                self.err(
+                    format!("forge.yaml `{what}` is {text}, outside 1KiB to 4GiB"),
+                    at,
+                    "out of range",
+                    format!("use a size from 1KiB to 4GiB, or remove the key for the default ({default})"),
+                );
+                None
+            }
+            None => {
+                self.err(
+                    format!("forge.yaml `{what}` is not a size: \"{text}\""),
+                    at,
+                    "not a size",
+                    format!("write bytes or a number with a unit (KiB, MiB, GiB), e.g. `{key}: {default}`"),
+                );
+                None
+            }
+        }
+    }
+
     /// A duration in `min..=max` at `at`.
     fn duration(
         &mut self,
@@ -345,6 +393,31 @@ impl<'d, 'a> Reader<'d, 'a> {
                 out.viewport = Some((w as u32, h as u32));
             }
         }
+        let dl = [Seg::Key("browser"), Seg::Key("downloads")];
+        if self.section(
+            &dl,
+            "browser.downloads",
+            "downloads: {max_bytes: 50MiB, max_files: 20}",
+        ) {
+            self.unknown_keys(&dl, DOWNLOADS_KEYS, "browser.downloads");
+            let at_dl = |k: &'static str| [Seg::Key("browser"), Seg::Key("downloads"), Seg::Key(k)];
+            out.download_max_bytes = self.size(
+                &at_dl("max_bytes"),
+                "browser.downloads.max_bytes",
+                1024,
+                MAX_DOWNLOAD_BYTES,
+                "50MiB",
+            );
+            out.download_max_files = self
+                .number(
+                    &at_dl("max_files"),
+                    "browser.downloads.max_files",
+                    1,
+                    MAX_DOWNLOAD_FILES,
+                    "20",
+                )
+                .map(|n| n as usize);
+        }
         let tm = [Seg::Key("browser"), Seg::Key("task_model")];
         if self.section(
             &tm,
@@ -388,4 +461,20 @@ impl<'d, 'a> Reader<'d, 'a> {
         }
         out
     }
+}
+
+/// `50MiB`, `1 MiB`, `512KB`, `1048576`: bytes (a unit's K, M, G are powers of 1024), or None.
+fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1024,
+        "m" | "mb" | "mib" => 1024 * 1024,
+        "g" | "gb" | "gib" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(mult)
 }

@@ -164,3 +164,39 @@ fn the_handoff_timeout_parses_and_out_of_range_says_the_range_and_the_default() 
     );
     assert!(p[0].contains("the default (10m)"), "{}", p[0]);
 }
+
+#[test]
+fn downloads_caps_parse_and_bad_values_point_at_them() {
+    let cfg = parse("browser:\n  downloads: {max_bytes: 1MiB, max_files: 5}\n").unwrap();
+    assert_eq!(cfg.browser.download_max_bytes, Some(1024 * 1024));
+    assert_eq!(cfg.browser.download_max_files, Some(5));
+    let cfg = parse("browser:\n  downloads:\n    max_bytes: 2048\n").unwrap();
+    assert_eq!(cfg.browser.download_max_bytes, Some(2048));
+    assert_eq!(cfg.browser.download_max_files, None);
+    let p = problems("browser:\n  downloads: {max_bytes: lots}\n");
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].contains("`browser.downloads.max_bytes` is not a size"),
+        "{}",
+        p[0]
+    );
+    assert!(
+        p[0].contains("max_bytes: lots"),
+        "the span shows the value: {}",
+        p[0]
+    );
+    let p = problems("browser:\n  downloads: {max_bytes: 8GiB}\n");
+    assert!(p[0].contains("outside 1KiB to 4GiB"), "{}", p[0]);
+    let p = problems("browser:\n  downloads: {max_files: 0}\n");
+    assert!(
+        p[0].contains("`browser.downloads.max_files` is 0, outside 1 to 1000"),
+        "{}",
+        p[0]
+    );
+    let p = problems("browser:\n  downloads: 5\n");
+    assert!(
+        p[0].contains("`browser.downloads` must be a mapping"),
+        "{}",
+        p[0]
+    );
+}

@@ -101,7 +101,7 @@ impl BrowserAction for Click {
         } else {
             Duration::ZERO
         };
-        let mut watch = NavWatch::new(&page).await?;
+        let mut watch = NavWatch::new(&page).await?.downloads(cx.session);
         // The approach: the travel up to just outside the target's box sent at once (nothing
         // needs to see it point by point), then the moves onto the target each as its own
         // `mousemove` (each waits for the renderer's ack, which comes once it is dispatched:

@@ -35,10 +35,17 @@ impl BrowserAction for Extract {
             "offset".into(),
             json!({"type": "integer", "minimum": 0, "description": "From a 'pass offset=N' line."}),
         );
+        p.insert(
+            "page".into(),
+            json!({"type": "integer", "minimum": 1, "description": "Read the last downloaded PDF from this page."}),
+        );
         schema(p, &[])
     }
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        if let Some(p) = input.get("page").filter(|v| !v.is_null()) {
+            return read_pdf_page(cx, p, input).await;
+        }
         let page = cx.page()?;
         let mode = str_arg(input, "mode").unwrap_or("text");
         if !matches!(mode, "text" | "links" | "html") {
@@ -102,4 +109,31 @@ impl BrowserAction for Extract {
             data: Some(json!({"mode": mode, "offset": offset, "end": end, "total": total})),
         })
     }
+}
+
+/// `browser_extract {page: N}`: the last PDF this session downloaded, from page N.
+async fn read_pdf_page(cx: &mut Cx<'_>, p: &Value, input: &Value) -> R<ToolOutput> {
+    let n = p
+        .as_u64()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| invalid(format!("`page` must be a page number from 1, not {p}")))?;
+    let path = cx.session.downloads.last_pdf().ok_or_else(|| {
+        invalid("no PDF was downloaded in this session; `page` reads the last PDF a click or navigation downloaded")
+    })?;
+    let max = input
+        .get("max_chars")
+        .and_then(Value::as_u64)
+        .map(|n| (n as usize).clamp(200, MAX_BUDGET))
+        .unwrap_or(8000);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let text = crate::downloads::pdf_text(&path, n as usize, max, &cx.ctx.secrets)
+        .await
+        .map_err(|why| failed(format!("{name}: {why}")))?;
+    Ok(ToolOutput {
+        text: format!("PDF downloads/{name} from page {n}:\n{text}"),
+        data: Some(json!({"pdf": name, "page": n})),
+    })
 }

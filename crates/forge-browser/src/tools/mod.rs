@@ -39,6 +39,7 @@ mod fill;
 mod handoff;
 mod hover;
 mod navigate;
+mod pdf;
 mod press;
 mod screenshot;
 mod scroll;
@@ -89,6 +90,7 @@ pub fn browser_tools(
         tool(tabs::Tabs, m, o),
         tool(extract::Extract, m, o),
         tool(screenshot::Screenshot, m, o),
+        tool(pdf::Pdf, m, o),
         tool(drag::Drag, m, o),
         tool(select_text::SelectText, m, o),
         tool(scroll::Scroll, m, o),
@@ -165,6 +167,16 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
         let work = async {
             let session = self.manager.session(session_key).await?;
             let running = session.running.clone();
+            // Downloads go into this call's workspace (`downloads.rs`).
+            crate::downloads::enable(
+                &running.browser,
+                &session.context_id,
+                &session.downloads,
+                &ctx.files_dir,
+            )
+            .await?;
+            let started = session.downloads.begun();
+            let began = tokio::time::Instant::now();
             let run = async {
                 let mut st = session.state.lock().await;
                 session.sync_tabs(&mut st).await;
@@ -183,6 +195,25 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
                 self.action.run(&mut cx, &input).await
             };
             let r = self.manager.guard(&running, limit, run).await;
+            // A download that began during the action (its settle ends when one does:
+            // `NavWatch::downloads`) or whose session is still being looked up is waited for:
+            // until it is counted, then until it ends (within the call's time limit), and
+            // reported with the result. A call that started none waits for nothing.
+            if r.is_ok() && running.downloads.assigning() {
+                session
+                    .downloads
+                    .begun_within(&running.downloads, started, Duration::ZERO)
+                    .await;
+            }
+            // A download that began is waited for up to WAIT_CAP (within the call's limit); a
+            // longer one is reported as running, and a later `wait_for {download: true}` or any
+            // browser call reports its end.
+            let left = limit.saturating_sub(began.elapsed()).min(WAIT_CAP);
+            session.downloads.settle(started, left).await;
+            let r = match r {
+                Ok(out) => Ok(with_downloads(out, &session.downloads, &ctx.secrets).await),
+                Err(e) => Err(e),
+            };
             // Idle time counts from the end of the last call, not its start: a call longer than
             // idle_timeout must not leave its session to be closed before the next one.
             session.touch();
@@ -203,6 +234,54 @@ impl<A: BrowserAction> Tool for BrowserTool<A> {
         }
         r
     }
+}
+
+/// `out` with the downloads finished (or failed) since the last report, and the ones still
+/// running, as lines after its status line; finished files also go in its data's `files` list
+/// (`{filename, mime_type, path, size_bytes}`), which the runtime captures as artifacts.
+/// A finished download that is a PDF is shown as a document (title, pages, text under
+/// [`crate::downloads::PDF_BUDGET`]) after its line; `browser_extract {page: N}` reads on.
+async fn with_downloads(
+    mut out: ToolOutput,
+    d: &crate::downloads::SessionDownloads,
+    secrets: &forge_tools::Secrets,
+) -> ToolOutput {
+    let (reports, running) = d.take();
+    if reports.is_empty() && running.is_empty() {
+        return out;
+    }
+    let (mut lines, files) = crate::downloads::describe(&reports, &running);
+    for r in &reports {
+        if let crate::downloads::Report::Done { filename, path, .. } = r {
+            if crate::downloads::is_pdf(path) {
+                match crate::downloads::pdf_text(path, 1, crate::downloads::PDF_BUDGET, secrets)
+                    .await
+                {
+                    Ok(t) => lines.push(format!("{filename}:\n{t}")),
+                    Err(why) => lines.push(format!("{filename}: {why}")),
+                }
+            }
+        }
+    }
+    let lines = lines.join("\n");
+    out.text = match out.text.split_once('\n') {
+        Some((status, rest)) => format!("{status}\n{lines}\n{rest}"),
+        None => format!("{}\n{lines}", out.text),
+    };
+    if !files.is_empty() {
+        let mut data = match out.data.take() {
+            Some(Value::Object(m)) => m,
+            None => serde_json::Map::new(),
+            Some(other) => {
+                let mut m = serde_json::Map::new();
+                m.insert("value".into(), other);
+                m
+            }
+        };
+        data.insert("files".into(), Value::Array(files));
+        out.data = Some(Value::Object(data));
+    }
+    out
 }
 
 /// `r` with the crash `notice` first in its text (and in its data as `notice`), and whether it
@@ -491,6 +570,20 @@ impl Cx<'_> {
                 tokio::time::sleep(d).await;
                 return Ok(format!("waited {} ms", d.as_millis()));
             }
+            WaitFor::Download => {
+                // The downloads themselves are reported on the lines after the status.
+                return Ok(match self.session.downloads.settle_all(cap).await {
+                    None => "no download was running".into(),
+                    Some(true) => format!(
+                        "waited {} ms until the downloads ended",
+                        started.elapsed().as_millis()
+                    ),
+                    Some(false) => format!(
+                        "waited {} ms (the wait_for limit); a download is still running",
+                        started.elapsed().as_millis()
+                    ),
+                });
+            }
             WaitFor::Text(t) => (json!({"text": t}), format!("text {t:?} appeared")),
             WaitFor::NewText { text, before, doc } => (
                 json!({"text": text, "before": before, "doc": doc}),
@@ -528,7 +621,7 @@ impl Cx<'_> {
                 "text {text:?} did not appear anew (it was on the page {before} time(s) before the action)"
             ),
             WaitFor::Gone(r) => format!("{r} was still there"),
-            WaitFor::Ms(_) => String::new(),
+            WaitFor::Ms(_) | WaitFor::Download => String::new(),
         };
         Ok(format!(
             "waited {} ms (the wait_for limit) but {not}; observed anyway",
@@ -543,9 +636,15 @@ impl Cx<'_> {
             return Err(ActionError::Tool(ToolError::Blocked(b.clone())));
         }
         let mut parts = Vec::new();
+        if out.download {
+            // Its file (or why it was not kept) is reported on the lines after the status.
+            parts.push("started a download".to_string());
+        }
         if out.navigated {
             observe::wait_ready(page, limit / 5).await?;
             match (out.status, &out.failed) {
+                // The document load that turned into the download ended so; the page is as it was.
+                (_, Some(f)) if out.download && f.contains("ERR_ABORTED") => {}
                 (_, Some(f)) => parts.push(format!("navigation failed ({f})")),
                 (Some(s), _) => parts.push(format!("navigated (HTTP {s})")),
                 (None, _) => parts.push("navigated".to_string()),
@@ -630,6 +729,8 @@ pub(crate) enum WaitFor {
     Gone(String),
     /// A fixed pause.
     Ms(u64),
+    /// Until the session's running downloads have ended.
+    Download,
 }
 
 /// The `wait_for` property of the tools that can wait after acting: its three forms and the cap
@@ -639,7 +740,7 @@ pub(crate) fn wait_for_prop() -> Value {
     json!({
         "type": "object",
         "description": format!(
-            "Then wait ≤{}s: {{\"text\":s}} appears, {{\"gone\":ref}} or {{\"ms\":n}}",
+            "Then wait ≤{}s: {{\"text\":s}} appears, {{\"gone\":ref}}, {{\"ms\":n}} or {{\"download\":true}} ends",
             WAIT_CAP.as_secs()
         )
     })
@@ -651,7 +752,7 @@ pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
         return Ok(None);
     };
     const SHAPE: &str =
-        "give `wait_for` as {\"text\": \"...\"}, {\"gone\": \"e12\"} or {\"ms\": 500}";
+        "give `wait_for` as {\"text\": \"...\"}, {\"gone\": \"e12\"}, {\"ms\": 500} or {\"download\": true}";
     let obj = w
         .as_object()
         .ok_or_else(|| invalid(format!("`wait_for` must be an object; {SHAPE}")))?;
@@ -668,6 +769,7 @@ pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
         Some((k, Value::String(r))) if k == "gone" && !r.trim().is_empty() => {
             Ok(Some(WaitFor::Gone(r.trim().to_string())))
         }
+        Some((k, Value::Bool(true))) if k == "download" => Ok(Some(WaitFor::Download)),
         Some((k, v)) if k == "ms" => match v.as_u64() {
             Some(ms) if ms <= cap => Ok(Some(WaitFor::Ms(ms))),
             _ => Err(invalid(format!(

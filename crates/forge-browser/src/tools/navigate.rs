@@ -68,6 +68,7 @@ impl BrowserAction for Navigate {
         }
         let t0 = tokio::time::Instant::now();
         let page = cx.page()?;
+        let dl_before = cx.session.downloads.begun();
         let mut watch = NavWatch::new(&page).await?;
         // `Page.navigate` goes through forge's own CDP link, not the tab's chromiumoxide session:
         // chromiumoxide answers a `Page.navigate` sent through a `Page` only when the main frame
@@ -86,6 +87,27 @@ impl BrowserAction for Navigate {
         if let Some(err) = nav.error_text.filter(|e| !e.is_empty()) {
             if let Some(b) = blocked_from_error(cx.manager, url.as_str(), &err) {
                 return Err(ActionError::Tool(ToolError::Blocked(b)));
+            }
+            // A URL that is a download (an attachment, a type Chromium does not show, a PDF in
+            // headless Chromium) aborts the load and begins a download: wait for it to begin
+            // (ends as soon as it does; only on an aborted load), then report it like a click's.
+            if err.contains("ERR_ABORTED")
+                && cx
+                    .session
+                    .downloads
+                    .begun_within(
+                        &cx.session.running.downloads,
+                        dl_before,
+                        Duration::from_secs(3),
+                    )
+                    .await
+            {
+                return cx
+                    .observed(
+                        format!("navigated: {url} is a download; the page stays as it was"),
+                        DEFAULT_BUDGET,
+                    )
+                    .await;
             }
             // Let the error page settle, then report.
             return Err(failed(format!("navigation to {url} failed: {err}")));

@@ -61,7 +61,7 @@ impl BrowserAction for Press {
                 )));
             }
         }
-        let mut watch = NavWatch::new(&page).await?;
+        let mut watch = NavWatch::new(&page).await?.downloads(cx.session);
         // Enter often submits a form; give its navigation time to start.
         let quick = if press.key == "Enter" {
             Duration::from_millis(300)

@@ -349,6 +349,12 @@ pub(crate) fn browser_config(
     if let Some(d) = settings.handoff_timeout {
         c.handoff_timeout = d;
     }
+    if let Some(n) = settings.download_max_bytes {
+        c.downloads.max_bytes = n;
+    }
+    if let Some(n) = settings.download_max_files {
+        c.downloads.max_files = n;
+    }
     c.apply_env_from(env)
 }
 
@@ -444,6 +450,8 @@ mod tests {
             navigation_timeout: Some(Duration::from_secs(300)),
             viewport: Some((1024, 768)),
             headless: Some(true),
+            download_max_bytes: Some(1024 * 1024),
+            download_max_files: Some(3),
             ..Default::default()
         };
         let env = |k: &str| match k {
@@ -459,6 +467,8 @@ mod tests {
         assert_eq!(c.max_timeout, Duration::from_secs(300), "the cap follows");
         assert_eq!(c.action_timeout, BrowserConfig::default().action_timeout);
         assert_eq!(c.viewport, (1024, 768));
+        assert_eq!(c.downloads.max_bytes, 1024 * 1024);
+        assert_eq!(c.downloads.max_files, 3);
         assert!(
             !c.headless,
             "FORGE_BROWSER_HEADLESS=false wins over headless: true"
@@ -471,9 +481,16 @@ mod tests {
                 plain.max_sessions,
                 plain.idle_timeout,
                 plain.viewport,
-                plain.headless
+                plain.headless,
+                plain.downloads
             ),
-            (d.max_sessions, d.idle_timeout, d.viewport, d.headless)
+            (
+                d.max_sessions,
+                d.idle_timeout,
+                d.viewport,
+                d.headless,
+                d.downloads
+            )
         );
     }
 }
