@@ -31,6 +31,7 @@ pub const BROWSER_TOOLS: &[&str] = &[
     "browser_tabs",
     "browser_extract",
     "browser_screenshot",
+    "browser_pdf",
     "browser_drag",
     "browser_select_text",
     "browser_scroll",
