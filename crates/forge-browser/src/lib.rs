@@ -32,6 +32,8 @@
 //!   it back for that one key press), so tasks never share Chromium's one clipboard.
 //! - `devtools_relay.rs`: Chromium confined in a network namespace of its own (only the proxy is
 //!   reachable), forge's relay to its DevTools endpoint inside, and the spare proxy listeners there.
+//! - [`forms`] (`forms/mod.rs`, `forms/schema.rs`, `forms/learn.js`): learning a form's structure
+//!   read-only in the isolated world ([`forms::FormSchema`], the `browser_form_learn` tool).
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 
 pub mod binary;
@@ -41,6 +43,7 @@ pub mod config;
 pub mod crash;
 pub mod devtools_relay;
 pub mod error;
+pub mod forms;
 mod frames;
 pub mod keys;
 mod lifeline;

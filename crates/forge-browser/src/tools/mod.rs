@@ -98,6 +98,27 @@ pub fn browser_tools(
     ]
 }
 
+/// `action` as a forge-tools [`Tool`] over `manager` (the form tools, `forms/`, which are not
+/// among [`browser_tools`]).
+pub(crate) fn wrap<A: BrowserAction>(
+    action: A,
+    manager: &Arc<BrowserManager>,
+    options: &BrowserToolOptions,
+) -> Arc<dyn Tool> {
+    Arc::new(BrowserTool {
+        action,
+        manager: manager.clone(),
+        options: options.clone(),
+    })
+}
+
+/// Open `url` in the active tab as `browser_navigate` does (egress refusals, HTTP status, load),
+/// for the form tools.
+pub(crate) async fn navigate_in(cx: &mut Cx<'_>, url: &str) -> R<String> {
+    let out = navigate::Navigate.run(cx, &json!({ "url": url })).await?;
+    Ok(out.text.lines().next().unwrap_or("").to_string())
+}
+
 /// One browser tool's own part: what the model sees of it, and what it does.
 #[async_trait]
 pub(crate) trait BrowserAction: Send + Sync + 'static {
