@@ -5,7 +5,9 @@
 //!   [`ContextRecord`], [`StoredArtifact`], [`ReplicaRecord`]), [`StoreLocation`], [`StateError`],
 //!   [`Retention`], and the helpers [`new_id`], [`now_ms`], [`redact_url`].
 //! - [`SqlStore`] (sql.rs): the trait on SQLite or PostgreSQL through sqlx, with the embedded
-//!   [`MIGRATIONS`] (schema_v1.sql: the version-1 tables).
+//!   [`MIGRATIONS`] (schema_v1.sql: the version-1 tables); `sql/forms.rs`: its [`FormStore`].
+//! - [`FormStore`] (forms.rs): learned form schemas (`sites/{host}/forms/{slug}`) and batch rows
+//!   ([`FormRecord`], [`BatchRecord`], [`BatchRow`], [`RowState`]; schema version 4).
 //!
 //! The state store: tasks (status, the A2A task JSON with its history, the result object),
 //! conversations (contexts), task events (for `tasks/resubscribe`), artifact bytes and the
@@ -24,9 +26,11 @@
 //! Cross-replica cancellation is a flag on the task row that the replica running the task polls
 //! ([`StateStore::cancel_requested`]); it works the same on both databases.
 
+mod forms;
 mod sql;
 mod store;
 
+pub use forms::{BatchRecord, BatchRow, FormRecord, FormStore, RowState};
 pub use sql::{SqlStore, MIGRATIONS};
 pub use store::{
     is_final_state, new_id, now_ms, redact_url, ContextRecord, FailedTask, ReplicaRecord,

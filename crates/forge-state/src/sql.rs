@@ -9,6 +9,8 @@ use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
 
+mod forms;
+
 use crate::store::{
     now_ms, ContextRecord, FailedTask, ReplicaRecord, Retention, StateError, StateStore,
     StoreLocation, StoredArtifact, TaskRecord, DEFAULT_MAX_ARTIFACT_BYTES,
@@ -31,6 +33,12 @@ pub const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
     ),
     (2, "replica leases: pid and host", LEASES_V2, LEASES_V2),
     (3, "accepted messages", MESSAGES_V3, MESSAGES_V3),
+    (
+        4,
+        "form schemas, batches and batch rows",
+        crate::forms::FORMS_V4,
+        crate::forms::FORMS_V4,
+    ),
 ];
 
 /// Version 3: one row per accepted A2A message (its conversation and message id), written by the
@@ -701,6 +709,10 @@ impl StateStore for SqlStore {
         .await
         .map_err(|e| self.query_error(e))?;
         Ok(())
+    }
+
+    fn forms(&self) -> Option<&dyn crate::forms::FormStore> {
+        Some(self)
     }
 
     async fn replica(&self, id: &str) -> Result<Option<ReplicaRecord>, StateError> {

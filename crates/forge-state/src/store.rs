@@ -389,6 +389,10 @@ pub trait StateStore: Send + Sync {
     ) -> Result<Vec<String>, StateError>;
     /// A replica by id.
     async fn replica(&self, id: &str) -> Result<Option<ReplicaRecord>, StateError>;
+    /// The form schemas and batch rows of this store (issue 25), when it keeps them.
+    fn forms(&self) -> Option<&dyn crate::forms::FormStore> {
+        None
+    }
 }
 
 /// A fresh random id in UUID form (tasks, messages, artifacts, MCP sessions).

@@ -78,9 +78,11 @@ impl BrowserAction for Learn {
             .filter(|s| !s.is_empty())
         {
             Some(s) if is_slug(s) => Some(s.to_string()),
-            Some(s) => return Err(invalid(format!(
+            Some(s) => {
+                return Err(invalid(format!(
                 "`slug` {s:?} is not a slug: use lower-case letters, digits and `-` (at most 60)"
-            ))),
+            )))
+            }
             None => None,
         };
         crate::tools::navigate_in(cx, url).await?;
