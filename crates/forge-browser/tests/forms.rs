@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use forge_browser::forms::{form_tools, FieldKind, FormSchema, LEARN_TOOL};
+use forge_browser::forms::{form_tools, FieldKind, FormSchema, LEARN_TOOL, ROW_TOOL};
 use forge_browser::BrowserToolOptions;
 use forge_testkit::browser::*;
 use forge_testkit::site::{Response, Site};
@@ -64,6 +64,9 @@ fn fixture() -> Option<&'static Fixture> {
 <form id="search" action="/s"><input name="q"><button>Go</button></form>
 <form name="contact" action="/c" method="post"><input name="who" required><input type="email" name="mail"><button>Send</button></form>"#,
                 ),
+                "/submit" if req.method == "POST" => Response::html(
+                    "<!doctype html><title>Thanks</title><p class=success>Account created</p>",
+                ),
                 "/none" => Response::html("<!doctype html><title>None</title><p>No form here</p>"),
                 _ => Response::not_found(),
             }
@@ -84,6 +87,30 @@ impl Fixture {
         let out = self.b.rt.block_on(tool.execute(&ctx, input))?;
         let data = out.data.expect("the schema as data");
         Ok(serde_json::from_value(data).expect("a FormSchema"))
+    }
+
+    fn row(&self, session: &str, schema: &FormSchema, row: Value) -> Value {
+        let tool = form_tools(self.b.manager.clone(), BrowserToolOptions::default())
+            .into_iter()
+            .find(|t| t.name() == ROW_TOOL)
+            .expect("the row tool");
+        let ctx = self.b.context(session);
+        let out = self
+            .b
+            .rt
+            .block_on(tool.execute(&ctx, json!({"schema": schema, "row": row})))
+            .expect("a row ends with an outcome");
+        out.data.expect("the outcome as data")
+    }
+
+    /// The bodies of the form posts the site received.
+    fn posts(&self) -> Vec<String> {
+        self.server
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path == "/submit")
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .collect()
     }
 }
 
@@ -219,4 +246,70 @@ fn the_form_hint_picks_one_of_several_and_a_page_without_forms_says_so() {
         .learn("hint-5", json!({"url": url, "slug": "../x"}))
         .expect_err("a bad slug");
     assert!(err.to_string().contains("is not a slug"), "{err}");
+}
+
+#[test]
+fn a_row_goes_through_both_steps_and_invalid_or_changed_rows_are_not_sent() {
+    let Some(f) = fixture() else { return };
+    let s = f
+        .learn("row-learn", json!({"url": f.server.url("/signup")}))
+        .expect("learned");
+    let before = f.posts().len();
+    let ok = f.row(
+        "row-1",
+        &s,
+        json!({"name": "Ada Lovelace", "email": "ada@example.org", "age": 36, "born": "1815-12-10",
+               "zip": "12345", "plan": "pro", "contact": "phone", "terms": true, "notes": "two\nlines"}),
+    );
+    assert_eq!(ok["status"], "done", "{ok}");
+    assert_eq!(ok["sent"], true);
+    let posts = f.posts();
+    assert_eq!(posts.len(), before + 1, "one submission");
+    let body = posts.last().expect("the post");
+    for part in [
+        "name=Ada+Lovelace",
+        "email=ada%40example.org",
+        "age=36",
+        "born=1815-12-10",
+        "zip=12345",
+        "plan=pro",
+        "contact=phone",
+        "terms=yes",
+        "notes=two%0D%0Alines",
+        "csrf=token-123",
+    ] {
+        assert!(body.contains(part), "{part} in {body}");
+    }
+    // A postcode against the pattern: the browser keeps the form, with its own message.
+    let bad = f.row(
+        "row-2",
+        &s,
+        json!({"name": "Bad Zip", "email": "b@example.org", "zip": "12", "contact": "mail", "terms": "yes"}),
+    );
+    assert_eq!(bad["status"], "failed", "{bad}");
+    assert_eq!(bad["sent"], false);
+    let msg = bad["message"].as_str().unwrap_or("");
+    assert!(msg.contains("zip: "), "{msg}");
+    assert_eq!(
+        f.posts().len(),
+        before + 1,
+        "nothing sent for the invalid row"
+    );
+    // The form changed (email renamed): nothing is filled or sent, and the change is named.
+    let mut moved = s.clone();
+    moved.url = f.server.url("/changed");
+    let changed = f.row(
+        "row-3",
+        &moved,
+        json!({"name": "X", "email": "x@example.org"}),
+    );
+    assert_eq!(changed["status"], "changed", "{changed}");
+    assert!(
+        changed["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("field `email` is gone"),
+        "{changed}"
+    );
+    assert_eq!(f.posts().len(), before + 1);
 }

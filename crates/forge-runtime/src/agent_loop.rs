@@ -149,6 +149,15 @@ pub trait SessionCloser: Send + Sync {
     async fn navigations(&self, _key: &str) -> Vec<NavigationRecord> {
         Vec::new()
     }
+    /// The form tool `name` (`browser_form_learn`, `browser_form_row`; the form skills call
+    /// them), when the agent has the browser.
+    fn form_tool(&self, _name: &str) -> Option<Arc<dyn forge_tools::Tool>> {
+        None
+    }
+    /// How many browser sessions may be open at once (forge.yaml `browser.max_sessions`).
+    fn max_sessions(&self) -> usize {
+        1
+    }
 }
 
 /// Loop limits.

@@ -5,6 +5,8 @@
 //!   two learnings, slugs.
 //! - `learn.js`: the inspector (fields in order, submit control, wizard steps), run in the
 //!   isolated world: it changes nothing on the page, and page scripts cannot change what it reads.
+//! - `row.rs` + `judge.js`: the `browser_form_row` tool: one batch row filled through the
+//!   browser tools' own fill/select/click code (fill safety applies), submitted and judged.
 //! - here: the `browser_form_learn` tool ([`form_tools`]), which the runtime calls for the A2A
 //!   skill `learn-form-schema`, `forge forms learn` and the MCP tool; it is not one of the
 //!   model's browser tools.
@@ -19,8 +21,10 @@ use crate::error::{failed, invalid, R};
 use crate::manager::BrowserManager;
 use crate::tools::{schema, str_arg, BrowserAction, BrowserToolOptions, Cx};
 
+mod row;
 mod schema;
 
+pub use row::ROW_TOOL;
 pub use schema::{
     is_slug, slugify, Control, FieldKind, FieldOption, FormField, FormRef, FormSchema, Step,
 };
@@ -32,9 +36,12 @@ const LEARN: &str = include_str!("learn.js");
 pub const LEARN_TOOL: &str = "browser_form_learn";
 
 /// The form tools over `manager` (not among the model's browser tools: the runtime calls them
-/// for the form skills): `browser_form_learn`.
+/// for the form skills): `browser_form_learn`, `browser_form_row`.
 pub fn form_tools(manager: Arc<BrowserManager>, options: BrowserToolOptions) -> Vec<Arc<dyn Tool>> {
-    vec![crate::tools::wrap(Learn, &manager, &options)]
+    vec![
+        crate::tools::wrap(Learn, &manager, &options),
+        crate::tools::wrap(row::Row, &manager, &options),
+    ]
 }
 
 /// `browser_form_learn {url, form?, slug?}`: open `url` in the session's tab and read its form.
