@@ -158,6 +158,11 @@ pub trait SessionCloser: Send + Sync {
     fn max_sessions(&self) -> usize {
         1
     }
+    /// The agent's resolved secrets (a form row's `{"secret": NAME}` values; results are
+    /// redacted with them).
+    fn secrets(&self) -> forge_tools::Secrets {
+        forge_tools::Secrets::default()
+    }
 }
 
 /// Loop limits.
@@ -264,6 +269,10 @@ pub enum LoopError {
     /// The task's egress scope could not be set up (its proxy listener did not start).
     #[error("the task's egress scope could not be set up: {0}")]
     Setup(String),
+    /// A form skill (`learn-form-schema`, `execute-form-batch`) failed or stopped; the message
+    /// names why and the fix.
+    #[error("{0}")]
+    Form(String),
 }
 
 /// Which browser session a task's browser calls use, and whether it ends with the task.

@@ -593,6 +593,16 @@ impl Runner {
             version: self.agent.version.clone(),
             skills: self.agent.skills.clone(),
         };
+        // Any agent with the browser also offers the form skills (no model per row).
+        let mut info = info;
+        if m.agent_loop
+            .sessions
+            .as_ref()
+            .and_then(|s| s.form_tool(forge_browser::forms::LEARN_TOOL))
+            .is_some()
+        {
+            info.skills.extend(crate::forms::card_skills());
+        }
         let url = format!("http://{local}/");
         let card = a2a::agent_card(&info, &url, token.is_some());
         // Other replicas find this one at FORGE_REPLICA_URL (a pod's own IP in Kubernetes),

@@ -265,6 +265,10 @@ impl SessionCloser for AssembledSessions {
         b.form_tools().iter().find(|t| t.name() == name).cloned()
     }
 
+    fn secrets(&self) -> forge_tools::Secrets {
+        self.tools.secrets().clone()
+    }
+
     fn max_sessions(&self) -> usize {
         self.tools
             .browser()
