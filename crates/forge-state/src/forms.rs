@@ -1,4 +1,4 @@
-//! Form schemas and batch rows (issue 25): [`FormStore`], its records ([`FormRecord`],
+//! Form schemas and batch rows (issue 25): the records of [`crate::FormStore`] (store.rs) ([`FormRecord`],
 //! [`BatchRow`], [`RowState`]) and the schema version that holds them ([`FORMS_V4`]).
 //!
 //! A learned form is kept under `sites/{host}/forms/{slug}` (the key is `(host, slug)`); any
@@ -6,13 +6,10 @@
 //! moves `pending` -> `submitting` (claimed, before its submit is sent) -> `done` | `failed`, and
 //! a row left `submitting` by a process that died is turned `uncertain` when the batch is resumed
 //! (its submission may or may not have reached the site, so it is reported, never sent again).
-//! [`FormStore::claim_row`] is the one compare-and-set that makes "never submitted twice" hold
+//! `FormStore::claim_row` is the one compare-and-set that makes "never submitted twice" hold
 //! across replicas.
 
-use async_trait::async_trait;
 use serde_json::Value;
-
-use crate::store::StateError;
 
 /// Version 4: form schemas, batches and their rows.
 pub(crate) const FORMS_V4: &str = "CREATE TABLE forge_form_schemas (host TEXT NOT NULL, slug TEXT NOT NULL, schema TEXT NOT NULL, fingerprint TEXT NOT NULL, updated_ms BIGINT NOT NULL, PRIMARY KEY (host, slug));\n\
@@ -108,38 +105,4 @@ pub struct BatchRecord {
     pub fingerprint: String,
     /// Number of rows.
     pub total: i64,
-}
-
-/// Form schemas and batch rows.
-#[async_trait]
-pub trait FormStore: Send + Sync {
-    /// Insert or replace the schema of `host`/`slug`.
-    async fn save_form(&self, form: &FormRecord) -> Result<(), StateError>;
-    /// The schema of `host`/`slug`.
-    async fn form(&self, host: &str, slug: &str) -> Result<Option<FormRecord>, StateError>;
-    /// Every stored schema (by host, then slug).
-    async fn forms(&self) -> Result<Vec<FormRecord>, StateError>;
-    /// Start batch `batch` with `rows` (all `pending`), or, when it exists, return it as it is
-    /// (a resume): rows left `submitting` become `uncertain` first. `Ok((record, rows, resumed))`.
-    async fn open_batch(
-        &self,
-        batch: &BatchRecord,
-        rows: &[Value],
-    ) -> Result<(BatchRecord, Vec<BatchRow>, bool), StateError>;
-    /// Claim row `index` for submitting: `true` when it was `pending` and is now `submitting`
-    /// (this caller may submit it), `false` when someone else has it or it is finished.
-    async fn claim_row(&self, batch: &str, index: i64, replica: &str) -> Result<bool, StateError>;
-    /// Put a `submitting` row back to `pending` (nothing was sent: the form did not open, the
-    /// batch stopped before the submit).
-    async fn unclaim_row(&self, batch: &str, index: i64) -> Result<(), StateError>;
-    /// Record how row `index` ended.
-    async fn finish_row(
-        &self,
-        batch: &str,
-        index: i64,
-        state: RowState,
-        message: Option<&str>,
-    ) -> Result<(), StateError>;
-    /// The rows of `batch` in order.
-    async fn batch_rows(&self, batch: &str) -> Result<Vec<BatchRow>, StateError>;
 }

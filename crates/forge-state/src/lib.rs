@@ -6,7 +6,7 @@
 //!   [`Retention`], and the helpers [`new_id`], [`now_ms`], [`redact_url`].
 //! - [`SqlStore`] (sql.rs): the trait on SQLite or PostgreSQL through sqlx, with the embedded
 //!   [`MIGRATIONS`] (schema_v1.sql: the version-1 tables); `sql/forms.rs`: its [`FormStore`].
-//! - [`FormStore`] (forms.rs): learned form schemas (`sites/{host}/forms/{slug}`) and batch rows
+//! - [`FormStore`] (store.rs, records in forms.rs): learned form schemas (`sites/{host}/forms/{slug}`) and batch rows
 //!   ([`FormRecord`], [`BatchRecord`], [`BatchRow`], [`RowState`]; schema version 4).
 //!
 //! The state store: tasks (status, the A2A task JSON with its history, the result object),
@@ -30,10 +30,10 @@ mod forms;
 mod sql;
 mod store;
 
-pub use forms::{BatchRecord, BatchRow, FormRecord, FormStore, RowState};
+pub use forms::{BatchRecord, BatchRow, FormRecord, RowState};
 pub use sql::{SqlStore, MIGRATIONS};
 pub use store::{
-    is_final_state, new_id, now_ms, redact_url, ContextRecord, FailedTask, ReplicaRecord,
-    Retention, StateError, StateStore, StoreLocation, StoredArtifact, TaskRecord,
+    is_final_state, new_id, now_ms, redact_url, ContextRecord, FailedTask, FormStore,
+    ReplicaRecord, Retention, StateError, StateStore, StoreLocation, StoredArtifact, TaskRecord,
     DEFAULT_KEEP_DAYS, DEFAULT_KEEP_TASKS, DEFAULT_MAX_ARTIFACT_BYTES,
 };

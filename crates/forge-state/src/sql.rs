@@ -711,7 +711,7 @@ impl StateStore for SqlStore {
         Ok(())
     }
 
-    fn forms(&self) -> Option<&dyn crate::forms::FormStore> {
+    fn forms(&self) -> Option<&dyn crate::store::FormStore> {
         Some(self)
     }
 

@@ -6,8 +6,8 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::SqlStore;
-use crate::forms::{BatchRecord, BatchRow, FormRecord, FormStore, RowState};
-use crate::store::{now_ms, StateError};
+use crate::forms::{BatchRecord, BatchRow, FormRecord, RowState};
+use crate::store::{now_ms, FormStore, StateError};
 
 impl SqlStore {
     fn form_from_row(&self, r: &AnyRow) -> Result<FormRecord, StateError> {
