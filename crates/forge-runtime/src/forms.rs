@@ -386,21 +386,30 @@ impl BatchResult {
     }
 }
 
-/// What the form skills run with.
+/// What the form skills run with (from the agent loop for A2A, from the [`crate::Runner`] for
+/// `forge forms`).
 #[derive(Clone)]
 pub struct FormEnv {
-    /// The agent (its egress policy, browser sessions).
-    pub agent: Arc<AgentLoop>,
+    /// The browser side (sessions, their proxy listeners, the form tools); None without the
+    /// browser.
+    pub sessions: Option<Arc<dyn SessionCloser>>,
+    /// The agent's files dir (each session's workspace is under it).
+    pub files_dir: std::path::PathBuf,
+    /// The agent's egress policy, narrowed by each request's `allowedHosts`.
+    pub policy: Option<Arc<forge_egress::EgressPolicy>>,
+    /// forge.yaml `tasks:` (the scope is resolved as a task's).
+    pub tasks: forge_skills::TasksConfig,
     /// The state store (schemas and rows).
     pub store: Option<Arc<dyn StateStore>>,
     /// This replica's id (rows name who claimed them).
     pub replica: String,
 }
 
-/// The agent's policy narrowed by `hosts` (as a task's `allowed_hosts`; an entry outside the
-/// agent's policy is refused, naming it).
+/// `policy` narrowed by `hosts` (as a task's `allowed_hosts`; an entry outside the agent's
+/// policy is refused, naming it).
 pub(crate) fn narrowed(
-    agent: &AgentLoop,
+    policy: Option<&Arc<forge_egress::EgressPolicy>>,
+    tasks: &forge_skills::TasksConfig,
     hosts: &[String],
 ) -> Result<Arc<forge_egress::EgressPolicy>, FormError> {
     let spec = TaskSpec {
@@ -412,8 +421,8 @@ pub(crate) fn narrowed(
         max_steps: "max_steps",
         max_seconds: "max_seconds",
     };
-    let resolved = agent
-        .resolve_spec(&spec, fields)
+    let resolved = spec
+        .resolve(tasks, policy, fields)
         .map_err(|e| FormError::Scope(e.to_string()))?;
     resolved
         .policy
@@ -424,8 +433,31 @@ pub(crate) fn narrowed(
 pub type Progress<'a> = &'a (dyn Fn(&RowResult, usize, usize) + Send + Sync);
 
 impl FormEnv {
+    /// The form env of the agent loop `agent` (the A2A server's).
+    pub(crate) fn of_agent(
+        agent: &AgentLoop,
+        store: Option<Arc<dyn StateStore>>,
+        replica: String,
+    ) -> FormEnv {
+        FormEnv {
+            sessions: agent.sessions.clone(),
+            files_dir: agent.files_dir.clone(),
+            policy: agent.policy().cloned(),
+            tasks: agent.config.tasks,
+            store,
+            replica,
+        }
+    }
+
+    /// Give this process's lease on the state store back (`forge forms`, when done).
+    pub async fn release(&self) {
+        if let Some(s) = &self.store {
+            let _ = s.remove_replica(&self.replica).await;
+        }
+    }
+
     fn sessions(&self) -> Result<&Arc<dyn SessionCloser>, FormError> {
-        let s = self.agent.sessions.as_ref().ok_or(FormError::NoBrowser)?;
+        let s = self.sessions.as_ref().ok_or(FormError::NoBrowser)?;
         if s.form_tool(LEARN_TOOL).is_none() {
             return Err(FormError::NoBrowser);
         }
@@ -440,7 +472,7 @@ impl FormEnv {
     }
 
     fn policy(&self, hosts: &[String]) -> Result<Arc<forge_egress::EgressPolicy>, FormError> {
-        narrowed(&self.agent, hosts)
+        narrowed(self.policy.as_ref(), &self.tasks, hosts)
     }
 
     /// Run form tool `name` in browser session `key` (opened on `policy` by the caller).
@@ -451,17 +483,14 @@ impl FormEnv {
         name: &str,
         input: Value,
     ) -> Result<forge_tools::ToolOutput, forge_tools::ToolError> {
-        let sessions =
-            self.agent.sessions.as_ref().ok_or_else(|| {
-                forge_tools::ToolError::Failed("this agent has no browser".into())
-            })?;
+        let sessions = self
+            .sessions
+            .as_ref()
+            .ok_or_else(|| forge_tools::ToolError::Failed("this agent has no browser".into()))?;
         let tool = sessions.form_tool(name).ok_or_else(|| {
             forge_tools::ToolError::Failed(format!("this agent has no {name} tool"))
         })?;
-        let workspace = self
-            .agent
-            .files_dir
-            .join(crate::workspace::workspace_id(key));
+        let workspace = self.files_dir.join(crate::workspace::workspace_id(key));
         let mut ctx = ToolContext::new(key, workspace);
         ctx.task_id = Some(task_id.to_string());
         ctx.secrets = sessions.secrets();
@@ -501,7 +530,7 @@ impl FormEnv {
     }
 
     async fn close(&self, key: &str) {
-        if let Some(s) = &self.agent.sessions {
+        if let Some(s) = &self.sessions {
             s.close_session(key).await;
             s.release_scoped_proxy(key).await;
         }

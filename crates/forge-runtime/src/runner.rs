@@ -466,6 +466,34 @@ impl Runner {
         Duration::from_secs(secs)
     }
 
+    /// The form skills outside A2A (`forge forms learn | run`): the browser, the agent's policy,
+    /// and the state store with a lease of this process (give it back with
+    /// [`crate::FormEnv::release`]; a SQLite store that a running `forge run` holds is refused,
+    /// naming it).
+    pub async fn form_env(&self) -> Result<crate::forms::FormEnv, ServeError> {
+        let sessions: Option<Arc<dyn SessionCloser>> = match self.agent_loop() {
+            Some(l) => l.sessions.clone(),
+            None if self.tools.browser().is_some() => {
+                let audit = self
+                    .audit
+                    .clone()
+                    .unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink())));
+                Some(Arc::new(AssembledSessions::new(self.tools.clone(), audit)))
+            }
+            None => None,
+        };
+        let me = a2a::store::this_replica(format!("forge-forms (pid {})", std::process::id()));
+        let state = self.open_state(&me).await?;
+        Ok(crate::forms::FormEnv {
+            sessions,
+            files_dir: self.tools.files_dir().to_path_buf(),
+            policy: Some(self.tools.egress().client_ref().policy().clone()),
+            tasks: self.agent.tasks,
+            store: Some(state),
+            replica: me.id,
+        })
+    }
+
     /// forge.yaml `tasks:`: the per-task budgets' defaults and caps.
     pub fn task_limits(&self) -> &forge_skills::TasksConfig {
         &self.agent.tasks

@@ -27,7 +27,7 @@ pub(super) fn form_request(
     let req = FormRequest::from_a2a_message(message)
         .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     if let Some(r) = &req {
-        crate::forms::narrowed(agent, r.allowed_hosts())
+        crate::forms::narrowed(agent.policy(), &agent.config.tasks, r.allowed_hosts())
             .map_err(|e| RpcError::invalid_params(e.to_string()))?;
         if agent
             .sessions
@@ -45,15 +45,14 @@ pub(super) fn form_request(
 
 impl TaskStore {
     fn form_env(&self) -> FormEnv {
-        FormEnv {
-            agent: self.agent.clone(),
-            store: self.durable.as_ref().map(|d| d.store.clone()),
-            replica: self
-                .durable
+        FormEnv::of_agent(
+            &self.agent,
+            self.durable.as_ref().map(|d| d.store.clone()),
+            self.durable
                 .as_ref()
                 .map(|d| d.replica.clone())
                 .unwrap_or_else(|| "local".into()),
-        }
+        )
     }
 
     /// A status update of task `id` saying `text`, with `data` under `metadata.forge`.
