@@ -800,7 +800,33 @@ impl Runner {
     /// The agent's tools as an MCP [`forge_mcp::ToolHost`]: the [`ToolRunner`] path, one forge
     /// session per MCP session, instructions naming the hosts the policy allows.
     pub fn mcp_host(&self) -> Arc<dyn forge_mcp::ToolHost> {
-        crate::mcp_host::host(&self.agent.id, self.tools(), self.egress_policy())
+        crate::mcp_host::host(&self.agent.id, self.tools(), self.egress_policy(), None)
+    }
+
+    /// [`Runner::mcp_host`] with the form skills (`learn_form_schema`, `execute_form_batch`)
+    /// when the agent has the browser and the state store can be opened (its lease taken; a
+    /// SQLite store another forge holds leaves them out, with a warning).
+    async fn mcp_host_with_forms(
+        &self,
+    ) -> (Arc<dyn forge_mcp::ToolHost>, Option<crate::forms::FormEnv>) {
+        let forms = if self.tools.browser().is_some() {
+            match self.form_env().await {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tracing::warn!("MCP: the form tools are left out: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let host = crate::mcp_host::host(
+            &self.agent.id,
+            self.tools(),
+            self.egress_policy(),
+            forms.clone(),
+        );
+        (host, forms)
     }
 
     /// Serve the agent's tools over MCP on this process's stdin/stdout until the client
@@ -812,8 +838,12 @@ impl Runner {
         // Idle workspaces go as with `forge run`: now, then periodically, until the client leaves.
         let stop = tokio_util::sync::CancellationToken::new();
         self.sweep_workspaces(stop.clone());
-        let served = forge_mcp::serve_stdio(self.mcp_host(), opts).await;
+        let (host, forms) = self.mcp_host_with_forms().await;
+        let served = forge_mcp::serve_stdio(host, opts).await;
         stop.cancel();
+        if let Some(f) = forms {
+            f.release().await;
+        }
         served
     }
 
@@ -828,7 +858,7 @@ impl Runner {
         let probe = bind_probe(opts.host, opts.probe_port)?;
         let handle = forge_mcp::serve_http(
             listener,
-            self.mcp_host(),
+            self.mcp_host_with_forms().await.0,
             opts.serve,
             forge_mcp::HttpOptions {
                 token: token.clone(),
