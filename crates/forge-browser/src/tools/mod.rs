@@ -113,10 +113,9 @@ pub(crate) fn wrap<A: BrowserAction>(
 }
 
 /// Open `url` in the active tab as `browser_navigate` does (egress refusals, HTTP status, load),
-/// for the form tools.
+/// without its observation, for the form tools: the status words.
 pub(crate) async fn navigate_in(cx: &mut Cx<'_>, url: &str) -> R<String> {
-    let out = navigate::Navigate.run(cx, &json!({ "url": url })).await?;
-    Ok(out.text.lines().next().unwrap_or("").to_string())
+    navigate::Navigate.act(cx, &json!({ "url": url })).await
 }
 
 /// One browser tool's own part: what the model sees of it, and what it does.
