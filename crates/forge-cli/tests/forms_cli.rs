@@ -173,3 +173,110 @@ fn learn_list_and_run_a_csv_from_the_command_line() {
         3
     );
 }
+
+/// Stopping a batch (SIGTERM to `forge forms run`, the same cancellation as A2A `tasks/cancel`)
+/// lets the row in flight finish and starts no other; the same batch id then goes on with the
+/// rows not reached, each submitted once.
+#[test]
+fn a_stopped_batch_finishes_its_row_in_flight_and_goes_on_later() {
+    if !forge_testkit::require(
+        forge_browser::find_browser_binary().is_ok(),
+        "Chromium is missing (scripts/install-deps.sh browser)",
+    ) {
+        return;
+    }
+    let site = Site::builder().max_connections(500).start(|r| {
+        match (r.method.as_str(), r.path.as_str()) {
+            ("GET", "/signup") => Response::html(FORM),
+            ("POST", "/submit") => {
+                Response::html("<!doctype html><title>Thanks</title><p>Saved</p>")
+                    .delayed(std::time::Duration::from_millis(1500))
+            }
+            _ => Response::not_found(),
+        }
+    });
+    let entry = site.entry();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("skills/portal")).unwrap();
+    std::fs::write(
+        d.join("skills/portal/SKILL.md"),
+        format!("---\nname: portal\ndescription: The portal.\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n    egress_domains: [\"{entry}\"]\n---\nUse it.\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("forge.yaml"),
+        "agent_id: portal\nversion: 0.1.0\negress:\n  mode: allowlist\n",
+    )
+    .unwrap();
+    let out = forge(d, &["forms", "learn", &site.url("/signup")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut csv = String::from("name,zip\n");
+    for i in 0..6 {
+        csv.push_str(&format!("Row {i},1000{i}\n"));
+    }
+    std::fs::write(d.join("rows.csv"), csv).unwrap();
+    let posts = || {
+        site.requests()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .count()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_forge"))
+        .env_remove("FORGE_STATE_URL")
+        .current_dir(d)
+        .args([
+            "forms",
+            "run",
+            "signup",
+            "rows.csv",
+            "--batch-id",
+            "stop-1",
+            "--config",
+            "forge.yaml",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start forge forms run");
+    // Bounded wait for the second post (its answer takes 1.5 s: the row is in flight).
+    let mut waited = 0;
+    while posts() < 2 {
+        assert!(waited < 1200, "two rows were not posted within 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        waited += 1;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().expect("forge forms run ends");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("6 rows: 2 done, 4 pending"), "{stdout}");
+    assert!(stdout.contains("stopped: cancelled"), "{stdout}");
+    assert_eq!(posts(), 2, "the row in flight finished, no other started");
+    let out = forge(
+        d,
+        &["forms", "run", "signup", "rows.csv", "--batch-id", "stop-1"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("6 rows: 6 done"));
+    let mut names: Vec<String> = site
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 6, "each row once: {names:?}");
+    assert_eq!(posts(), 6);
+}
