@@ -226,7 +226,7 @@ fn a_stopped_batch_finishes_its_row_in_flight_and_goes_on_later() {
             .filter(|r| r.method == "POST")
             .count()
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forge"))
+    let child = Command::new(env!("CARGO_BIN_EXE_forge"))
         .env_remove("FORGE_STATE_URL")
         .current_dir(d)
         .args([
