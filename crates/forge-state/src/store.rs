@@ -417,6 +417,44 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Form schemas and batch rows (issue 25; the records and states are in forms.rs).
+#[async_trait]
+pub trait FormStore: Send + Sync {
+    /// Insert or replace the schema of `host`/`slug`.
+    async fn save_form(&self, form: &crate::forms::FormRecord) -> Result<(), StateError>;
+    /// The schema of `host`/`slug`.
+    async fn form(
+        &self,
+        host: &str,
+        slug: &str,
+    ) -> Result<Option<crate::forms::FormRecord>, StateError>;
+    /// Every stored schema (by host, then slug).
+    async fn forms(&self) -> Result<Vec<crate::forms::FormRecord>, StateError>;
+    /// Start batch `batch` with `rows` (all `pending`), or, when it exists, return it as it is
+    /// (a resume): rows left `submitting` become `uncertain` first. `Ok((record, rows, resumed))`.
+    async fn open_batch(
+        &self,
+        batch: &crate::forms::BatchRecord,
+        rows: &[Value],
+    ) -> Result<(crate::forms::BatchRecord, Vec<crate::forms::BatchRow>, bool), StateError>;
+    /// Claim row `index` for submitting: `true` when it was `pending` and is now `submitting`
+    /// (this caller may submit it), `false` when someone else has it or it is finished.
+    async fn claim_row(&self, batch: &str, index: i64, replica: &str) -> Result<bool, StateError>;
+    /// Put a `submitting` row back to `pending` (nothing was sent: the form did not open, the
+    /// batch stopped before the submit).
+    async fn unclaim_row(&self, batch: &str, index: i64) -> Result<(), StateError>;
+    /// Record how row `index` ended.
+    async fn finish_row(
+        &self,
+        batch: &str,
+        index: i64,
+        state: crate::forms::RowState,
+        message: Option<&str>,
+    ) -> Result<(), StateError>;
+    /// The rows of `batch` in order.
+    async fn batch_rows(&self, batch: &str) -> Result<Vec<crate::forms::BatchRow>, StateError>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,42 +496,4 @@ mod tests {
         assert!(err.contains("mysql://u:***@h/db"), "{err}");
         assert!(!err.contains("pw"), "{err}");
     }
-}
-
-/// Form schemas and batch rows (issue 25; the records and states are in forms.rs).
-#[async_trait]
-pub trait FormStore: Send + Sync {
-    /// Insert or replace the schema of `host`/`slug`.
-    async fn save_form(&self, form: &crate::forms::FormRecord) -> Result<(), StateError>;
-    /// The schema of `host`/`slug`.
-    async fn form(
-        &self,
-        host: &str,
-        slug: &str,
-    ) -> Result<Option<crate::forms::FormRecord>, StateError>;
-    /// Every stored schema (by host, then slug).
-    async fn forms(&self) -> Result<Vec<crate::forms::FormRecord>, StateError>;
-    /// Start batch `batch` with `rows` (all `pending`), or, when it exists, return it as it is
-    /// (a resume): rows left `submitting` become `uncertain` first. `Ok((record, rows, resumed))`.
-    async fn open_batch(
-        &self,
-        batch: &crate::forms::BatchRecord,
-        rows: &[Value],
-    ) -> Result<(crate::forms::BatchRecord, Vec<crate::forms::BatchRow>, bool), StateError>;
-    /// Claim row `index` for submitting: `true` when it was `pending` and is now `submitting`
-    /// (this caller may submit it), `false` when someone else has it or it is finished.
-    async fn claim_row(&self, batch: &str, index: i64, replica: &str) -> Result<bool, StateError>;
-    /// Put a `submitting` row back to `pending` (nothing was sent: the form did not open, the
-    /// batch stopped before the submit).
-    async fn unclaim_row(&self, batch: &str, index: i64) -> Result<(), StateError>;
-    /// Record how row `index` ended.
-    async fn finish_row(
-        &self,
-        batch: &str,
-        index: i64,
-        state: crate::forms::RowState,
-        message: Option<&str>,
-    ) -> Result<(), StateError>;
-    /// The rows of `batch` in order.
-    async fn batch_rows(&self, batch: &str) -> Result<Vec<crate::forms::BatchRow>, StateError>;
 }
