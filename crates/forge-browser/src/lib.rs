@@ -37,6 +37,8 @@
 //!   the profile's origins only (domain rule, source scheme and port).
 //! - `downloads.rs`: every session's downloads land in its workspace (`downloads/`), followed,
 //!   capped ([`DownloadLimits`]), named safely and reported by the tool call they happened in.
+//! - [`forms`] (`forms/mod.rs`, `forms/schema.rs`, `forms/learn.js`): learning a form's structure
+//!   read-only in the isolated world ([`forms::FormSchema`], the `browser_form_learn` tool).
 //! - [`RefusalLog`] (`refusals.rs`): the egress proxy's recent refusals, for clear blocked errors.
 //! - [`LiveTab`] (`screencast.rs`): a tab's live view (CDP screencast, only while watched, capped
 //!   in rate and size) and a person's input to it (mouse, wheel, keys, text through CDP `Input.*`).
@@ -51,6 +53,7 @@ pub mod crash;
 pub mod devtools_relay;
 pub mod downloads;
 pub mod error;
+pub mod forms;
 mod frames;
 pub mod handoff;
 pub mod keys;

@@ -3,7 +3,7 @@
 //! This crate only parses arguments, renders output and maps errors to exit codes; the logic lives
 //! in the library crates. Each command family has its own module:
 //! `skills` (forge skills ...), `egress` (forge egress ...), `tool` (forge tool ...),
-//! `mcp` (forge mcp serve), `profile` (forge profile list/delete), `run` (forge run, forge audit ...), `build` (forge build, forge package);
+//! `mcp` (forge mcp serve), `profile` (forge profile list/delete), `run` (forge run, forge audit ...), `forms` (forge forms ...), `build` (forge build, forge package);
 //! `signals` holds the one Ctrl-C/SIGTERM waiter the long-running commands share.
 //! `demo_site` is the static file server of `forge run --demo-site`.
 
@@ -17,6 +17,7 @@ use clap::{Parser, Subcommand};
 mod build;
 mod demo_site;
 mod egress;
+mod forms;
 mod mcp;
 mod profile;
 mod run;
@@ -51,6 +52,9 @@ enum Command {
     /// List or delete the agent's login profiles (names, origins, size, last use; never values).
     #[command(subcommand)]
     Profile(profile::ProfileCommand),
+    /// Learn web forms and submit batches of rows through them (docs/forms.md).
+    #[command(subcommand)]
+    Forms(forms::FormsCommand),
     /// Work with audit logs.
     #[command(subcommand)]
     Audit(run::AuditCommand),
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         Command::Tool(c) => tool::run(c),
         Command::Mcp(c) => mcp::run(c),
         Command::Run(a) => run::run(a),
+        Command::Forms(c) => forms::run(c),
         Command::Audit(c) => run::audit(c),
         Command::Profile(c) => profile::run(c),
         Command::Build(a) => build::build(a),

@@ -96,7 +96,7 @@ pub(crate) fn run(cmd: ToolCommand) -> ExitCode {
 }
 
 /// Load the agent and start it for its tools (no model), or print why not.
-async fn load(agent: &AgentArgs) -> Result<(forge_skills::Agent, Runner), ExitCode> {
+pub(crate) async fn load(agent: &AgentArgs) -> Result<(forge_skills::Agent, Runner), ExitCode> {
     let loaded = match forge_skills::Agent::load(&agent.config) {
         Ok(a) => a,
         Err(e) => {

@@ -1011,3 +1011,79 @@ async fn the_probe_port_serves_healthz_and_readyz() {
     let other = get(probe, "/mcp").await;
     assert!(other.starts_with("HTTP/1.1 404"), "{other}");
 }
+
+/// The form skills as MCP tools (issue 25): an agent with the browser lists
+/// `learn_form_schema` and `execute_form_batch`; learning returns the schema, a batch submits its
+/// row once through the real form and returns the results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_form_skills_are_mcp_tools_of_an_agent_with_the_browser() {
+    if !forge_testkit::require(browser_available(), "Chromium is missing") {
+        return;
+    }
+    let site = Site::start(|r| {
+        match (r.method.as_str(), r.path.as_str()) {
+        ("GET", "/signup") => Response::html(
+            "<!doctype html><title>Sign up</title><form id=signup action=/submit method=post><label for=n>Name</label><input id=n name=name required><button>Go</button></form>",
+        ),
+        ("POST", "/submit") => Response::html("<!doctype html><title>Thanks</title><p>Saved</p>"),
+        _ => Response::not_found(),
+    }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    write_browser_agent(dir.path(), site.addr);
+    let (_server, url, _) = start_http(dir.path(), &[], &[]);
+    let port: u16 = url
+        .trim_end_matches("/mcp")
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a port");
+    let mut s = RawSession::open(port).await;
+    let listed = {
+        let req = r#"{"jsonrpc":"2.0","id":99,"method":"tools/list","params":{}}"#;
+        let (_, body) = mcp_post(port, Some(&s.id), req).await;
+        rpc_answer(&body, 99)
+    };
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"learn_form_schema") && names.contains(&"execute_form_batch"),
+        "{names:?}"
+    );
+    let entry = site.entry();
+    let learned = s
+        .call(
+            "learn_form_schema",
+            serde_json::json!({"url": site.url("/signup"), "allowedHosts": [entry]}),
+        )
+        .await;
+    assert_ne!(learned["isError"], true, "{learned}");
+    let text = learned["content"][0]["text"].as_str().unwrap_or("");
+    let schema: Value = serde_json::from_str(text).expect("the schema JSON");
+    assert_eq!(schema["slug"], "signup");
+    let ran = s
+        .call(
+            "execute_form_batch",
+            serde_json::json!({"schema": "signup", "rows": [{"name": "Mia"}], "allowedHosts": [entry]}),
+        )
+        .await;
+    assert_ne!(ran["isError"], true, "{ran}");
+    assert!(
+        ran["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("1 rows: 1 done"),
+        "{ran}"
+    );
+    let posts: Vec<String> = site
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert_eq!(posts, vec!["name=Mia".to_string()]);
+}

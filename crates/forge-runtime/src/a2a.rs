@@ -8,6 +8,8 @@
 //! - [`http`]: the hyper server, routing, bearer-token check, body limits and SSE.
 //! - `live`: the live view (`/ui/tasks/{id}/live`) and the hand-off page (`/handoff/...`) of
 //!   `browser_handoff`, and the task state `input-required` while a person is needed.
+//! - `forms`: the form skills (`metadata.skill` = `learn-form-schema` / `execute-form-batch`) run
+//!   as tasks: a row's progress as a status update, the schema or results as artifacts.
 //! - [`v1`]: the A2A 1.0 method names and wire shapes, translated to and from the 0.3 core; the
 //!   card lists both interfaces (`supportedInterfaces`), so 1.0 clients use 1.0 and 0.3 clients 0.3.
 //!
@@ -17,6 +19,7 @@
 
 mod cancel;
 pub(crate) mod files;
+mod forms;
 pub(crate) mod forward;
 pub(crate) mod http;
 mod live;

@@ -168,6 +168,20 @@ pub trait SessionCloser: Send + Sync {
     /// Task `task_id` in session `key` ended: save the session's state back to the profile it
     /// opened (when `save`, i.e. the task used the browser), and forget it.
     async fn end_profile(&self, _key: &str, _task_id: &str, _save: bool) {}
+    /// The form tool `name` (`browser_form_learn`, `browser_form_row`; the form skills call
+    /// them), when the agent has the browser.
+    fn form_tool(&self, _name: &str) -> Option<Arc<dyn forge_tools::Tool>> {
+        None
+    }
+    /// How many browser sessions may be open at once (forge.yaml `browser.max_sessions`).
+    fn max_sessions(&self) -> usize {
+        1
+    }
+    /// The agent's resolved secrets (a form row's `{"secret": NAME}` values; results are
+    /// redacted with them).
+    fn secrets(&self) -> forge_tools::Secrets {
+        forge_tools::Secrets::default()
+    }
 }
 
 /// Loop limits.
@@ -277,6 +291,10 @@ pub enum LoopError {
     /// The task's login profile could not be loaded (unknown, no key, wrong key, store).
     #[error("{0}")]
     Profile(String),
+    /// A form skill (`learn-form-schema`, `execute-form-batch`) failed or stopped; the message
+    /// names why and the fix.
+    #[error("{0}")]
+    Form(String),
 }
 
 /// Which browser session a task's browser calls use, and whether it ends with the task.

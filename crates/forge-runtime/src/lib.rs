@@ -28,6 +28,8 @@
 //! - workspace (workspace.rs): one files directory per conversation, MCP session or one-off run
 //!   (`.forge/files/ws-<hash>/`), its forge-made id, the retention sweep and artifact capture
 //!   (bytes + SHA-256, a read-only content-addressed copy).
+//! - forms (forms.rs): the form skills without a model (`learn-form-schema`,
+//!   `execute-form-batch`): requests, the batch scheduler over forge-state rows ([`FormEnv`]).
 //! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps,
 //!   max_seconds) and result object.
 //!
@@ -41,6 +43,7 @@ mod a2a;
 mod agent_loop;
 mod assemble;
 mod audit;
+mod forms;
 mod guardrails;
 mod mcp_host;
 mod profiles;
@@ -63,6 +66,10 @@ pub use assemble::{
 pub use audit::{
     events as audit_events, verify as verify_audit, verify_file as verify_audit_file, AuditLog,
     VerifyError, VerifySummary,
+};
+pub use forms::{
+    BatchRequest, BatchResult, FormEnv, FormError, FormRequest, LearnRequest, Progress, RowResult,
+    SchemaRef, BATCH_SKILL, LEARN_SKILL,
 };
 pub use guardrails::REDACTED;
 pub use profiles::{

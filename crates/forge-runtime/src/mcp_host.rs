@@ -8,6 +8,8 @@
 //! - Each MCP session is one forge session key (`mcp-<id>`): its own browser context, opened by
 //!   the first browser call (Chromium itself starts lazily) and closed when the MCP session ends.
 //! - `instructions()`: the hosts the egress policy allows, and that everything else is refused.
+//! - With the browser, two more tools: `learn_form_schema` and `execute_form_batch`, the form
+//!   skills of docs/forms.md (their A2A input shapes), run by [`crate::forms::FormEnv`].
 
 use std::sync::Arc;
 
@@ -29,7 +31,13 @@ pub(crate) struct RunnerToolHost {
     /// `forge mcp serve --profile NAME`: each MCP session's browser starts from the profile and
     /// saves back to it when the session ends.
     profile: Option<(Arc<AssembledSessions>, String)>,
+    /// The form skills, when the agent has the browser and the state store could be opened.
+    forms: Option<crate::forms::FormEnv>,
 }
+
+/// The MCP names of the form skills.
+const MCP_LEARN: &str = "learn_form_schema";
+const MCP_BATCH: &str = "execute_form_batch";
 
 impl RunnerToolHost {
     /// A host over `runner`, describing `policy` in its instructions.
@@ -38,6 +46,7 @@ impl RunnerToolHost {
             instructions: instructions(agent_id, policy),
             runner,
             profile: None,
+            forms: None,
         }
     }
 }
@@ -69,7 +78,8 @@ pub(crate) fn instructions(agent_id: &str, policy: &EgressPolicy) -> String {
 #[async_trait]
 impl ToolHost for RunnerToolHost {
     fn tools(&self) -> Vec<ToolInfo> {
-        self.runner
+        let mut out: Vec<ToolInfo> = self
+            .runner
             .specs()
             .into_iter()
             .map(|s| ToolInfo {
@@ -77,7 +87,21 @@ impl ToolHost for RunnerToolHost {
                 description: s.description,
                 input_schema: s.input_schema,
             })
-            .collect()
+            .collect();
+        if self.forms.is_some() {
+            let hosts = serde_json::json!({"type": "array", "items": {"type": "string"}, "description": "Hosts the browser may reach (within the agent's policy)."});
+            out.push(ToolInfo {
+                name: MCP_LEARN.into(),
+                description: "Read a web form's structure into a FormSchema (kept per site), without a model. Returns the schema JSON.".into(),
+                input_schema: serde_json::json!({"type": "object", "properties": {"url": {"type": "string"}, "allowedHosts": hosts, "form": {"type": "string"}, "slug": {"type": "string"}}, "required": ["url", "allowedHosts"]}),
+            });
+            out.push(ToolInfo {
+                name: MCP_BATCH.into(),
+                description: "Submit rows through a learned form (slug or FormSchema), no model per row; resumable by batchId, a row never submitted twice. Returns the results.".into(),
+                input_schema: serde_json::json!({"type": "object", "properties": {"schema": {"description": "A slug or a FormSchema object"}, "rows": {"type": "array", "items": {"type": "object"}}, "allowedHosts": hosts, "batchId": {"type": "string"}, "concurrency": {"type": "integer", "minimum": 1}}, "required": ["schema", "rows", "allowedHosts"]}),
+            });
+        }
+        out
     }
 
     fn instructions(&self) -> String {
@@ -111,6 +135,9 @@ impl ToolHost for RunnerToolHost {
         args: Value,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, ToolError> {
+        if let (Some(env), true) = (&self.forms, name == MCP_LEARN || name == MCP_BATCH) {
+            return form_call(env, session, name, &args, &cancel).await;
+        }
         // Progress is reported by the MCP layer (it knows the client's progress token).
         let out = self.runner.call(session, name, args, cancel, None).await;
         if let Some((s, _)) = &self.profile {
@@ -122,15 +149,60 @@ impl ToolHost for RunnerToolHost {
     }
 }
 
-/// The host as forge-mcp takes it.
+/// Run a form skill for an MCP call.
+async fn form_call(
+    env: &crate::forms::FormEnv,
+    session: &SessionKey,
+    name: &str,
+    args: &Value,
+    cancel: &CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    use crate::forms::{FormRequest, BATCH_SKILL, LEARN_SKILL};
+    let skill = if name == MCP_LEARN {
+        LEARN_SKILL
+    } else {
+        BATCH_SKILL
+    };
+    let req =
+        FormRequest::from_json(skill, args).map_err(|e| ToolError::InvalidInput(e.to_string()))?;
+    let task = format!("{session}-{}", forge_state::new_id());
+    match req {
+        FormRequest::Learn(l) => {
+            let (schema, _) = env
+                .learn(&task, &l)
+                .await
+                .map_err(|e| ToolError::Failed(e.to_string()))?;
+            let data = serde_json::to_value(&schema).unwrap_or(Value::Null);
+            Ok(ToolOutput {
+                text: serde_json::to_string_pretty(&data).unwrap_or_default(),
+                data: Some(data),
+            })
+        }
+        FormRequest::Batch(b) => {
+            let r = env
+                .run_batch(&task, &b, cancel, &|_, _, _| {})
+                .await
+                .map_err(|e| ToolError::Failed(e.to_string()))?;
+            Ok(ToolOutput {
+                text: r.summary(),
+                data: Some(r.to_json()),
+            })
+        }
+    }
+}
+
+/// The host as forge-mcp takes it, with a login profile for its sessions when `profile` is
+/// given and the form skills when `forms` is.
 pub(crate) fn host(
     agent_id: &str,
     runner: ToolRunner,
     policy: &EgressPolicy,
     profile: Option<(Arc<AssembledSessions>, String)>,
+    forms: Option<crate::forms::FormEnv>,
 ) -> Arc<dyn ToolHost> {
     let mut h = RunnerToolHost::new(agent_id, runner, policy);
     h.profile = profile;
+    h.forms = forms;
     Arc::new(h)
 }
 

@@ -511,6 +511,34 @@ impl Runner {
         Duration::from_secs(secs)
     }
 
+    /// The form skills outside A2A (`forge forms learn | run`): the browser, the agent's policy,
+    /// and the state store with a lease of this process (give it back with
+    /// [`crate::FormEnv::release`]; a SQLite store that a running `forge run` holds is refused,
+    /// naming it).
+    pub async fn form_env(&self) -> Result<crate::forms::FormEnv, ServeError> {
+        let sessions: Option<Arc<dyn SessionCloser>> = match self.agent_loop() {
+            Some(l) => l.sessions.clone(),
+            None if self.tools.browser().is_some() => {
+                let audit = self
+                    .audit
+                    .clone()
+                    .unwrap_or_else(|| AuditLog::to_writer(Box::new(std::io::sink())));
+                Some(Arc::new(AssembledSessions::new(self.tools.clone(), audit)))
+            }
+            None => None,
+        };
+        let me = a2a::store::this_replica(format!("forge-forms (pid {})", std::process::id()));
+        let state = self.open_state(&me).await?;
+        Ok(crate::forms::FormEnv {
+            sessions,
+            files_dir: self.tools.files_dir().to_path_buf(),
+            policy: Some(self.tools.egress().client_ref().policy().clone()),
+            tasks: self.agent.tasks,
+            store: Some(state),
+            replica: me.id,
+        })
+    }
+
     /// forge.yaml `tasks:`: the per-task budgets' defaults and caps.
     pub fn task_limits(&self) -> &forge_skills::TasksConfig {
         &self.agent.tasks
@@ -648,6 +676,16 @@ impl Runner {
             version: self.agent.version.clone(),
             skills: self.agent.skills.clone(),
         };
+        // Any agent with the browser also offers the form skills (no model per row).
+        let mut info = info;
+        if m.agent_loop
+            .sessions
+            .as_ref()
+            .and_then(|s| s.form_tool(forge_browser::forms::LEARN_TOOL))
+            .is_some()
+        {
+            info.skills.extend(crate::forms::card_skills());
+        }
         let url = format!("http://{local}/");
         let card = a2a::agent_card(&info, &url, token.is_some());
         // Other replicas find this one at FORGE_REPLICA_URL (a pod's own IP in Kubernetes),
@@ -817,7 +855,18 @@ impl Runner {
     /// The agent's tools as an MCP [`forge_mcp::ToolHost`]: the [`ToolRunner`] path, one forge
     /// session per MCP session, instructions naming the hosts the policy allows.
     pub fn mcp_host(&self) -> Arc<dyn forge_mcp::ToolHost> {
-        let profile = match (&self.profiles, &self.profile) {
+        crate::mcp_host::host(
+            &self.agent.id,
+            self.tools(),
+            self.egress_policy(),
+            self.mcp_profile(),
+            None,
+        )
+    }
+
+    /// The login profile each MCP session's browser starts from (`forge mcp serve --profile`).
+    fn mcp_profile(&self) -> Option<(Arc<AssembledSessions>, String)> {
+        match (&self.profiles, &self.profile) {
             (Some(p), Some(name)) => Some((
                 Arc::new(AssembledSessions::for_profiles(
                     self.tools.clone(),
@@ -829,8 +878,34 @@ impl Runner {
                 name.clone(),
             )),
             _ => None,
+        }
+    }
+
+    /// [`Runner::mcp_host`] with the form skills (`learn_form_schema`, `execute_form_batch`)
+    /// when the agent has the browser and the state store can be opened (its lease taken; a
+    /// SQLite store another forge holds leaves them out, with a warning).
+    async fn mcp_host_with_forms(
+        &self,
+    ) -> (Arc<dyn forge_mcp::ToolHost>, Option<crate::forms::FormEnv>) {
+        let forms = if self.tools.browser().is_some() {
+            match self.form_env().await {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tracing::warn!("MCP: the form tools are left out: {e}");
+                    None
+                }
+            }
+        } else {
+            None
         };
-        crate::mcp_host::host(&self.agent.id, self.tools(), self.egress_policy(), profile)
+        let host = crate::mcp_host::host(
+            &self.agent.id,
+            self.tools(),
+            self.egress_policy(),
+            self.mcp_profile(),
+            forms.clone(),
+        );
+        (host, forms)
     }
 
     /// Serve the agent's tools over MCP on this process's stdin/stdout until the client
@@ -842,8 +917,12 @@ impl Runner {
         // Idle workspaces go as with `forge run`: now, then periodically, until the client leaves.
         let stop = tokio_util::sync::CancellationToken::new();
         self.sweep_workspaces(stop.clone());
-        let served = forge_mcp::serve_stdio(self.mcp_host(), opts).await;
+        let (host, forms) = self.mcp_host_with_forms().await;
+        let served = forge_mcp::serve_stdio(host, opts).await;
         stop.cancel();
+        if let Some(f) = forms {
+            f.release().await;
+        }
         served
     }
 
@@ -858,7 +937,7 @@ impl Runner {
         let probe = bind_probe(opts.host, opts.probe_port)?;
         let handle = forge_mcp::serve_http(
             listener,
-            self.mcp_host(),
+            self.mcp_host_with_forms().await.0,
             opts.serve,
             forge_mcp::HttpOptions {
                 token: token.clone(),

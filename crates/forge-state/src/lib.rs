@@ -6,7 +6,10 @@
 //!   [`Retention`], and the helpers [`new_id`], [`now_ms`], [`redact_url`].
 //! - [`SqlStore`] (sql.rs): the trait on SQLite or PostgreSQL through sqlx, with the embedded
 //!   [`MIGRATIONS`] (schema_v1.sql: the version-1 tables); its login profiles in
-//!   sql/profiles.rs ([`ProfileRecord`], [`ProfileSave`] are in store.rs).
+//!   sql/profiles.rs ([`ProfileRecord`], [`ProfileSave`] are in store.rs); `sql/forms.rs`: its
+//!   [`FormStore`].
+//! - [`FormStore`] (store.rs, records in forms.rs): learned form schemas (`sites/{host}/forms/{slug}`) and batch rows
+//!   ([`FormRecord`], [`BatchRecord`], [`BatchRow`], [`RowState`]; schema version 5).
 //!
 //! The state store: tasks (status, the A2A task JSON with its history, the result object),
 //! conversations (contexts), task events (for `tasks/resubscribe`), artifact bytes and the
@@ -25,12 +28,14 @@
 //! Cross-replica cancellation is a flag on the task row that the replica running the task polls
 //! ([`StateStore::cancel_requested`]); it works the same on both databases.
 
+mod forms;
 mod sql;
 mod store;
 
+pub use forms::{BatchRecord, BatchRow, FormRecord, RowState};
 pub use sql::{SqlStore, MIGRATIONS};
 pub use store::{
-    is_final_state, new_id, now_ms, redact_url, ContextRecord, FailedTask, ProfileRecord,
-    ProfileSave, ReplicaRecord, Retention, StateError, StateStore, StoreLocation, StoredArtifact,
-    TaskRecord, DEFAULT_KEEP_DAYS, DEFAULT_KEEP_TASKS, DEFAULT_MAX_ARTIFACT_BYTES,
+    is_final_state, new_id, now_ms, redact_url, ContextRecord, FailedTask, FormStore,
+    ProfileRecord, ProfileSave, ReplicaRecord, Retention, StateError, StateStore, StoreLocation,
+    StoredArtifact, TaskRecord, DEFAULT_KEEP_DAYS, DEFAULT_KEEP_TASKS, DEFAULT_MAX_ARTIFACT_BYTES,
 };

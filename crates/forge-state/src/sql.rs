@@ -9,6 +9,7 @@ use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
 
+mod forms;
 mod profiles;
 
 use crate::store::{
@@ -34,6 +35,12 @@ pub const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
     (2, "replica leases: pid and host", LEASES_V2, LEASES_V2),
     (3, "accepted messages", MESSAGES_V3, MESSAGES_V3),
     (4, "login profiles", PROFILES_V4_SQLITE, PROFILES_V4_PG),
+    (
+        5,
+        "form schemas, batches and batch rows",
+        crate::forms::FORMS_V5,
+        crate::forms::FORMS_V5,
+    ),
 ];
 
 /// Version 4: login profiles (sql/profiles.rs), encrypted before they reach the store: the
@@ -710,6 +717,10 @@ impl StateStore for SqlStore {
         .await
         .map_err(|e| self.query_error(e))?;
         Ok(())
+    }
+
+    fn forms(&self) -> Option<&dyn crate::store::FormStore> {
+        Some(self)
     }
 
     async fn replica(&self, id: &str) -> Result<Option<ReplicaRecord>, StateError> {

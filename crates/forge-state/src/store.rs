@@ -448,6 +448,10 @@ pub trait StateStore: Send + Sync {
     async fn touch_profile(&self, name: &str) -> Result<(), StateError>;
     /// Remove profile `name`; whether there was one.
     async fn delete_profile(&self, name: &str) -> Result<bool, StateError>;
+    /// The form schemas and batch rows of this store (issue 25), when it keeps them.
+    fn forms(&self) -> Option<&dyn FormStore> {
+        None
+    }
 }
 
 /// A fresh random id in UUID form (tasks, messages, artifacts, MCP sessions).
@@ -470,6 +474,44 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// Form schemas and batch rows (issue 25; the records and states are in forms.rs).
+#[async_trait]
+pub trait FormStore: Send + Sync {
+    /// Insert or replace the schema of `host`/`slug`.
+    async fn save_form(&self, form: &crate::forms::FormRecord) -> Result<(), StateError>;
+    /// The schema of `host`/`slug`.
+    async fn form(
+        &self,
+        host: &str,
+        slug: &str,
+    ) -> Result<Option<crate::forms::FormRecord>, StateError>;
+    /// Every stored schema (by host, then slug).
+    async fn forms(&self) -> Result<Vec<crate::forms::FormRecord>, StateError>;
+    /// Start batch `batch` with `rows` (all `pending`), or, when it exists, return it as it is
+    /// (a resume): rows left `submitting` become `uncertain` first. `Ok((record, rows, resumed))`.
+    async fn open_batch(
+        &self,
+        batch: &crate::forms::BatchRecord,
+        rows: &[Value],
+    ) -> Result<(crate::forms::BatchRecord, Vec<crate::forms::BatchRow>, bool), StateError>;
+    /// Claim row `index` for submitting: `true` when it was `pending` and is now `submitting`
+    /// (this caller may submit it), `false` when someone else has it or it is finished.
+    async fn claim_row(&self, batch: &str, index: i64, replica: &str) -> Result<bool, StateError>;
+    /// Put a `submitting` row back to `pending` (nothing was sent: the form did not open, the
+    /// batch stopped before the submit).
+    async fn unclaim_row(&self, batch: &str, index: i64) -> Result<(), StateError>;
+    /// Record how row `index` ended.
+    async fn finish_row(
+        &self,
+        batch: &str,
+        index: i64,
+        state: crate::forms::RowState,
+        message: Option<&str>,
+    ) -> Result<(), StateError>;
+    /// The rows of `batch` in order.
+    async fn batch_rows(&self, batch: &str) -> Result<Vec<crate::forms::BatchRow>, StateError>;
 }
 
 #[cfg(test)]

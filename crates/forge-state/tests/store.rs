@@ -511,6 +511,127 @@ async fn sqlite_has_one_owner_and_a_held_lock_is_a_clear_error() {
     second.close().await;
 }
 
+/// Form schemas and batch rows (issue 25): `(host, slug)` keys a schema, a batch opens once and
+/// resumes as it is, a row is claimed by one caller only, a row left `submitting` is `uncertain`
+/// on resume (never `pending` again). On PostgreSQL, `other` is a second replica on the same
+/// database: the claim holds across replicas.
+async fn forms(store: &dyn StateStore, other: &dyn StateStore) {
+    use forge_state::{BatchRecord, FormRecord, RowState};
+    let f = store.forms().expect("the SQL store keeps forms");
+    let g = other.forms().expect("the SQL store keeps forms");
+    let rec = FormRecord {
+        host: "127.0.0.1:8080".into(),
+        slug: "signup".into(),
+        schema: json!({"slug": "signup", "fields": [{"key": "email"}]}),
+        fingerprint: "sha256:aa".into(),
+        updated_ms: 5,
+    };
+    f.save_form(&rec).await.expect("save");
+    let mut newer = rec.clone();
+    newer.fingerprint = "sha256:bb".into();
+    newer.updated_ms = 6;
+    g.save_form(&newer).await.expect("replace");
+    assert_eq!(
+        f.form("127.0.0.1:8080", "signup").await.expect("read"),
+        Some(newer.clone())
+    );
+    assert_eq!(newer.key(), "sites/127.0.0.1:8080/forms/signup");
+    assert_eq!(
+        f.form("127.0.0.1:8081", "signup").await.expect("read"),
+        None
+    );
+    let mut second = rec.clone();
+    second.slug = "contact".into();
+    f.save_form(&second).await.expect("save");
+    let slugs: Vec<String> = g
+        .forms()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|r| r.slug)
+        .collect();
+    assert_eq!(slugs, vec!["contact".to_string(), "signup".to_string()]);
+
+    let head = BatchRecord {
+        id: "batch-1".into(),
+        host: rec.host.clone(),
+        slug: rec.slug.clone(),
+        fingerprint: "sha256:bb".into(),
+        total: 0,
+    };
+    let rows = vec![
+        json!({"email": "a@x"}),
+        json!({"email": "b@x"}),
+        json!({"email": "c@x"}),
+    ];
+    let (b, got, resumed) = f.open_batch(&head, &rows).await.expect("open");
+    assert!(!resumed);
+    assert_eq!(b.total, 3);
+    assert!(got.iter().all(|r| r.state == RowState::Pending));
+    assert_eq!(got[1].data, rows[1]);
+    // One claim wins, on either replica.
+    assert!(f.claim_row("batch-1", 0, "a").await.expect("claim"));
+    assert!(!g.claim_row("batch-1", 0, "b").await.expect("claim again"));
+    f.finish_row("batch-1", 0, RowState::Done, None)
+        .await
+        .expect("done");
+    assert!(!f.claim_row("batch-1", 0, "a").await.expect("a done row"));
+    // Claimed, then nothing sent: back to pending.
+    assert!(g.claim_row("batch-1", 1, "b").await.expect("claim"));
+    g.unclaim_row("batch-1", 1).await.expect("unclaim");
+    assert!(g.claim_row("batch-1", 1, "b").await.expect("claim again"));
+    // Row 1 is left `submitting` (the process died); resuming with other rows keeps the first.
+    let (b, got, resumed) = g
+        .open_batch(&head, &[json!({"email": "other"})])
+        .await
+        .expect("resume");
+    assert!(resumed);
+    assert_eq!(b.total, 3);
+    let states: Vec<RowState> = got.iter().map(|r| r.state).collect();
+    assert_eq!(
+        states,
+        vec![RowState::Done, RowState::Uncertain, RowState::Pending]
+    );
+    assert!(got[1]
+        .message
+        .as_deref()
+        .unwrap_or("")
+        .contains("not sent again"));
+    assert!(!f
+        .claim_row("batch-1", 1, "a")
+        .await
+        .expect("an uncertain row"));
+    f.finish_row(
+        "batch-1",
+        2,
+        RowState::Failed,
+        Some("Postcode: use 5 digits"),
+    )
+    .await
+    .expect("failed");
+    let got = g.batch_rows("batch-1").await.expect("rows");
+    assert_eq!(got[2].state, RowState::Failed);
+    assert_eq!(got[2].message.as_deref(), Some("Postcode: use 5 digits"));
+}
+
+#[tokio::test]
+async fn sqlite_store_keeps_forms_and_batch_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loc = StoreLocation::Sqlite(dir.path().join("state.db"));
+    let store = SqlStore::open(&loc).await.expect("open sqlite");
+    forms(&store, &store).await;
+    store.close().await;
+    let again = SqlStore::open(&loc).await.expect("reopen");
+    let rows = again
+        .forms()
+        .expect("forms")
+        .batch_rows("batch-1")
+        .await
+        .expect("rows");
+    assert_eq!(rows.len(), 3, "kept across a reopen");
+    again.close().await;
+}
+
 #[tokio::test]
 async fn sqlite_store_keeps_everything_across_a_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -667,6 +788,7 @@ async fn postgres_store_conformance_and_two_replicas() {
     assert_eq!(b.schema_version().await.expect("v"), known_version());
     conformance(&a).await;
     profiles(&a, &b).await;
+    forms(&a, &b).await;
     // What A wrote, B reads; a cancel asked on B is seen by A.
     let t = task(
         "shared",

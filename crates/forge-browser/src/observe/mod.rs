@@ -81,7 +81,7 @@ mod world;
 pub(crate) use listeners::{mark_click_listeners, mark_frame_click_listeners};
 pub use render::{element_line, render};
 pub use world::{call, forget, let_page_run, main_frame, wait_ready};
-pub(crate) use world::{element_object, isolated_context};
+pub(crate) use world::{element_object, evaluate_isolated, isolated_context};
 
 /// The page library, evaluated in the isolated world.
 pub(crate) const LIBRARY: &str = include_str!("observe.js");

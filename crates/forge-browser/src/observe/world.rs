@@ -291,6 +291,13 @@ pub async fn call(page: &Page, cmd: &str, args: &Value) -> Result<Value, PageErr
     Ok(run(page, Job::Lib(cmd, args)).await?.0)
 }
 
+/// Evaluate `expression` (a self-contained script, not a page-library command) in forge's
+/// isolated world of the main frame's current document; the page's own scripts cannot see or
+/// change what it reads (the form inspector, `forms/learn.js`).
+pub(crate) async fn evaluate_isolated(page: &Page, expression: &str) -> Result<Value, PageError> {
+    Ok(run(page, Job::Raw(expression)).await?.0)
+}
+
 /// Let the page run what an input event just queued (timers of 0 ms, promise jobs), then return:
 /// a navigation such work starts has been announced (`Page.frameRequestedNavigation`) before this
 /// returns. Bounded by `limit`; an error (the document went away) also ends the wait.

@@ -51,6 +51,14 @@ impl BrowserAction for Click {
     }
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let status = self.act(cx, input).await?;
+        cx.observed(status, DEFAULT_BUDGET).await
+    }
+}
+
+impl Click {
+    /// What `browser_click` does before it observes (also the form rows' clicks): the status words.
+    pub(crate) async fn act(&self, cx: &mut Cx<'_>, input: &Value) -> R<String> {
         let target = target_args(input)?;
         let wait = wait_for_arg(input)?;
         let wait = cx.wait_baseline(wait).await?;
@@ -184,6 +192,6 @@ impl BrowserAction for Click {
         if let Some(w) = &wait {
             status.push_str(&format!("; {}", cx.wait(w).await?));
         }
-        cx.observed(status, DEFAULT_BUDGET).await
+        Ok(status)
     }
 }

@@ -51,6 +51,14 @@ impl BrowserAction for Fill {
     }
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let status = self.act(cx, input).await?;
+        cx.observed(status, DEFAULT_BUDGET).await
+    }
+}
+
+impl Fill {
+    /// What `browser_fill` does before it observes (also the form rows' fills, with fill safety): the status words.
+    pub(crate) async fn act(&self, cx: &mut Cx<'_>, input: &Value) -> R<String> {
         let mut target = target_args(input)?;
         let wait = wait_for_arg(input)?;
         let wait = cx.wait_baseline(wait).await?;
@@ -152,7 +160,7 @@ impl BrowserAction for Fill {
         if let Some(w) = &wait {
             status.push_str(&format!("; {}", cx.wait(w).await?));
         }
-        cx.observed(status, DEFAULT_BUDGET).await
+        Ok(status)
     }
 }
 

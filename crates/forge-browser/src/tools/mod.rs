@@ -31,11 +31,11 @@ use crate::observe;
 use crate::pointer;
 
 mod back;
-mod click;
+pub(crate) mod click;
 mod close;
 mod drag;
 mod extract;
-mod fill;
+pub(crate) mod fill;
 mod handoff;
 mod hover;
 mod navigate;
@@ -43,7 +43,7 @@ mod pdf;
 mod press;
 mod screenshot;
 mod scroll;
-mod select;
+pub(crate) mod select;
 mod select_text;
 mod state;
 mod tabs;
@@ -103,6 +103,26 @@ pub fn browser_tools(
             options: options.clone(),
         }),
     ]
+}
+
+/// `action` as a forge-tools [`Tool`] over `manager` (the form tools, `forms/`, which are not
+/// among [`browser_tools`]).
+pub(crate) fn wrap<A: BrowserAction>(
+    action: A,
+    manager: &Arc<BrowserManager>,
+    options: &BrowserToolOptions,
+) -> Arc<dyn Tool> {
+    Arc::new(BrowserTool {
+        action,
+        manager: manager.clone(),
+        options: options.clone(),
+    })
+}
+
+/// Open `url` in the active tab as `browser_navigate` does (egress refusals, HTTP status, load),
+/// without its observation, for the form tools: the status words.
+pub(crate) async fn navigate_in(cx: &mut Cx<'_>, url: &str) -> R<String> {
+    navigate::Navigate.act(cx, &json!({ "url": url })).await
 }
 
 /// One browser tool's own part: what the model sees of it, and what it does.

@@ -50,6 +50,14 @@ impl BrowserAction for Navigate {
     }
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let status = self.act(cx, input).await?;
+        cx.observed(status, DEFAULT_BUDGET).await
+    }
+}
+
+impl Navigate {
+    /// What `browser_navigate` does before it observes (also the form tools' page loads): the status words.
+    pub(crate) async fn act(&self, cx: &mut Cx<'_>, input: &Value) -> R<String> {
         let limit = cx.limit;
         let raw = str_arg(input, "url")
             .map(str::trim)
@@ -102,12 +110,9 @@ impl BrowserAction for Navigate {
                     )
                     .await
             {
-                return cx
-                    .observed(
-                        format!("navigated: {url} is a download; the page stays as it was"),
-                        DEFAULT_BUDGET,
-                    )
-                    .await;
+                return Ok(format!(
+                    "navigated: {url} is a download; the page stays as it was"
+                ));
             }
             // Let the error page settle, then report.
             return Err(failed(format!("navigation to {url} failed: {err}")));
@@ -151,6 +156,6 @@ impl BrowserAction for Navigate {
             Some(s) => format!("navigated: HTTP {s}{note}"),
             None => format!("navigated{note}"),
         };
-        cx.observed(status, DEFAULT_BUDGET).await
+        Ok(status)
     }
 }

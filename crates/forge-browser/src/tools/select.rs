@@ -26,6 +26,14 @@ impl BrowserAction for Select {
     }
 
     async fn run(&self, cx: &mut Cx<'_>, input: &Value) -> R<ToolOutput> {
+        let status = self.act(cx, input).await?;
+        cx.observed(status, DEFAULT_BUDGET).await
+    }
+}
+
+impl Select {
+    /// What `browser_select` does before it observes (also the form rows' selects): the status words.
+    pub(crate) async fn act(&self, cx: &mut Cx<'_>, input: &Value) -> R<String> {
         let mut target = target_args(input)?;
         let options: Vec<String> = match input.get("option") {
             Some(Value::String(s)) => vec![s.clone()],
@@ -72,7 +80,6 @@ impl BrowserAction for Select {
             .and_then(Value::as_array)
             .map(Vec::len)
             .unwrap_or(0);
-        cx.observed(format!("selected {n} option(s) in {r}"), DEFAULT_BUDGET)
-            .await
+        Ok(format!("selected {n} option(s) in {r}"))
     }
 }

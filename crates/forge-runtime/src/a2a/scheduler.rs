@@ -122,7 +122,9 @@ impl TaskStore {
             });
         }
         let text = message_text(message);
-        if text.trim().is_empty() {
+        // A form skill (`metadata.skill`): its input and scope are checked before the task exists.
+        let form = super::forms::form_request(&self.agent, message)?;
+        if form.is_none() && text.trim().is_empty() {
             return Err(RpcError::invalid_params(
                 "params.message has no text part; forge agents take text input",
             ));
@@ -235,7 +237,16 @@ impl TaskStore {
         let id = task_id.clone();
         tokio::spawn(async move {
             store
-                .run(id, context_id, text, history_msgs, spec, cancel, done_tx)
+                .run(
+                    id,
+                    context_id,
+                    text,
+                    history_msgs,
+                    spec,
+                    form,
+                    cancel,
+                    done_tx,
+                )
                 .await;
         });
         Ok((task_id, done_rx))
@@ -269,6 +280,7 @@ impl TaskStore {
         text: String,
         history: Vec<Message>,
         spec: crate::task_scope::ResolvedSpec,
+        form: Option<crate::forms::FormRequest>,
         cancel: CancellationToken,
         done: watch::Sender<bool>,
     ) {
@@ -304,15 +316,25 @@ impl TaskStore {
                 .unwrap_or((false, None));
             let browser =
                 BrowserUse::conversation(&context_id, !close_browser).with_profile(profile);
-            let run = self.agent.run_task_with(
-                &id,
-                &browser,
-                &text,
-                history,
-                cancel.clone(),
-                Some(tx),
-                &spec,
-            );
+            // A form skill runs its own way (no model); anything else is the agent loop's task.
+            let run = async {
+                match &form {
+                    Some(req) => self.run_form(&id, &context_id, req, &cancel).await,
+                    None => {
+                        self.agent
+                            .run_task_with(
+                                &id,
+                                &browser,
+                                &text,
+                                history,
+                                cancel.clone(),
+                                Some(tx),
+                                &spec,
+                            )
+                            .await
+                    }
+                }
+            };
             let forward = async {
                 while let Some(ev) = rx.recv().await {
                     self.progress(&id, &context_id, ev);

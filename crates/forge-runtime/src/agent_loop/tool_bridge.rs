@@ -423,6 +423,22 @@ impl SessionCloser for AssembledSessions {
         }
     }
 
+    fn form_tool(&self, name: &str) -> Option<Arc<dyn forge_tools::Tool>> {
+        let b = self.tools.browser()?;
+        b.form_tools().iter().find(|t| t.name() == name).cloned()
+    }
+
+    fn secrets(&self) -> forge_tools::Secrets {
+        self.tools.secrets().clone()
+    }
+
+    fn max_sessions(&self) -> usize {
+        self.tools
+            .browser()
+            .map(|b| b.manager().config().max_sessions)
+            .unwrap_or(1)
+    }
+
     async fn has_session(&self, key: &str) -> bool {
         match self.tools.browser() {
             Some(b) => b.manager().has_session(key).await,

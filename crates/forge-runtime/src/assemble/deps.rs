@@ -363,6 +363,8 @@ pub struct BrowserParts {
     binary: PathBuf,
     manager: Arc<BrowserManager>,
     tools: Vec<Arc<dyn Tool>>,
+    /// The form tools (`browser_form_*`), which the form skills call (not the model).
+    form_tools: Vec<Arc<dyn Tool>>,
 }
 
 impl BrowserParts {
@@ -398,16 +400,16 @@ impl BrowserParts {
             manager = manager.with_crash_observer(observer);
         }
         let manager = Arc::new(manager);
-        let tools = browser_tools(
-            manager.clone(),
-            BrowserToolOptions {
-                allow_sensitive_fill: view.allow_sensitive_fill,
-            },
-        );
+        let options = BrowserToolOptions {
+            allow_sensitive_fill: view.allow_sensitive_fill,
+        };
+        let tools = browser_tools(manager.clone(), options.clone());
+        let form_tools = forge_browser::forms::form_tools(manager.clone(), options);
         Ok(Self {
             binary,
             manager,
             tools,
+            form_tools,
         })
     }
 
@@ -424,6 +426,11 @@ impl BrowserParts {
     /// The browser tools.
     pub fn tools(&self) -> &[Arc<dyn Tool>] {
         &self.tools
+    }
+
+    /// The form tools (`browser_form_learn`, `browser_form_row`).
+    pub fn form_tools(&self) -> &[Arc<dyn Tool>] {
+        &self.form_tools
     }
 
     pub(super) async fn close_session(&self, session_key: &str) {
