@@ -27,6 +27,9 @@
 //! - workspace (workspace.rs): one files directory per conversation, MCP session or one-off run
 //!   (`.forge/files/ws-<hash>/`), its forge-made id, the retention sweep and artifact capture
 //!   (bytes + SHA-256, a read-only content-addressed copy).
+//! - telemetry (telemetry.rs): OpenTelemetry traces over OTLP/HTTP (task, model call, tool call
+//!   and egress decision spans; W3C `traceparent` on A2A requests), off unless
+//!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 //! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps,
 //!   max_seconds) and result object.
 //!
@@ -40,6 +43,7 @@ mod guardrails;
 mod mcp_host;
 mod runner;
 mod task_scope;
+mod telemetry;
 mod workspace;
 
 pub use a2a::store::{
@@ -64,4 +68,5 @@ pub use runner::{
     RunnerOptions, ServeError, ServeOptions, StartError, TokenOrigin,
 };
 pub use task_scope::{ResultStatus, SpecFields, TaskSpec};
+pub use telemetry::{TelemetryError, ALLOW_REMOTE_VAR as OTEL_ALLOW_REMOTE_VAR};
 pub use workspace::{sweep as sweep_workspaces, workspace_dir, workspace_id};

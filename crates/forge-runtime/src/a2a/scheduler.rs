@@ -213,11 +213,12 @@ impl TaskStore {
         }
         let store = self.clone();
         let id = task_id.clone();
-        tokio::spawn(async move {
+        let parent = crate::telemetry::current_parent();
+        tokio::spawn(crate::telemetry::with_parent(parent, async move {
             store
                 .run(id, context_id, text, history_msgs, spec, cancel, done_tx)
                 .await;
-        });
+        }));
         Ok((task_id, done_rx))
     }
 
