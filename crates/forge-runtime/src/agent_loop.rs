@@ -663,11 +663,7 @@ impl AgentLoop {
                 ResultStatus::Canceled => "canceled",
             },
             steps,
-            match &result {
-                Err(LoopError::Cancelled) | Ok(_) => None,
-                Err(e) => Some(e.to_string()),
-            }
-            .as_deref(),
+            matches!(task_result.status, ResultStatus::Failed),
         );
         TaskRun {
             outcome: result,
@@ -866,14 +862,14 @@ impl AgentLoop {
                 }
             }
             self.audit.emit(Some(task_id), events::LLM_CALL, fields);
-            let failed = resp.as_ref().err().map(ToString::to_string);
             cx.trace.model_call(
                 t0,
                 (self.provider.name(), self.provider.model()),
                 iteration,
                 match &resp {
                     Ok(r) => Ok((r.usage.input_tokens, r.usage.output_tokens)),
-                    Err(_) => Err(failed.as_deref().unwrap_or("")),
+                    Err(ProviderError::Cancelled) => Err("cancelled"),
+                    Err(_) => Err("the model call failed"),
                 },
             );
             let resp = match resp {
@@ -1104,7 +1100,11 @@ impl AgentLoop {
                 short(&input.to_string(), 200)
             )))
         } else {
-            let fut = self.tools.run(ctx, &call.name, input);
+            // A task started inside the call (browser_task's sub-agent) is a child of its span.
+            let fut = crate::telemetry::with_parent(
+                trace.context(),
+                self.tools.run(ctx, &call.name, input),
+            );
             match ctx.timeout {
                 // The tool enforces its own limit; this backstop (with grace) catches one that does not.
                 Some(limit) => {
@@ -1142,10 +1142,7 @@ impl AgentLoop {
         }
         self.audit
             .emit(Some(task_id), events::tool_call_event(&call.name), fields);
-        match &result {
-            Ok(_) => trace.end_tool(None, ms),
-            Err(e) => trace.end_tool(Some((e.kind(), &short(&e.to_string(), 300))), ms),
-        }
+        trace.end_tool(result.as_ref().err().map(|e| e.kind()), ms);
         // Guardrail hits and egress decisions are audited where they happen (the tool runner's
         // events, the proxy's and the client's observers); tool_exec carries error_kind.
         let (ok, summary) = match &result {

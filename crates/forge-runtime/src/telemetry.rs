@@ -351,7 +351,8 @@ pub(crate) async fn with_parent<F: std::future::Future>(
     }
 }
 
-/// The remote parent set by [`with_parent`] around the current task, if any.
+/// The parent set by [`with_parent`] around the current task, if any: the caller's span of an
+/// A2A request, or the tool call that starts a sub-task.
 pub(crate) fn current_parent() -> Option<Context> {
     installed()?;
     REMOTE_PARENT.try_with(Context::clone).ok()
@@ -376,7 +377,12 @@ impl Trace {
         let Some(i) = installed() else {
             return Trace(None);
         };
-        let kind = if parent.is_some() {
+        // Continuing a caller's trace (A2A `traceparent`) is serving it; a sub-task started by a
+        // tool call of this process is internal.
+        let kind = if parent
+            .as_ref()
+            .is_some_and(|p| p.span().span_context().is_remote())
+        {
             SpanKind::Server
         } else {
             SpanKind::Internal
@@ -399,21 +405,27 @@ impl Trace {
         Trace(Some(parent.with_span(span)))
     }
 
-    /// End the task span: its final state (`done`, `incomplete`, `failed`, `canceled`), steps
-    /// and model turns, and the error for a failed task.
-    pub(crate) fn end_task(&self, status: &str, steps: u64, error: Option<&str>) {
+    /// The span's context, as a parent for work started under it.
+    pub(crate) fn context(&self) -> Option<Context> {
+        self.0.clone()
+    }
+
+    /// End the task span: its final state (`done`, `incomplete`, `failed`, `canceled`) and steps;
+    /// a failed task's span has status error (the reason stays in the audit log: error texts can
+    /// quote URLs and provider answers, which spans never carry).
+    pub(crate) fn end_task(&self, status: &str, steps: u64, failed: bool) {
         let Some(cx) = &self.0 else { return };
         let span = cx.span();
         span.set_attribute(KeyValue::new("forge.task.status", status.to_string()));
         span.set_attribute(KeyValue::new("forge.task.steps", steps as i64));
-        if let Some(e) = error {
-            span.set_status(Status::error(e.to_string()));
+        if failed {
+            span.set_status(Status::error(format!("the task {status}")));
         }
         span.end();
     }
 
     /// A model call that started at `t0`: provider, model, the tokens it used (when it
-    /// answered) or its error.
+    /// answered) or a fixed description of its failure (never the provider's text).
     pub(crate) fn model_call(
         &self,
         t0: Instant,
@@ -470,18 +482,18 @@ impl Trace {
         Trace(Some(cx.with_span(span)))
     }
 
-    /// End a tool call's span: its outcome (`ok`, or the error kind), its duration and error
-    /// message (the short form the audit log has; never its arguments or output).
-    pub(crate) fn end_tool(&self, error: Option<(&str, &str)>, duration_ms: u64) {
+    /// End a tool call's span: its outcome (`ok`, or the error kind) and duration; never its
+    /// arguments, output or error text (which can quote URLs and page content).
+    pub(crate) fn end_tool(&self, error: Option<&str>, duration_ms: u64) {
         let Some(cx) = &self.0 else { return };
         let span = cx.span();
         span.set_attribute(KeyValue::new("forge.tool.duration_ms", duration_ms as i64));
         match error {
             None => span.set_attribute(KeyValue::new("forge.outcome", "ok")),
-            Some((kind, message)) => {
+            Some(kind) => {
                 span.set_attribute(KeyValue::new("forge.outcome", "error"));
                 span.set_attribute(KeyValue::new("error.type", kind.to_string()));
-                span.set_status(Status::error(message.to_string()));
+                span.set_status(Status::error(kind.to_string()));
             }
         }
         span.end();
