@@ -194,7 +194,9 @@ async fn main() {
         args.tasks
     );
     println!("round | tracing | p50 µs | p95 µs | mean µs | forge CPU µs/task | spans received");
-    let mut summary: Vec<(&str, Vec<f64>, Vec<f64>, Vec<f64>)> = vec![
+    // Per mode: its name, then p50, mean and CPU per task of each round (µs).
+    type Rounds = (&'static str, Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut summary: Vec<Rounds> = vec![
         ("off", vec![], vec![], vec![]),
         ("on", vec![], vec![], vec![]),
     ];

@@ -387,7 +387,7 @@ impl Trace {
         } else {
             SpanKind::Internal
         };
-        let parent = parent.unwrap_or_else(Context::new);
+        let parent = parent.unwrap_or_default();
         let mut attrs = vec![
             KeyValue::new("gen_ai.operation.name", "invoke_agent"),
             KeyValue::new("gen_ai.agent.name", i.agent.clone()),
