@@ -9,6 +9,8 @@
 //!   (SIGTERM).
 //! - Unset: no batch-export thread exists in the process and the receiver gets nothing; set but
 //!   `OTEL_SDK_DISABLED=true`: nothing either.
+//! - `forge run --once` sends its task's spans (a new trace, `OTEL_SERVICE_NAME` as the service)
+//!   before it exits.
 
 // Test: prints diagnostics on failure.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -379,4 +381,56 @@ fn hex_decode(s: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_run_once_flushes_its_task_as_a_new_trace_before_exiting() {
+    let site = Site::start(|_| Response::text("site A"));
+    let refused = Canary::start();
+    let rx = receiver();
+    let fake = fake_model(site.url("/"), refused.url("/")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_agent(dir.path(), &fake.base(), &site.entry());
+    let mut cmd = forge_testkit::forge!();
+    cmd.env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{}", rx.addr))
+        .env("OTEL_SERVICE_NAME", "once-svc")
+        .env("OPENAI_API_KEY", "sk-test-0000")
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--once", "check the sites"]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run forge"))
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The process has exited: whatever the receiver has was sent before the exit.
+    let spans = spans_of(&rx);
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    let task = spans
+        .iter()
+        .find(|s| s.name == "invoke_agent trace-agent")
+        .unwrap_or_else(|| panic!("a task span: {names:?}"));
+    assert!(task.parent_span_id.is_empty(), "a new trace: no parent");
+    assert_eq!(task.kind, SpanKind::Internal as i32);
+    assert_eq!(spans.len(), 7, "task, 2 model, 2 tool, 2 egress: {names:?}");
+    for s in &spans {
+        assert_eq!(s.trace_id, task.trace_id, "one trace: {names:?}");
+    }
+    let service = rx
+        .requests()
+        .iter()
+        .filter_map(|r| ExportTraceServiceRequest::decode(r.body.as_slice()).ok())
+        .flat_map(|e| e.resource_spans)
+        .filter_map(|r| r.resource)
+        .flat_map(|r| r.attributes)
+        .find(|kv| kv.key == "service.name")
+        .and_then(|kv| kv.value)
+        .and_then(|v| v.value);
+    assert_eq!(service, Some(AnyValue::StringValue("once-svc".into())));
 }
