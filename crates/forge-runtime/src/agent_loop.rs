@@ -394,6 +394,8 @@ struct TaskCx<'a> {
     browser_used: std::sync::atomic::AtomicBool,
     /// The session's own proxy was set up for this task (released when it ends).
     proxy_opened: std::sync::atomic::AtomicBool,
+    /// The task's span (nothing when tracing is off).
+    trace: crate::telemetry::Trace,
 }
 
 /// The stateful browser family (one page per task): run one at a time. `browser_task` is not
@@ -649,6 +651,11 @@ impl AgentLoop {
             steps: std::sync::atomic::AtomicU64::new(0),
             browser_used: std::sync::atomic::AtomicBool::new(false),
             proxy_opened: std::sync::atomic::AtomicBool::new(false),
+            trace: crate::telemetry::Trace::task(
+                task_id,
+                (browser.session != task_id).then_some(browser.session.as_str()),
+                crate::telemetry::current_parent(),
+            ),
         };
         // Pages a continued conversation loaded before this task are not this task's.
         let navigations_before = match &self.sessions {
@@ -755,6 +762,16 @@ impl AgentLoop {
             f.extend(x);
         }
         self.audit.emit(Some(task_id), events::SESSION_END, fields);
+        cx.trace.end_task(
+            match task_result.status {
+                ResultStatus::Done => "done",
+                ResultStatus::Failed => "failed",
+                ResultStatus::Incomplete => "incomplete",
+                ResultStatus::Canceled => "canceled",
+            },
+            steps,
+            matches!(task_result.status, ResultStatus::Failed),
+        );
         TaskRun {
             outcome: result,
             result: task_result,
@@ -795,6 +812,16 @@ impl AgentLoop {
             "final_turn": true,
             "duration_ms": t0.elapsed().as_millis() as u64,
         });
+        cx.trace.model_call(
+            t0,
+            (self.provider.name(), self.provider.model()),
+            iteration,
+            match &resp {
+                Ok(Ok(r)) => Ok((r.usage.input_tokens, r.usage.output_tokens)),
+                Ok(Err(_)) => Err("the model call failed"),
+                Err(_) => Err("no answer in time"),
+            },
+        );
         let text = match resp {
             Ok(Ok(r)) => {
                 fields["ok"] = json!(true);
@@ -942,6 +969,16 @@ impl AgentLoop {
                 }
             }
             self.audit.emit(Some(task_id), events::LLM_CALL, fields);
+            cx.trace.model_call(
+                t0,
+                (self.provider.name(), self.provider.model()),
+                iteration,
+                match &resp {
+                    Ok(r) => Ok((r.usage.input_tokens, r.usage.output_tokens)),
+                    Err(ProviderError::Cancelled) => Err("cancelled"),
+                    Err(_) => Err("the model call failed"),
+                },
+            );
             let resp = match resp {
                 Ok(r) => r,
                 Err(ProviderError::Cancelled) => return Err(LoopError::Cancelled),
@@ -1004,6 +1041,7 @@ impl AgentLoop {
                     let recorder = Arc::new(BlockedRecorder {
                         log: cx.blocked.clone(),
                         tool: ToolName::Current(cx.browser_tool.clone()),
+                        trace: cx.trace.clone(),
                     });
                     s.open_scoped_proxy(cx.session_key, policy.clone(), recorder)
                         .await
@@ -1140,11 +1178,13 @@ impl AgentLoop {
         // Each call gets the task's client on the task's policy, naming this tool in the
         // task's refusals.
         let mut ctx = base.clone();
+        let trace = cx.trace.tool(&call.name, &call.id);
         ctx.egress = self.egress.as_ref().map(|c| {
             let policy = cx.spec.policy.clone().unwrap_or_else(|| c.policy().clone());
             let recorder = Arc::new(BlockedRecorder {
                 log: cx.blocked.clone(),
                 tool: ToolName::Fixed(call.name.clone()),
+                trace: trace.clone(),
             });
             Arc::new(c.with_policy(policy, Some(recorder)))
         });
@@ -1172,7 +1212,11 @@ impl AgentLoop {
                 short(&input.to_string(), 200)
             )))
         } else {
-            let fut = self.tools.run(ctx, &call.name, input);
+            // A task started inside the call (browser_task's sub-agent) is a child of its span.
+            let fut = crate::telemetry::with_parent(
+                trace.context(),
+                self.tools.run(ctx, &call.name, input),
+            );
             match ctx.timeout {
                 // The tool enforces its own limit; this backstop (with grace) catches one that does not.
                 Some(limit) => {
@@ -1210,6 +1254,7 @@ impl AgentLoop {
         }
         self.audit
             .emit(Some(task_id), events::tool_call_event(&call.name), fields);
+        trace.end_tool(result.as_ref().err().map(|e| e.kind()), ms);
         // Guardrail hits and egress decisions are audited where they happen (the tool runner's
         // events, the proxy's and the client's observers); tool_exec carries error_kind.
         let (ok, summary) = match &result {

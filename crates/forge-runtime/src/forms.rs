@@ -523,6 +523,8 @@ impl FormEnv {
         let recorder = Arc::new(BlockedRecorder {
             log: BlockedLog::default(),
             tool: ToolName::Fixed(tool.to_string()),
+            // Form skills run without the agent loop, so without a task span: no egress spans.
+            trace: Default::default(),
         });
         s.open_scoped_proxy(key, policy.clone(), recorder)
             .await

@@ -30,6 +30,9 @@
 //!   (bytes + SHA-256, a read-only content-addressed copy).
 //! - forms (forms.rs): the form skills without a model (`learn-form-schema`,
 //!   `execute-form-batch`): requests, the batch scheduler over forge-state rows ([`FormEnv`]).
+//! - telemetry (telemetry.rs): OpenTelemetry traces over OTLP/HTTP (task, model call, tool call
+//!   and egress decision spans; W3C `traceparent` on A2A requests), off unless
+//!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 //! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps,
 //!   max_seconds) and result object.
 //!
@@ -49,6 +52,7 @@ mod mcp_host;
 mod profiles;
 mod runner;
 mod task_scope;
+mod telemetry;
 mod workspace;
 
 pub use a2a::store::{
@@ -81,4 +85,5 @@ pub use runner::{
     RunnerOptions, ServeError, ServeOptions, StartError, TokenOrigin,
 };
 pub use task_scope::{ResultStatus, SpecFields, TaskSpec};
+pub use telemetry::{TelemetryError, ALLOW_REMOTE_VAR as OTEL_ALLOW_REMOTE_VAR};
 pub use workspace::{sweep as sweep_workspaces, workspace_dir, workspace_id};

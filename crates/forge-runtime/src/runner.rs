@@ -142,6 +142,9 @@ pub enum StartError {
     /// policy, a malformed key, the store, an unknown `--profile`).
     #[error("{0}")]
     Profiles(String),
+    /// Traces were asked for (`OTEL_EXPORTER_OTLP_ENDPOINT`) but cannot be exported as set.
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
 }
 
 /// Why a task could not run.
@@ -394,6 +397,10 @@ impl Runner {
             AuditTarget::File(p) => Some(AuditLog::open_file(p)?),
             AuditTarget::Log(l) => Some(l.clone()),
         };
+        // Traces, for agents that run tasks (off unless OTEL_EXPORTER_OTLP_ENDPOINT is set).
+        if options.model.is_some() {
+            crate::telemetry::init(&env_fn, &agent.config.agent_id)?;
+        }
         // 2. The model, resolved before the tools so its hosts join the one egress policy.
         let models = match &options.model {
             Some(choice) => Some(resolve_models(agent, choice, &env_fn)?),
@@ -982,6 +989,8 @@ impl Runner {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         tools.shutdown().await;
+        // The spans of the tasks that ran leave before the process does.
+        crate::telemetry::shutdown().await;
     }
 }
 

@@ -370,10 +370,14 @@ pub(crate) struct BlockedRecorder {
     pub log: BlockedLog,
     /// The tool to name.
     pub tool: ToolName,
+    /// The span the decisions are recorded under (the tool call's, or the task's for its
+    /// browser proxy); every decision, allowed or refused, becomes an egress span there.
+    pub trace: crate::telemetry::Trace,
 }
 
 impl EgressObserver for BlockedRecorder {
     fn on_decision(&self, d: &Decision) {
+        self.trace.egress(d);
         if matches!(d.outcome, Outcome::Blocked | Outcome::Malformed) {
             let tool = match &self.tool {
                 ToolName::Fixed(t) => t.clone(),

@@ -371,6 +371,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 return refusal;
             }
             let base_url = request_base_url(req.headers());
+            // A caller's W3C `traceparent`: the tasks this request starts continue its trace.
+            let parent = crate::telemetry::parent_from_headers(req.headers());
             let from = Inbound {
                 forwarded: req.headers().contains_key(forward::FORWARDED_HEADER),
                 host: req
@@ -388,7 +390,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                     )
                 }
             };
-            rpc(shared, &body, base_url, &from).await
+            crate::telemetry::with_parent(parent, rpc(shared, &body, base_url, &from)).await
         }
         (
             _,

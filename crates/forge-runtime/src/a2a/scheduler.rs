@@ -235,7 +235,8 @@ impl TaskStore {
         }
         let store = self.clone();
         let id = task_id.clone();
-        tokio::spawn(async move {
+        let parent = crate::telemetry::current_parent();
+        tokio::spawn(crate::telemetry::with_parent(parent, async move {
             store
                 .run(
                     id,
@@ -248,7 +249,7 @@ impl TaskStore {
                     done_tx,
                 )
                 .await;
-        });
+        }));
         Ok((task_id, done_rx))
     }
 
