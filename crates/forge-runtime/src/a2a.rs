@@ -20,6 +20,7 @@ pub(crate) mod http;
 mod scheduler;
 pub(crate) mod store;
 pub(crate) mod v1;
+mod watch;
 pub(crate) mod wire;
 
 use std::path::Path;

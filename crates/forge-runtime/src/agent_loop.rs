@@ -894,9 +894,14 @@ impl AgentLoop {
                 // conversation's session keeps the listener of the task that opened it; a later
                 // task in it must ask for the same scope (see `SessionCloser::open_scoped_proxy`).
                 if let (Some(s), Some(policy)) = (&self.sessions, &cx.spec.policy) {
-                    let recorder = Arc::new(BlockedRecorder {
-                        log: cx.blocked.clone(),
-                        tool: ToolName::Current(cx.browser_tool.clone()),
+                    let recorder = Arc::new(crate::ui::TaskEgress {
+                        blocked: BlockedRecorder {
+                            log: cx.blocked.clone(),
+                            tool: ToolName::Current(cx.browser_tool.clone()),
+                        },
+                        audit: self.audit.clone(),
+                        task_id: task_id.to_string(),
+                        via: "proxy",
                     });
                     s.open_scoped_proxy(cx.session_key, policy.clone(), recorder)
                         .await
@@ -1035,9 +1040,14 @@ impl AgentLoop {
         let mut ctx = base.clone();
         ctx.egress = self.egress.as_ref().map(|c| {
             let policy = cx.spec.policy.clone().unwrap_or_else(|| c.policy().clone());
-            let recorder = Arc::new(BlockedRecorder {
-                log: cx.blocked.clone(),
-                tool: ToolName::Fixed(call.name.clone()),
+            let recorder = Arc::new(crate::ui::TaskEgress {
+                blocked: BlockedRecorder {
+                    log: cx.blocked.clone(),
+                    tool: ToolName::Fixed(call.name.clone()),
+                },
+                audit: self.audit.clone(),
+                task_id: task_id.to_string(),
+                via: "client",
             });
             Arc::new(c.with_policy(policy, Some(recorder)))
         });

@@ -30,6 +30,11 @@
 //! - task_scope (task_scope.rs): one task's scope (narrowed egress), budgets (max_steps,
 //!   max_seconds) and result object.
 //!
+//! - ui (ui.rs): the watch page (`/ui`) and its data routes, the per-task egress ledger
+//!   (`task_egress` audit events, ui/ledger.rs) and its HAR 1.2 form (ui/har.rs,
+//!   `GET /tasks/{id}/egress`), the per-task record the page reads (ui/tap.rs); a2a/watch.rs is
+//!   the A2A store's side of it.
+//!
 //! Model providers live in forge-llm, the durable store in forge-state.
 
 mod a2a;
@@ -40,6 +45,7 @@ mod guardrails;
 mod mcp_host;
 mod runner;
 mod task_scope;
+mod ui;
 mod workspace;
 
 pub use a2a::store::{
@@ -64,4 +70,5 @@ pub use runner::{
     RunnerOptions, ServeError, ServeOptions, StartError, TokenOrigin,
 };
 pub use task_scope::{ResultStatus, SpecFields, TaskSpec};
+pub use ui::{har_from_audit, HarError};
 pub use workspace::{sweep as sweep_workspaces, workspace_dir, workspace_id};
