@@ -27,6 +27,9 @@ pub enum HarError {
         /// What is wrong.
         reason: String,
     },
+    /// No event of the log names the task.
+    #[error("no event in the log names task {0}: check the task id (the A2A task id, or the session of an MCP or `forge tool` run)")]
+    UnknownTask(String),
 }
 
 /// The HAR 1.2 document of the `task_egress` events of `task_id` among `events`.
@@ -53,6 +56,7 @@ pub(crate) fn har<'a>(task_id: &str, events: impl IntoIterator<Item = &'a Value>
 /// The HAR document for `task_id` from an audit log (NDJSON, one event a line).
 pub fn har_from_audit(reader: impl BufRead, task_id: &str) -> Result<Value, HarError> {
     let mut events = Vec::new();
+    let mut seen = false;
     for (i, line) in reader.lines().enumerate() {
         let err = |reason: String| HarError::Line {
             line: i as u64 + 1,
@@ -63,11 +67,16 @@ pub fn har_from_audit(reader: impl BufRead, task_id: &str) -> Result<Value, HarE
             continue;
         }
         let v: Value = serde_json::from_str(&line).map_err(|e| err(format!("not JSON: {e}")))?;
-        if v.get("event").and_then(Value::as_str) == Some(TASK_EGRESS)
-            && v.get("task_id").and_then(Value::as_str) == Some(task_id)
-        {
+        if v.get("task_id").and_then(Value::as_str) != Some(task_id) {
+            continue;
+        }
+        seen = true;
+        if v.get("event").and_then(Value::as_str) == Some(TASK_EGRESS) {
             events.push(v);
         }
+    }
+    if !seen {
+        return Err(HarError::UnknownTask(task_id.to_string()));
     }
     Ok(har(task_id, &events))
 }

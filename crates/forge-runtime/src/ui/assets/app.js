@@ -145,7 +145,7 @@
         case "task_egress": {
           const host = e.port && e.port !== 443 && e.port !== 80 ? e.host + ":" + e.port : e.host;
           eg.append(el("tr", { class: "decision-" + e.decision },
-            el("td", { "data-label": "Host" }, el("code", { text: host })),
+            el("td", { "data-label": "Host" }, el("span", { class: "method", text: (e.method || "") + " " }), el("code", { class: "host", text: host })),
             el("td", { "data-label": "Decision" }, el("span", { class: "badge " + (e.decision === "allowed" ? "ok" : "bad"), text: e.decision })),
             el("td", { "data-label": "Rule", class: "rule", text: e.rule }),
             el("td", { "data-label": "Tool", text: e.tool + " (" + e.via + ")" }),
