@@ -65,6 +65,75 @@ pub(crate) trait WatchSource: Send + Sync {
     fn task(&self, id: &str) -> Option<Value>;
 }
 
+/// The watch page of `forge mcp serve --transport http`: one row per MCP session (or `forge tool`
+/// run) the audit log has events of; no prompt, no result, no files (MCP has no task objects).
+pub(crate) struct McpSessions(pub AuditLog);
+
+impl McpSessions {
+    fn row(&self, id: &str) -> Option<Value> {
+        let t = self.0.tap().events(id)?;
+        let calls = t
+            .events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.get("event").and_then(Value::as_str),
+                    Some("tool_exec" | "mcp_tool_call")
+                )
+            })
+            .count();
+        let time = |e: Option<&Value>| {
+            e.and_then(|e| e.get("time"))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        Some(json!({
+            "id": id,
+            "state": "session",
+            "final": false,
+            "prompt": "MCP session",
+            "status": format!("{calls} tool calls"),
+            "started": time(t.events.first()),
+            "updated": time(t.events.last()),
+            "durationMs": null,
+            "steps": calls,
+            "replica": "this server",
+        }))
+    }
+}
+
+impl WatchSource for McpSessions {
+    fn audit(&self) -> &AuditLog {
+        &self.0
+    }
+
+    fn rows(&self) -> Vec<Value> {
+        self.0
+            .tap()
+            .task_ids()
+            .iter()
+            .filter_map(|id| self.row(id))
+            .collect()
+    }
+
+    fn task(&self, id: &str) -> Option<Value> {
+        let mut v = self.row(id)?;
+        v["result"] = Value::Null;
+        v["artifacts"] = json!([]);
+        Some(v)
+    }
+}
+
+/// The watch page's routes for an MCP HTTP server (forge-mcp's extra routes).
+pub(crate) fn mcp_routes(audit: AuditLog, token: Option<String>) -> forge_mcp::ExtraRoutes {
+    let source: Arc<dyn WatchSource> = Arc::new(McpSessions(audit));
+    Arc::new(move |req| {
+        let source = source.clone();
+        let token = token.clone();
+        Box::pin(async move { handle(source, token.as_deref(), req).await })
+    })
+}
+
 /// Record a progress event of the agent loop for the page (tool arguments redacted, then the
 /// audit scrubber), never in the log file.
 pub(crate) fn record_progress(audit: &AuditLog, task_id: &str, ev: &LoopEvent) {
