@@ -894,7 +894,7 @@ impl AgentLoop {
                 // conversation's session keeps the listener of the task that opened it; a later
                 // task in it must ask for the same scope (see `SessionCloser::open_scoped_proxy`).
                 if let (Some(s), Some(policy)) = (&self.sessions, &cx.spec.policy) {
-                    let recorder = Arc::new(crate::ui::TaskEgress {
+                    let recorder = Arc::new(crate::ui::ledger::TaskEgress {
                         blocked: BlockedRecorder {
                             log: cx.blocked.clone(),
                             tool: ToolName::Current(cx.browser_tool.clone()),
@@ -1040,7 +1040,7 @@ impl AgentLoop {
         let mut ctx = base.clone();
         ctx.egress = self.egress.as_ref().map(|c| {
             let policy = cx.spec.policy.clone().unwrap_or_else(|| c.policy().clone());
-            let recorder = Arc::new(crate::ui::TaskEgress {
+            let recorder = Arc::new(crate::ui::ledger::TaskEgress {
                 blocked: BlockedRecorder {
                     log: cx.blocked.clone(),
                     tool: ToolName::Fixed(call.name.clone()),

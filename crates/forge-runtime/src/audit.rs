@@ -110,7 +110,7 @@ pub struct AuditLog {
     inner: Arc<Mutex<Inner>>,
     scrubber: Arc<Mutex<Scrubber>>,
     /// Every event with a task id, kept for the watch page (ui/tap.rs).
-    tap: Arc<crate::ui::Tap>,
+    tap: Arc<crate::ui::tap::Tap>,
     /// The file the log is appended to, when it is one (the watch page verifies it).
     path: Option<Arc<PathBuf>>,
 }
@@ -165,7 +165,7 @@ impl AuditLog {
     }
 
     /// The watch page's per-task record of this log's events.
-    pub(crate) fn tap(&self) -> &Arc<crate::ui::Tap> {
+    pub(crate) fn tap(&self) -> &Arc<crate::ui::tap::Tap> {
         &self.tap
     }
 
@@ -198,7 +198,7 @@ impl AuditLog {
                 seq,
             })),
             scrubber: Arc::new(Mutex::new(Scrubber::from_env())),
-            tap: Arc::new(crate::ui::Tap::default()),
+            tap: Arc::new(crate::ui::tap::Tap::default()),
             path: None,
         }
     }

@@ -34,8 +34,6 @@ use crate::agent_loop::LoopEvent;
 use crate::audit::AuditLog;
 
 pub use har::{har_from_audit, HarError};
-pub(crate) use ledger::TaskEgress;
-pub(crate) use tap::Tap;
 
 type Body = BoxBody<Bytes, Infallible>;
 
