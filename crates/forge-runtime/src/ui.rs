@@ -156,6 +156,9 @@ pub(crate) fn record_progress(audit: &AuditLog, task_id: &str, ev: &LoopEvent) {
     }
 }
 
+/// Longest argument string shown (the rest is counted).
+const MAX_ARGUMENT_CHARS: usize = 2000;
+
 /// Argument members whose names suggest a credential, and what a fill or type tool types, are
 /// replaced: forge cannot tell from the arguments whether the field was a sensitive one.
 pub(crate) fn redact_arguments(tool: &str, args: &Value) -> Value {
@@ -195,6 +198,12 @@ pub(crate) fn redact_arguments(tool: &str, args: &Value) -> Value {
                 }
             }
             Value::Array(a) => a.iter_mut().for_each(|x| walk(x, typed)),
+            // Long values (a file's content) are shortened: the page shows calls, not payloads.
+            Value::String(s) if s.chars().count() > MAX_ARGUMENT_CHARS => {
+                let n = s.chars().count();
+                let head: String = s.chars().take(MAX_ARGUMENT_CHARS).collect();
+                *s = format!("{head}… [{} more chars]", n - MAX_ARGUMENT_CHARS);
+            }
             _ => {}
         }
     }
@@ -586,5 +595,9 @@ mod tests {
         assert_eq!(b["headers"]["Authorization"], "[redacted: 10 chars]");
         assert_eq!(b["text"], "kept");
         assert_eq!(b["url"], "https://x.test/");
+        let long = redact_arguments("file_create", &json!({"content": "y".repeat(2010)}));
+        assert!(long["content"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("… [10 more chars]")));
     }
 }

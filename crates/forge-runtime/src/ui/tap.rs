@@ -1,7 +1,8 @@
 //! The watch page's memory of each task: every audit event written with a task id (after the
 //! audit scrubber, with its `seq` and hashes), plus what the page shows but the audit file does
 //! not keep (tool arguments, the model's thoughts; scrubbed the same way). Bounded: the most
-//! recent [`MAX_TASKS`] tasks, [`MAX_EVENTS`] events each (later ones are counted, not kept).
+//! recent [`MAX_TASKS`] tasks, [`MAX_EVENTS`] events and [`MAX_TASK_BYTES`] of JSON each (later
+//! ones are counted, not kept).
 //! It also tells the page's event streams which task changed, and holds their slots.
 
 use std::collections::{HashMap, VecDeque};
@@ -10,10 +11,12 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::{broadcast, Semaphore};
 
-/// Tasks remembered (as the A2A store).
-pub(crate) const MAX_TASKS: usize = 1000;
+/// Tasks whose events are remembered (the A2A store lists more; older ones show no timeline).
+pub(crate) const MAX_TASKS: usize = 200;
 /// Events kept per task; past it they are counted in `dropped`.
 pub(crate) const MAX_EVENTS: usize = 2000;
+/// Bytes of event JSON kept per task; past it events are counted in `dropped`.
+pub(crate) const MAX_TASK_BYTES: usize = 512 * 1024;
 /// Watch-page event streams open at once (each holds one of the server's connection slots).
 pub(crate) const MAX_WATCHERS: usize = 16;
 
@@ -22,8 +25,10 @@ pub(crate) const MAX_WATCHERS: usize = 16;
 pub(crate) struct TaskEvents {
     /// The events, oldest first.
     pub events: Vec<Value>,
-    /// Events not kept because the task had [`MAX_EVENTS`] already.
+    /// Events not kept because the task had [`MAX_EVENTS`] or [`MAX_TASK_BYTES`] already.
     pub dropped: u64,
+    /// Bytes of JSON kept.
+    bytes: usize,
 }
 
 #[derive(Default)]
@@ -63,9 +68,11 @@ impl Tap {
                     }
                 }
             }
+            let size = event.to_string().len();
             let t = inner.tasks.entry(task_id.to_string()).or_default();
-            if t.events.len() < MAX_EVENTS {
+            if t.events.len() < MAX_EVENTS && t.bytes + size <= MAX_TASK_BYTES {
                 t.events.push(event.clone());
+                t.bytes += size;
             } else {
                 t.dropped += 1;
             }
@@ -112,6 +119,18 @@ mod tests {
         assert_eq!(t.events.len(), MAX_EVENTS);
         assert_eq!(t.dropped, 5);
         assert_eq!(t.events[0]["i"], 0);
+    }
+
+    #[test]
+    fn keeps_at_most_max_task_bytes_per_task() {
+        let tap = Tap::default();
+        let big = "x".repeat(100 * 1024);
+        for _ in 0..10 {
+            tap.record("t1", &json!({"text": big}));
+        }
+        let t = tap.events("t1").expect("recorded");
+        assert_eq!(t.events.len(), 5, "5 x 100 KiB fit in 512 KiB");
+        assert_eq!(t.dropped, 5);
     }
 
     #[test]
