@@ -407,14 +407,6 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
         "forge: serving agent {} over A2A on {url} (card: {url}.well-known/agent-card.json)",
         runner.agent_id()
     ));
-    announce(format_args!(
-        "forge: watch page on {url}ui{}",
-        if server.token.is_some() {
-            " (open it once as /ui?token=<token>)"
-        } else {
-            ""
-        }
-    ));
     if let Some(p) = server.probe_addr {
         announce(format_args!(
             "forge: probes (/healthz, /readyz) on http://{p}/"
@@ -430,6 +422,14 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
         )),
         _ => {}
     }
+    announce(format_args!(
+        "forge: watch page on {url}ui{}",
+        if server.token.is_some() {
+            " (open it once as /ui?token=<token>)"
+        } else {
+            ""
+        }
+    ));
     // The agent's egress proxy (running when cli_execute, a script tool, an MCP stdio server or
     // the browser uses it): the address its children get as HTTP_PROXY, printed so that an
     // operator (and the proxy bench) can find it.
