@@ -115,7 +115,8 @@ fn watch(addr: SocketAddr, stop: Arc<AtomicBool>, fetches: Arc<AtomicU64>) {
             pending.push_str(&String::from_utf8_lossy(&buf[..n]));
             while let Some(i) = pending.find("\n\n") {
                 let ev: String = pending.drain(..i + 2).collect();
-                if let Some(data) = ev.strip_prefix("event: task\ndata: ") {
+                // The body is chunked: a chunk-size line may precede the event.
+                if let Some((_, data)) = ev.split_once("event: task\ndata: ") {
                     let v: Value = serde_json::from_str(data.trim()).unwrap_or(Value::Null);
                     if let Some(id) = v["id"].as_str() {
                         let _ = http(addr, "GET", "/ui/api/tasks", "").await;
