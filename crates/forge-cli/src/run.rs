@@ -94,11 +94,54 @@ pub(crate) enum AuditCommand {
         /// The NDJSON audit log (from `forge run --audit-file`).
         file: PathBuf,
     },
+    /// Export one task's egress ledger (every request its tools and browser made, with forge's
+    /// decision and rule) as HAR 1.2 on stdout, as `GET /tasks/{id}/egress` serves it.
+    Har {
+        /// The NDJSON audit log (from `forge run --audit-file`).
+        file: PathBuf,
+        /// The task id (A2A task id, or the session of an MCP / `forge tool` run).
+        task_id: String,
+        /// Verify the log's hash chain first and refuse a log that fails (as `forge audit verify`).
+        #[arg(long)]
+        verify: bool,
+    },
 }
 
 /// `forge audit ...`
 pub(crate) fn audit(cmd: AuditCommand) -> ExitCode {
     match cmd {
+        AuditCommand::Har {
+            file,
+            task_id,
+            verify,
+        } => {
+            if verify {
+                if let Err(e) = forge_runtime::verify_audit_file(&file) {
+                    eprintln!("{}: audit log verification FAILED at {e}", file.display());
+                    return ExitCode::from(1);
+                }
+            }
+            let reader = match std::fs::File::open(&file) {
+                Ok(f) => std::io::BufReader::new(f),
+                Err(e) => {
+                    eprintln!("forge audit har: cannot open {}: {e}", file.display());
+                    return ExitCode::from(2);
+                }
+            };
+            match forge_runtime::har_from_audit(reader, &task_id) {
+                Ok(doc) => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&doc).unwrap_or_else(|_| doc.to_string())
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("forge audit har: {}: {e}", file.display());
+                    ExitCode::from(1)
+                }
+            }
+        }
         AuditCommand::Verify { file } => match forge_runtime::verify_audit_file(&file) {
             Ok(s) => {
                 println!(
@@ -384,6 +427,14 @@ async fn serve(args: &RunArgs, runner: &Runner) -> ExitCode {
         )),
         _ => {}
     }
+    announce(format_args!(
+        "forge: watch page on {url}ui{}",
+        if server.token.is_some() {
+            " (open it once as /ui?token=<token>)"
+        } else {
+            ""
+        }
+    ));
     // The agent's egress proxy (running when cli_execute, a script tool, an MCP stdio server or
     // the browser uses it): the address its children get as HTTP_PROXY, printed so that an
     // operator (and the proxy bench) can find it.

@@ -1087,3 +1087,97 @@ async fn the_form_skills_are_mcp_tools_of_an_agent_with_the_browser() {
         .collect();
     assert_eq!(posts, vec!["name=Mia".to_string()]);
 }
+
+/// `GET path` on loopback port `port` with extra header lines; the whole answer.
+async fn get_with(port: u16, path: &str, extra: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let host = if extra.to_ascii_lowercase().contains("host:") {
+        String::new()
+    } else {
+        format!("Host: 127.0.0.1:{port}\r\n")
+    };
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\n{host}{extra}Connection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `forge mcp serve --transport http` serves the watch page beside /mcp: its sessions are listed
+/// with their tool calls; the page's rules hold there too (a foreign Host or Origin is refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_transport_serves_the_watch_page_for_its_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_plain_agent(dir.path());
+    let audit = dir.path().join("audit.ndjson");
+    let (_server, url, _) = start_http(
+        dir.path(),
+        &[
+            "--config",
+            cfg.to_str().unwrap(),
+            "--audit-file",
+            audit.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let port: u16 = url
+        .trim_end_matches("/mcp")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut one = RawSession::open(port).await;
+    let r = one
+        .call(
+            "file_create",
+            serde_json::json!({"filename": "seen.txt", "content": "watch me"}),
+        )
+        .await;
+    assert_ne!(r["isError"], true, "{r}");
+
+    let page = get_with(port, "/ui", "").await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("<script src=\"/ui/app.js\""), "{page}");
+    let rows = get_with(port, "/ui/api/tasks", "").await;
+    assert!(rows.starts_with("HTTP/1.1 200"), "{rows}");
+    let rows: Value = serde_json::from_str(rows.split_once("\r\n\r\n").unwrap().1).unwrap();
+    let rows = rows["tasks"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["steps"], 1, "{rows:?}");
+    let id = rows[0]["id"].as_str().unwrap();
+    let detail = get_with(port, &format!("/ui/api/tasks/{id}"), "").await;
+    let detail: Value = serde_json::from_str(detail.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert!(
+        detail["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "tool_exec" && e["tool"] == "file_create" && e["ok"] == true),
+        "{detail}"
+    );
+    assert_eq!(detail["audit"]["verified"], true, "{detail}");
+    for path in ["/ui", "/ui/api/tasks", "/ui/api/events"] {
+        let foreign_host = get_with(port, path, &format!("Host: evil.test:{port}\r\n")).await;
+        assert!(
+            foreign_host.starts_with("HTTP/1.1 403"),
+            "{path}: {foreign_host}"
+        );
+        let foreign_origin = get_with(port, path, "Origin: http://evil.test\r\n").await;
+        assert!(
+            foreign_origin.starts_with("HTTP/1.1 403"),
+            "{path}: {foreign_origin}"
+        );
+    }
+    // /mcp keeps its own rules and other paths stay unknown.
+    let other = get_with(port, "/nothing", "").await;
+    assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+}

@@ -4,7 +4,10 @@
 //! - [`host_is_loopback`]: without a token a server trusts only loopback clients, and a web page
 //!   can reach a loopback port under a name it controls; so the `Host` header must itself name
 //!   loopback (`127.0.0.0/8`, `[::1]`, `localhost`, any port).
-//! - [`bearer_matches`]: `Authorization: Bearer <token>`, compared in constant time.
+//! - [`bearer_matches`]: `Authorization: Bearer <token>`, compared in constant time;
+//!   [`cookie_matches`]: the same token in a cookie (the watch page's).
+//! - [`origin_is_foreign`]: a browser request from a page of another origin (the watch page
+//!   refuses it).
 
 use http::{header, HeaderMap};
 
@@ -43,6 +46,43 @@ pub fn bearer_matches(headers: &HeaderMap, expected: &str) -> bool {
         })
         .map(str::trim)
         .is_some_and(|p| token_matches(p, expected))
+}
+
+/// Whether the request carries cookie `name` with the value `expected` (constant time); a
+/// browser sends it back to the origin that set it, and only same-site with `SameSite=Strict`.
+pub fn cookie_matches(headers: &HeaderMap, name: &str, expected: &str) -> bool {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .any(|(k, v)| k == name && token_matches(v.trim(), expected))
+}
+
+/// Whether the request comes from a page of another origin: its `Origin` is not
+/// `http(s)://<Host>` (a missing `Origin` is a same-origin GET or a non-browser client), or the
+/// browser marked it `Sec-Fetch-Site: cross-site`/`same-site`.
+pub fn origin_is_foreign(headers: &HeaderMap) -> bool {
+    let fetch_site = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    if matches!(fetch_site, Some("cross-site" | "same-site")) {
+        return true;
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return false;
+    };
+    let Some(origin) = origin.to_str().ok().map(str::trim) else {
+        return true;
+    };
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let host = host.trim();
+    !(origin.eq_ignore_ascii_case(&format!("http://{host}"))
+        || origin.eq_ignore_ascii_case(&format!("https://{host}")))
 }
 
 /// Constant-time comparison of the presented and expected tokens.

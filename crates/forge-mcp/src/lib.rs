@@ -21,6 +21,6 @@ pub mod server;
 pub use client::{connect, EgressDeps, McpConnection, ServerSpec, ServerTransport, SkippedTool};
 pub use error::McpError;
 pub use server::{
-    serve_http, serve_io, serve_stdio, HttpOptions, HttpServerHandle, ServeOptions, SessionKey,
-    ToolHost, ToolInfo,
+    serve_http, serve_http_with, serve_io, serve_stdio, ExtraRoutes, HttpBody, HttpOptions,
+    HttpServerHandle, ServeOptions, SessionKey, ToolHost, ToolInfo,
 };

@@ -416,6 +416,21 @@ impl HttpServerHandle {
 
 type Body = BoxBody<Bytes, Infallible>;
 
+/// The body type of [`ExtraRoutes`] responses.
+pub type HttpBody = BoxBody<Bytes, Infallible>;
+
+/// Routes served beside [`MCP_PATH`] (forge's watch page): given a request for another path,
+/// the response, or the request back when the path is not theirs (then 404). They apply their
+/// own access rules (the same token, Host and Origin rules).
+pub type ExtraRoutes = Arc<
+    dyn Fn(
+            Request<Incoming>,
+        )
+            -> futures::future::BoxFuture<'static, Result<Response<HttpBody>, Request<Incoming>>>
+        + Send
+        + Sync,
+>;
+
 fn refuse(status: StatusCode, message: &str) -> Response<Body> {
     let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
     let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
@@ -487,6 +502,17 @@ pub fn serve_http(
     opts: ServeOptions,
     http: HttpOptions,
 ) -> Result<HttpServerHandle, McpError> {
+    serve_http_with(listener, host, opts, http, None)
+}
+
+/// [`serve_http`], also serving `extra` routes on paths other than [`MCP_PATH`].
+pub fn serve_http_with(
+    listener: TcpListener,
+    host: Arc<dyn ToolHost>,
+    opts: ServeOptions,
+    http: HttpOptions,
+    extra: Option<ExtraRoutes>,
+) -> Result<HttpServerHandle, McpError> {
     let addr = listener.local_addr().map_err(|e| McpError::Io {
         addr: "listener".into(),
         message: e.to_string(),
@@ -525,10 +551,19 @@ pub fn serve_http(
             let service = service.clone();
             let http = http.clone();
             let stop = stop.clone();
+            let extra = extra.clone();
             let svc = service_fn(move |req: Request<Incoming>| {
                 let service = service.clone();
                 let http = http.clone();
+                let extra = extra.clone();
                 async move {
+                    let req = match (&extra, req.uri().path() == MCP_PATH) {
+                        (Some(routes), false) => match routes(req).await {
+                            Ok(r) => return Ok::<_, Infallible>(r),
+                            Err(req) => req,
+                        },
+                        _ => req,
+                    };
                     if let Some(refused) = refusal(&http, &req) {
                         return Ok::<_, Infallible>(refused);
                     }

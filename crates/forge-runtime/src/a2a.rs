@@ -26,6 +26,7 @@ mod live;
 mod scheduler;
 pub(crate) mod store;
 pub(crate) mod v1;
+mod watch;
 pub(crate) mod wire;
 
 use std::path::Path;

@@ -1038,10 +1038,15 @@ impl AgentLoop {
                 // conversation's session keeps the listener of the task that opened it; a later
                 // task in it must ask for the same scope (see `SessionCloser::open_scoped_proxy`).
                 if let (Some(s), Some(policy)) = (&self.sessions, &cx.spec.policy) {
-                    let recorder = Arc::new(BlockedRecorder {
-                        log: cx.blocked.clone(),
-                        tool: ToolName::Current(cx.browser_tool.clone()),
-                        trace: cx.trace.clone(),
+                    let recorder = Arc::new(crate::ui::ledger::TaskEgress {
+                        blocked: BlockedRecorder {
+                            log: cx.blocked.clone(),
+                            tool: ToolName::Current(cx.browser_tool.clone()),
+                            trace: cx.trace.clone(),
+                        },
+                        audit: self.audit.clone(),
+                        task_id: task_id.to_string(),
+                        via: "proxy",
                     });
                     s.open_scoped_proxy(cx.session_key, policy.clone(), recorder)
                         .await
@@ -1181,10 +1186,15 @@ impl AgentLoop {
         let trace = cx.trace.tool(&call.name, &call.id);
         ctx.egress = self.egress.as_ref().map(|c| {
             let policy = cx.spec.policy.clone().unwrap_or_else(|| c.policy().clone());
-            let recorder = Arc::new(BlockedRecorder {
-                log: cx.blocked.clone(),
-                tool: ToolName::Fixed(call.name.clone()),
-                trace: trace.clone(),
+            let recorder = Arc::new(crate::ui::ledger::TaskEgress {
+                blocked: BlockedRecorder {
+                    log: cx.blocked.clone(),
+                    tool: ToolName::Fixed(call.name.clone()),
+                    trace: trace.clone(),
+                },
+                audit: self.audit.clone(),
+                task_id: task_id.to_string(),
+                via: "client",
             });
             Arc::new(c.with_policy(policy, Some(recorder)))
         });

@@ -120,6 +120,10 @@ struct Inner {
 pub struct AuditLog {
     inner: Arc<Mutex<Inner>>,
     scrubber: Arc<Mutex<Scrubber>>,
+    /// Every event with a task id, kept for the watch page (ui/tap.rs).
+    tap: Arc<crate::ui::tap::Tap>,
+    /// The file the log is appended to, when it is one (the watch page verifies it).
+    path: Option<Arc<PathBuf>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -166,7 +170,35 @@ impl AuditLog {
                 (hash.to_string(), seq)
             }
         };
-        Ok(Self::with_chain(Box::new(file), prev, seq))
+        let mut log = Self::with_chain(Box::new(file), prev, seq);
+        log.path = Some(Arc::new(path.to_path_buf()));
+        Ok(log)
+    }
+
+    /// The watch page's per-task record of this log's events.
+    pub(crate) fn tap(&self) -> &Arc<crate::ui::tap::Tap> {
+        &self.tap
+    }
+
+    /// The file this log is appended to, when it is one.
+    pub(crate) fn file(&self) -> Option<&Path> {
+        self.path.as_deref().map(PathBuf::as_path)
+    }
+
+    /// Give the watch page an event of `task_id` that the log file does not keep (a tool call's
+    /// arguments, the model's text): scrubbed exactly as a logged event, never written.
+    pub(crate) fn watch_only(&self, task_id: &str, event: &str, fields: Value) {
+        let mut value = fields;
+        if let Value::Object(m) = &mut value {
+            m.insert("event".into(), Value::String(event.to_string()));
+            m.insert("task_id".into(), Value::String(task_id.to_string()));
+            m.insert("time".into(), Value::String(rfc3339_now()));
+            m.insert("unlogged".into(), Value::Bool(true));
+        }
+        if let Ok(s) = self.scrubber.lock() {
+            s.scrub(&mut value);
+        }
+        self.tap.record(task_id, &value);
     }
 
     fn with_chain(out: Box<dyn Write + Send>, prev_hash: String, seq: u64) -> Self {
@@ -177,6 +209,8 @@ impl AuditLog {
                 seq,
             })),
             scrubber: Arc::new(Mutex::new(Scrubber::from_env())),
+            tap: Arc::new(crate::ui::tap::Tap::default()),
+            path: None,
         }
     }
 
@@ -244,7 +278,14 @@ impl AuditLog {
         if let Err(e) = res {
             tracing::error!("cannot write audit event {event}: {e}");
         }
-        inner.prev_hash = hash;
+        inner.prev_hash = hash.clone();
+        drop(inner);
+        if let Some(t) = task_id {
+            if let Value::Object(m) = &mut value {
+                m.insert("hash".into(), Value::String(hash));
+            }
+            self.tap.record(t, &value);
+        }
     }
 }
 

@@ -39,6 +39,10 @@
 //! - profiles (profiles.rs): login profiles: the key (`FORGE_PROFILE_KEY`), sealing
 //!   (XChaCha20-Poly1305), loading and saving through the state store; the browser side is
 //!   forge-browser's `profile.rs`.
+//! - ui (ui.rs): the watch page (`/ui`) and its data routes, the per-task egress ledger
+//!   (`task_egress` audit events, ui/ledger.rs) and its HAR 1.2 form (ui/har.rs,
+//!   `GET /tasks/{id}/egress`), the per-task record the page reads (ui/tap.rs); a2a/watch.rs is
+//!   the A2A store's side of it.
 //!
 //! Model providers live in forge-llm, the durable store in forge-state.
 
@@ -53,6 +57,7 @@ mod profiles;
 mod runner;
 mod task_scope;
 mod telemetry;
+mod ui;
 mod workspace;
 
 pub use a2a::store::{
@@ -86,4 +91,5 @@ pub use runner::{
 };
 pub use task_scope::{ResultStatus, SpecFields, TaskSpec};
 pub use telemetry::{TelemetryError, ALLOW_REMOTE_VAR as OTEL_ALLOW_REMOTE_VAR};
+pub use ui::{har_from_audit, HarError};
 pub use workspace::{sweep as sweep_workspaces, workspace_dir, workspace_id};

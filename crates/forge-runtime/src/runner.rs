@@ -942,7 +942,12 @@ impl Runner {
         let listener =
             forge_egress::accept::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
         let probe = bind_probe(opts.host, opts.probe_port)?;
-        let handle = forge_mcp::serve_http(
+        // The watch page (`/ui`) beside `/mcp`, when there is an audit log to show.
+        let watch = self
+            .audit
+            .as_ref()
+            .map(|a| crate::ui::mcp_routes(a.clone(), token.clone()));
+        let handle = forge_mcp::serve_http_with(
             listener,
             self.mcp_host_with_forms().await.0,
             opts.serve,
@@ -950,6 +955,7 @@ impl Runner {
                 token: token.clone(),
                 allowed_origins: opts.allowed_origins,
             },
+            watch,
         )?;
         let addr = handle.addr;
         let probe_addr = match probe {

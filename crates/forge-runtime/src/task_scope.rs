@@ -364,6 +364,16 @@ pub(crate) enum ToolName {
     Current(Arc<Mutex<String>>),
 }
 
+impl ToolName {
+    /// The tool named now.
+    pub(crate) fn current(&self) -> String {
+        match self {
+            ToolName::Fixed(t) => t.clone(),
+            ToolName::Current(c) => c.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
+    }
+}
+
 /// An egress observer writing the refusals it sees into a task's [`BlockedLog`].
 pub(crate) struct BlockedRecorder {
     /// The log.
@@ -379,10 +389,7 @@ impl EgressObserver for BlockedRecorder {
     fn on_decision(&self, d: &Decision) {
         self.trace.egress(d);
         if matches!(d.outcome, Outcome::Blocked | Outcome::Malformed) {
-            let tool = match &self.tool {
-                ToolName::Fixed(t) => t.clone(),
-                ToolName::Current(c) => c.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            };
+            let tool = self.tool.current();
             // The port is part of what was refused unless it is a default one.
             let host = match d.port {
                 0 | 80 | 443 => d.host.clone(),

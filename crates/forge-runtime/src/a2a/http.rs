@@ -322,6 +322,11 @@ async fn artifact(shared: &Shared, rest: &str) -> Response<Body> {
 }
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    // The watch page (`/ui`, `/tasks/{id}/egress`): its own module, the same access rules.
+    let req = match crate::ui::handle(shared.store.clone(), shared.token.as_deref(), req).await {
+        Ok(r) => return r,
+        Err(req) => req,
+    };
     let path = req.uri().path().to_string();
     if super::live::owns(&path) {
         return super::live::handle(&shared.store, shared.token.as_deref(), req).await;
@@ -334,7 +339,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 "method not allowed\n",
             );
         }
-        if let Some(refusal) = refuse_unauthorized(&shared, req.headers()) {
+        // The watch page shows screenshots inline: its cookie stands for the bearer token.
+        let page = shared
+            .token
+            .as_deref()
+            .is_some_and(|t| crate::ui::artifact_cookie_ok(req.headers(), t));
+        if let Some(refusal) = refuse_unauthorized(&shared, req.headers()).filter(|_| !page) {
             return refusal;
         }
         return artifact(&shared, rest).await;

@@ -263,6 +263,7 @@ impl TaskStore {
                 self.persist(id, e, &events);
             }
         }
+        self.agent.audit.tap().changed(id);
     }
 
     pub(super) fn status_event(id: &str, e: &Entry, is_final: bool) -> Value {
@@ -519,6 +520,7 @@ impl TaskStore {
     }
 
     pub(super) fn progress(&self, id: &str, context_id: &str, ev: LoopEvent) {
+        crate::ui::record_progress(&self.agent.audit, id, &ev);
         let (text, data) = match &ev {
             LoopEvent::ModelCall { iteration } => (
                 format!("asking the model (turn {iteration})"),
