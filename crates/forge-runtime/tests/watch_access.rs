@@ -243,6 +243,23 @@ async fn without_the_token_every_watch_route_answers_401_and_the_cookie_opens_th
             assert_eq!(status, want, "{path} with {what}: {body}");
         }
     }
+    // The live view (a2a/live.rs) takes the page's cookie as the artifact route does: a wrong
+    // one is refused (401); the right one passes (this agent has no browser, so the route then
+    // answers 404 saying so); from a page of another origin the cookie does not count (401).
+    let live = format!("/ui/tasks/{id}/live");
+    let (status, _, body) = http(addr, "GET", &live, &wrong_cookie, "").await;
+    assert_eq!(status, 401, "{live} with a wrong cookie: {body}");
+    let (status, _, body) = http(addr, "GET", &live, &good, "").await;
+    assert_eq!(status, 404, "{live} with the cookie: {body}");
+    assert!(body.contains("no browser"), "{body}");
+    let foreign = [
+        good.clone(),
+        vec![("origin", "http://evil.test".to_string())],
+    ]
+    .concat();
+    let (status, _, body) = http(addr, "GET", &live, &foreign, "").await;
+    assert_eq!(status, 401, "{live} from a foreign page: {body}");
+
     // The login form posted from another origin sets nothing.
     let evil_form = [form[0].clone(), ("origin", "http://evil.test".to_string())];
     let (status, head, _) = http(

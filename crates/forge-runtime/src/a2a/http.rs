@@ -322,15 +322,17 @@ async fn artifact(shared: &Shared, rest: &str) -> Response<Body> {
 }
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    // The live view (`/ui/tasks/{id}/live`) and the hand-off pages first: the watch page's
+    // module below answers every other `/ui/...` path (with a 404 for ones it does not know).
+    let path = req.uri().path().to_string();
+    if super::live::owns(&path) {
+        return super::live::handle(&shared.store, shared.token.as_deref(), req).await;
+    }
     // The watch page (`/ui`, `/tasks/{id}/egress`): its own module, the same access rules.
     let req = match crate::ui::handle(shared.store.clone(), shared.token.as_deref(), req).await {
         Ok(r) => return r,
         Err(req) => req,
     };
-    let path = req.uri().path().to_string();
-    if super::live::owns(&path) {
-        return super::live::handle(&shared.store, shared.token.as_deref(), req).await;
-    }
     if let Some(rest) = path.strip_prefix("/artifacts/") {
         if req.method() != Method::GET {
             return full(

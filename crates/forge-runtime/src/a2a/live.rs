@@ -196,14 +196,17 @@ fn text(status: StatusCode, msg: impl Into<String>) -> Response<Body> {
 }
 
 /// The API's rule: without a server token the Host must be loopback; with one the bearer token
-/// must match.
+/// must match, or the watch page's cookie with it (the page links the live view; same origin).
 fn api_refusal(token: Option<&str>, headers: &http::HeaderMap) -> Option<Response<Body>> {
     match token {
         None if !forge_egress::inbound::host_is_loopback(headers) => Some(text(
             StatusCode::FORBIDDEN,
             "this agent serves loopback clients without a token: the Host header must be 127.0.0.1, [::1] or localhost",
         )),
-        Some(t) if !forge_egress::inbound::bearer_matches(headers, t) => {
+        Some(t)
+            if !forge_egress::inbound::bearer_matches(headers, t)
+                && !crate::ui::artifact_cookie_ok(headers, t) =>
+        {
             let mut r = text(
                 StatusCode::UNAUTHORIZED,
                 "a bearer token is required: send Authorization: Bearer <token> with the token from .forge/runtime.token",

@@ -97,6 +97,21 @@ impl crate::ui::WatchSource for TaskStore {
             .iter()
             .map(|(name, path)| json!({"name": name, "url": artifact_url(id, name), "mimeType": mime_for(path)}))
             .collect();
+        // A running task of an agent with the browser: the page links its live view
+        // (a2a/live.rs, which takes the page's cookie too).
+        let running = matches!(
+            v["state"].as_str(),
+            Some("working" | "submitted" | "input-required")
+        );
+        if running
+            && self
+                .agent
+                .sessions
+                .as_ref()
+                .is_some_and(|s| s.browser().is_some())
+        {
+            v["liveView"] = json!(format!("/ui/tasks/{id}/live"));
+        }
         Some(v)
     }
 }

@@ -98,6 +98,9 @@
     fact(facts, "Replica", t.replica || "–");
     if (t.status) fact(facts, "Status", t.status);
     $("har-link").setAttribute("href", t.egressHar);
+    const liveLink = $("live-link");
+    if (t.liveView) { liveLink.setAttribute("href", t.liveView); liveLink.hidden = false; }
+    else liveLink.hidden = true;
 
     const res = $("result");
     res.replaceChildren();
