@@ -1220,11 +1220,18 @@ mod selfcheck {
             // A person's drag takes a moment before it reaches the drop place (sortable-html5
             // ignores drag events until its deferred drag-start work has run).
             pause(100).await;
+            // Then over the drop place, holding still a moment before dropping: Chromium drops
+            // only with the operation the page's last `dragover` answered, and a `drop` sent
+            // before that answer is back ends the drag without one (seen: `dragend`, no `drop`).
             for kind in [
                 DispatchDragEventType::DragEnter,
                 DispatchDragEventType::DragOver,
+                DispatchDragEventType::DragOver,
                 DispatchDragEventType::Drop,
             ] {
+                if kind != DispatchDragEventType::DragEnter {
+                    pause(50).await;
+                }
                 self.page
                     .execute(DispatchDragEventParams::new(kind, b.0, b.1, data.clone()))
                     .await
