@@ -195,6 +195,10 @@ const TASKS: &[(&str, &str)] = &[
         "Move \"Task 1\" to the bottom of the board list",
     ),
     (
+        "sortable-box",
+        "Move \"Item 1\" below \"Item 35\" (the list scrolls inside its box)",
+    ),
+    (
         "typed-fields",
         "Fill the event form: date 2025-04-14, start 09:30, reminder 2025-04-13 18:00, month 2025-04, week 2025-W16, colour #1e90ff",
     ),
@@ -614,6 +618,22 @@ async fn script(name: &str, d: &mut Drv) -> StepResult<()> {
             let a = d.r(r#""Task 1"$"#)?;
             let to = d.r(r#""Task 4"$"#)?;
             d.call("browser_drag", json!({"from": a, "to": to})).await?;
+        }
+        "sortable-box" => {
+            // Item 35 is hidden in the list's scroll box: scroll the box until it is listed,
+            // then drag Item 1 (its ref stays valid) onto it; the drag scrolls the box back.
+            let from = d.r(r#""Item 1"$"#)?;
+            for _ in 0..8 {
+                if d.has(r#""Item 35"$"#) && !d.has(r#""Item 35" \[scrolled out"#) {
+                    break;
+                }
+                let list = d.r(r"scrollable")?;
+                d.call("browser_scroll", json!({"ref": list, "direction": "down"}))
+                    .await?;
+            }
+            let to = d.r(r#""Item 35"$"#)?;
+            d.call("browser_drag", json!({"from": from, "to": to}))
+                .await?;
         }
         "typed-fields" => {
             // Each value as the task sentence (the h1) gives it, into the field its label names.
@@ -1607,6 +1627,42 @@ mod selfcheck {
                     .eval("(() => { const r = document.getElementById('b').shadowRoot.querySelector('input').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
                     .await?;
                 d.click_at(x, y).await?;
+            }
+            "sortable-box" => {
+                // Press on Item 1, hold at the box's bottom edge (the page scrolls the box)
+                // until Item 35 shows, then onto its lower half, 10 px a move, and release.
+                let a = d.at("#list li:nth-child(1)").await?;
+                let (bx, by): (f64, f64) = d
+                    .eval("(() => { const r = document.getElementById('box').getBoundingClientRect(); return [r.left + 60, r.bottom - 8]; })()")
+                    .await?;
+                let item35 = "(() => { const b = document.getElementById('box').getBoundingClientRect(); const li = [...document.querySelectorAll('#list li')].find((l) => l.textContent === 'Item 35' && l.className === ''); const r = li.getBoundingClientRect(); return [r.left + 60, r.top + r.height * 0.75, r.top > b.top + 20 && r.bottom < b.bottom - 20 ? 1 : 0]; })()";
+                d.move_to(a.0, a.1).await?;
+                d.mouse(DispatchMouseEventType::MousePressed, a.0, a.1)
+                    .await?;
+                d.down = true;
+                let mut at = (bx, by);
+                for i in 0..200 {
+                    let (_, _, shown): (f64, f64, u8) = d.eval(item35).await?;
+                    if shown == 1 {
+                        break;
+                    }
+                    at = (bx, by + if i % 2 == 0 { 0.0 } else { 1.0 });
+                    d.move_to(at.0, at.1).await?;
+                    pause(20).await;
+                }
+                for _ in 0..40 {
+                    let (x, y, _): (f64, f64, u8) = d.eval(item35).await?;
+                    let dist = (x - at.0).hypot(y - at.1);
+                    if dist < 1.0 {
+                        break;
+                    }
+                    let step = (10.0 / dist).min(1.0);
+                    at = (at.0 + (x - at.0) * step, at.1 + (y - at.1) * step);
+                    d.move_to(at.0, at.1).await?;
+                }
+                d.down = false;
+                d.mouse(DispatchMouseEventType::MouseReleased, at.0, at.1)
+                    .await?;
             }
             "typed-fields" => {
                 // Chromium's own segmented editors, typed into as a person does (en-US order:
