@@ -199,6 +199,10 @@ const TASKS: &[(&str, &str)] = &[
         "Move \"Item 1\" below \"Item 35\" (the list scrolls inside its box)",
     ),
     (
+        "html5-long",
+        "Move \"Item 1\" below \"Item 35\" (native drag and drop; the list is longer than its view)",
+    ),
+    (
         "typed-fields",
         "Fill the event form: date 2025-04-14, start 09:30, reminder 2025-04-13 18:00, month 2025-04, week 2025-W16, colour #1e90ff",
     ),
@@ -629,6 +633,21 @@ async fn script(name: &str, d: &mut Drv) -> StepResult<()> {
                 }
                 let list = d.r(r"scrollable")?;
                 d.call("browser_scroll", json!({"ref": list, "direction": "down"}))
+                    .await?;
+            }
+            let to = d.r(r#""Item 35"$"#)?;
+            d.call("browser_drag", json!({"from": from, "to": to}))
+                .await?;
+        }
+        "html5-long" => {
+            // Item 35 is below the window: scroll until it is listed, then drag Item 1's ref
+            // onto it (a native drag: forge scrolls on the way, as a browser does).
+            let from = d.r(r#""Item 1"$"#)?;
+            for _ in 0..8 {
+                if d.has(r#""Item 35"$"#) && !d.has(r#""Item 35" \[scrolled out"#) {
+                    break;
+                }
+                d.call("browser_scroll", json!({"direction": "down"}))
                     .await?;
             }
             let to = d.r(r#""Item 35"$"#)?;
@@ -1663,6 +1682,69 @@ mod selfcheck {
                 d.down = false;
                 d.mouse(DispatchMouseEventType::MouseReleased, at.0, at.1)
                     .await?;
+            }
+            "html5-long" => {
+                // A native drag: press on Item 1, move until Chromium reports the drag, then
+                // drag events, the window scrolled on the way as a browser's drag auto-scroll
+                // does (headless Chromium with intercepted drags does not), then onto Item 35's
+                // lower half, a moment's hold, and the drop.
+                let a = d.at("#list li:nth-child(1)").await?;
+                let mut events = d
+                    .page
+                    .event_listener::<EventDragIntercepted>()
+                    .await
+                    .map_err(err)?;
+                d.page
+                    .execute(SetInterceptDragsParams::new(true))
+                    .await
+                    .map_err(err)?;
+                d.move_to(a.0, a.1).await?;
+                d.mouse(DispatchMouseEventType::MousePressed, a.0, a.1)
+                    .await?;
+                d.down = true;
+                d.move_to(a.0 + 20.0, a.1 + 20.0).await?;
+                let data = tokio::time::timeout(Duration::from_secs(3), events.next())
+                    .await
+                    .map_err(|_| "no drag intercepted".to_string())?
+                    .ok_or("drag events ended")?
+                    .data
+                    .clone();
+                let item35 = "(() => { const li = [...document.querySelectorAll('#list li')].find((l) => l.textContent === 'Item 35'); const r = li.getBoundingClientRect(); return [r.left + 60, r.top + r.height * 0.75, r.top > 20 && r.bottom < innerHeight - 20 ? 1 : 0]; })()";
+                let drag = |kind: DispatchDragEventType, x: f64, y: f64| {
+                    DispatchDragEventParams::new(kind, x, y, data.clone())
+                };
+                d.page
+                    .execute(drag(DispatchDragEventType::DragEnter, a.0, a.1 + 20.0))
+                    .await
+                    .map_err(err)?;
+                for _ in 0..40 {
+                    let (_, _, shown): (f64, f64, u8) = d.eval(item35).await?;
+                    if shown == 1 {
+                        break;
+                    }
+                    let _: bool = d
+                        .eval("(() => { scrollBy(0, 200); return true; })()")
+                        .await?;
+                    d.page
+                        .execute(drag(DispatchDragEventType::DragOver, a.0, a.1 + 20.0))
+                        .await
+                        .map_err(err)?;
+                }
+                let (x, y, _): (f64, f64, u8) = d.eval(item35).await?;
+                for kind in [
+                    DispatchDragEventType::DragOver,
+                    DispatchDragEventType::DragOver,
+                    DispatchDragEventType::Drop,
+                ] {
+                    pause(50).await;
+                    d.page.execute(drag(kind, x, y)).await.map_err(err)?;
+                }
+                d.down = false;
+                d.mouse(DispatchMouseEventType::MouseReleased, x, y).await?;
+                d.page
+                    .execute(SetInterceptDragsParams::new(false))
+                    .await
+                    .map_err(err)?;
             }
             "typed-fields" => {
                 // Chromium's own segmented editors, typed into as a person does (en-US order:
