@@ -195,6 +195,14 @@ const TASKS: &[(&str, &str)] = &[
         "Move \"Task 1\" to the bottom of the board list",
     ),
     (
+        "sortable-box",
+        "Move \"Item 1\" below \"Item 35\" (the list scrolls inside its box)",
+    ),
+    (
+        "html5-long",
+        "Move \"Item 1\" below \"Item 35\" (native drag and drop; the list is longer than its view)",
+    ),
+    (
         "typed-fields",
         "Fill the event form: date 2025-04-14, start 09:30, reminder 2025-04-13 18:00, month 2025-04, week 2025-W16, colour #1e90ff",
     ),
@@ -614,6 +622,37 @@ async fn script(name: &str, d: &mut Drv) -> StepResult<()> {
             let a = d.r(r#""Task 1"$"#)?;
             let to = d.r(r#""Task 4"$"#)?;
             d.call("browser_drag", json!({"from": a, "to": to})).await?;
+        }
+        "sortable-box" => {
+            // Item 35 is hidden in the list's scroll box: scroll the box until it is listed,
+            // then drag Item 1 (its ref stays valid) onto it; the drag scrolls the box back.
+            let from = d.r(r#""Item 1"$"#)?;
+            for _ in 0..8 {
+                if d.has(r#""Item 35"$"#) && !d.has(r#""Item 35" \[scrolled out"#) {
+                    break;
+                }
+                let list = d.r(r"scrollable")?;
+                d.call("browser_scroll", json!({"ref": list, "direction": "down"}))
+                    .await?;
+            }
+            let to = d.r(r#""Item 35"$"#)?;
+            d.call("browser_drag", json!({"from": from, "to": to}))
+                .await?;
+        }
+        "html5-long" => {
+            // Item 35 is below the window: scroll until it is listed, then drag Item 1's ref
+            // onto it (a native drag: forge scrolls on the way, as a browser does).
+            let from = d.r(r#""Item 1"$"#)?;
+            for _ in 0..8 {
+                if d.has(r#""Item 35"$"#) && !d.has(r#""Item 35" \[scrolled out"#) {
+                    break;
+                }
+                d.call("browser_scroll", json!({"direction": "down"}))
+                    .await?;
+            }
+            let to = d.r(r#""Item 35"$"#)?;
+            d.call("browser_drag", json!({"from": from, "to": to}))
+                .await?;
         }
         "typed-fields" => {
             // Each value as the task sentence (the h1) gives it, into the field its label names.
@@ -1220,11 +1259,18 @@ mod selfcheck {
             // A person's drag takes a moment before it reaches the drop place (sortable-html5
             // ignores drag events until its deferred drag-start work has run).
             pause(100).await;
+            // Then over the drop place, holding still a moment before dropping: Chromium drops
+            // only with the operation the page's last `dragover` answered, and a `drop` sent
+            // before that answer is back ends the drag without one (seen: `dragend`, no `drop`).
             for kind in [
                 DispatchDragEventType::DragEnter,
                 DispatchDragEventType::DragOver,
+                DispatchDragEventType::DragOver,
                 DispatchDragEventType::Drop,
             ] {
+                if kind != DispatchDragEventType::DragEnter {
+                    pause(50).await;
+                }
                 self.page
                     .execute(DispatchDragEventParams::new(kind, b.0, b.1, data.clone()))
                     .await
@@ -1267,6 +1313,30 @@ mod selfcheck {
                         .await
                         .map_err(err)?;
                 }
+            }
+            Ok(())
+        }
+
+        /// Each character of `keys` as its own key press (digits and letters; `>` is the right
+        /// arrow key, to the next segment), for Chromium's segmented date and time editors,
+        /// which take keys, not inserted text.
+        pub(crate) async fn type_keys(&self, keys: &str) -> R<()> {
+            for c in keys.chars() {
+                if c == '>' {
+                    self.key("ArrowRight", "ArrowRight", 39, None, 0, None)
+                        .await?;
+                    continue;
+                }
+                let s = c.to_string();
+                let (code, vk) = if c.is_ascii_digit() {
+                    (format!("Digit{c}"), c as i64)
+                } else {
+                    (
+                        format!("Key{}", c.to_ascii_uppercase()),
+                        c.to_ascii_uppercase() as i64,
+                    )
+                };
+                self.key(&s, &code, vk, Some(&s), 0, None).await?;
             }
             Ok(())
         }
@@ -1576,6 +1646,130 @@ mod selfcheck {
                     .eval("(() => { const r = document.getElementById('b').shadowRoot.querySelector('input').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
                     .await?;
                 d.click_at(x, y).await?;
+            }
+            "sortable-box" => {
+                // Press on Item 1, hold at the box's bottom edge (the page scrolls the box)
+                // until Item 35 shows, then onto its lower half, 10 px a move, and release.
+                let a = d.at("#list li:nth-child(1)").await?;
+                let (bx, by): (f64, f64) = d
+                    .eval("(() => { const r = document.getElementById('box').getBoundingClientRect(); return [r.left + 60, r.bottom - 8]; })()")
+                    .await?;
+                let item35 = "(() => { const b = document.getElementById('box').getBoundingClientRect(); const li = [...document.querySelectorAll('#list li')].find((l) => l.textContent === 'Item 35' && l.className === ''); const r = li.getBoundingClientRect(); return [r.left + 60, r.top + r.height * 0.75, r.top > b.top + 20 && r.bottom < b.bottom - 20 ? 1 : 0]; })()";
+                d.move_to(a.0, a.1).await?;
+                d.mouse(DispatchMouseEventType::MousePressed, a.0, a.1)
+                    .await?;
+                d.down = true;
+                let mut at = (bx, by);
+                for i in 0..200 {
+                    let (_, _, shown): (f64, f64, u8) = d.eval(item35).await?;
+                    if shown == 1 {
+                        break;
+                    }
+                    at = (bx, by + if i % 2 == 0 { 0.0 } else { 1.0 });
+                    d.move_to(at.0, at.1).await?;
+                    pause(20).await;
+                }
+                for _ in 0..40 {
+                    let (x, y, _): (f64, f64, u8) = d.eval(item35).await?;
+                    let dist = (x - at.0).hypot(y - at.1);
+                    if dist < 1.0 {
+                        break;
+                    }
+                    let step = (10.0 / dist).min(1.0);
+                    at = (at.0 + (x - at.0) * step, at.1 + (y - at.1) * step);
+                    d.move_to(at.0, at.1).await?;
+                }
+                d.down = false;
+                d.mouse(DispatchMouseEventType::MouseReleased, at.0, at.1)
+                    .await?;
+            }
+            "html5-long" => {
+                // A native drag: press on Item 1, move until Chromium reports the drag, then
+                // drag events, the window scrolled on the way as a browser's drag auto-scroll
+                // does (headless Chromium with intercepted drags does not), then onto Item 35's
+                // lower half, a moment's hold, and the drop.
+                let a = d.at("#list li:nth-child(1)").await?;
+                let mut events = d
+                    .page
+                    .event_listener::<EventDragIntercepted>()
+                    .await
+                    .map_err(err)?;
+                d.page
+                    .execute(SetInterceptDragsParams::new(true))
+                    .await
+                    .map_err(err)?;
+                d.move_to(a.0, a.1).await?;
+                d.mouse(DispatchMouseEventType::MousePressed, a.0, a.1)
+                    .await?;
+                d.down = true;
+                d.move_to(a.0 + 20.0, a.1 + 20.0).await?;
+                let data = tokio::time::timeout(Duration::from_secs(3), events.next())
+                    .await
+                    .map_err(|_| "no drag intercepted".to_string())?
+                    .ok_or("drag events ended")?
+                    .data
+                    .clone();
+                let item35 = "(() => { const li = [...document.querySelectorAll('#list li')].find((l) => l.textContent === 'Item 35'); const r = li.getBoundingClientRect(); return [r.left + 60, r.top + r.height * 0.75, r.top > 20 && r.bottom < innerHeight - 20 ? 1 : 0]; })()";
+                let drag = |kind: DispatchDragEventType, x: f64, y: f64| {
+                    DispatchDragEventParams::new(kind, x, y, data.clone())
+                };
+                d.page
+                    .execute(drag(DispatchDragEventType::DragEnter, a.0, a.1 + 20.0))
+                    .await
+                    .map_err(err)?;
+                for _ in 0..40 {
+                    let (_, _, shown): (f64, f64, u8) = d.eval(item35).await?;
+                    if shown == 1 {
+                        break;
+                    }
+                    let _: bool = d
+                        .eval("(() => { scrollBy(0, 200); return true; })()")
+                        .await?;
+                    d.page
+                        .execute(drag(DispatchDragEventType::DragOver, a.0, a.1 + 20.0))
+                        .await
+                        .map_err(err)?;
+                }
+                let (x, y, _): (f64, f64, u8) = d.eval(item35).await?;
+                for kind in [
+                    DispatchDragEventType::DragOver,
+                    DispatchDragEventType::DragOver,
+                    DispatchDragEventType::Drop,
+                ] {
+                    pause(50).await;
+                    d.page.execute(drag(kind, x, y)).await.map_err(err)?;
+                }
+                d.down = false;
+                d.mouse(DispatchMouseEventType::MouseReleased, x, y).await?;
+                d.page
+                    .execute(SetInterceptDragsParams::new(false))
+                    .await
+                    .map_err(err)?;
+            }
+            "typed-fields" => {
+                // Chromium's own segmented editors, typed into as a person does (en-US order:
+                // month, day, year; 12-hour clock with AM/PM; a full segment moves on, the year
+                // takes up to six digits, so the right arrow leaves it).
+                for (sel, keys) in [
+                    ("#date", "04142025"),
+                    ("#time", "0930A"),
+                    ("#dtl", "04132025>0600P"),
+                    ("#month", "04>2025"),
+                    ("#week", "162025"),
+                ] {
+                    // A click on the field's first segment (its left end).
+                    let (x, y): (f64, f64) = d
+                        .eval(&format!("(() => {{ const r = document.querySelector('{sel}').getBoundingClientRect(); return [r.left + 8, r.top + r.height / 2]; }})()"))
+                        .await?;
+                    d.click_at(x, y).await?;
+                    d.type_keys(keys).await?;
+                }
+                // Headless Chromium shows no colour chooser, so no input a person could make
+                // reaches the colour field: it is set as the page's own script would set it (its
+                // value and a `change`), which is what the check reads.
+                let _: bool = d
+                    .eval("(() => { const c = document.getElementById('color'); c.value = '#1e90ff'; c.dispatchEvent(new Event('input', { bubbles: true })); c.dispatchEvent(new Event('change', { bubbles: true })); return true; })()")
+                    .await?;
             }
             other => return Err(format!("no self-check for {other}")),
         }

@@ -430,6 +430,58 @@ fn a_drag_longer_than_the_viewport_scrolls_on_the_way() {
 }
 
 #[test]
+fn long_drags_scroll_inner_boxes_and_native_drags_on_the_way() {
+    let Some(f) = fixture() else { return };
+    let items: Vec<String> = (1..=40).map(|i| format!("Item {i}")).collect();
+    let want: Vec<String> = items[1..35]
+        .iter()
+        .chain([&items[0]])
+        .chain(&items[35..])
+        .cloned()
+        .collect();
+    // A mouse-driven sortable in an inner scroll box (its own auto-scroll at the box's edge, then
+    // one without: the wheel or forge scrolls the box); a native HTML5 list longer than the
+    // window, and the same in an inner box (forge scrolls, as a browser does in a native drag).
+    for (s, page, mode) in [
+        (
+            "box-auto",
+            "sortable-box.html",
+            "mouse, scrolling the page on the way",
+        ),
+        (
+            "box-wheel",
+            "sortable-box.html?wheel",
+            "mouse, scrolling the page on the way",
+        ),
+        (
+            "html5-long",
+            "html5-long.html",
+            "HTML5 drag-and-drop, scrolling on the way",
+        ),
+        (
+            "html5-box",
+            "html5-long.html?box",
+            "HTML5 drag-and-drop, scrolling on the way",
+        ),
+    ] {
+        let obs = f.open(s, page);
+        let from = item_ref(&obs, "Item 1");
+        let obs = f.ok(
+            s,
+            "browser_drag",
+            json!({"from": from, "to": "#list li:nth-child(35)"}),
+        );
+        assert!(status(&obs).contains(mode), "{s}: {}", status(&obs));
+        let order = f.eval(
+            s,
+            "[...document.querySelectorAll('#list li')].map((l) => l.textContent)",
+        );
+        assert_eq!(order, json!(want), "{s}: {}", status(&obs));
+        assert_eq!(f.verdict(s), "solved", "{s}");
+    }
+}
+
+#[test]
 fn a_grip_dragged_by_an_offset_reports_its_container_resized() {
     let Some(f) = fixture() else { return };
     let s = "grip";

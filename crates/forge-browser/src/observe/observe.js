@@ -1486,6 +1486,12 @@
       [a, b] = ends();
     }
     let far = false;
+    // A target inside an inner scroll box, scrolled out of the box's visible part: a long drag
+    // too (the box scrolls on the way), even where its point lies inside the window.
+    if (t) {
+      const c = clipOf(t.el).c;
+      if (b.x < c.l || b.y < c.t || b.x >= c.r || b.y >= c.b) far = true;
+    }
     if (!inView(a) || !inView(b)) {
       // Longer than one viewport: put `from` near the side the drag leaves from (20% in), so
       // the travel towards the other side is as long as it can be; the drag then scrolls the
@@ -1524,23 +1530,63 @@
     };
   }
 
+  // The part of the viewport where `el` can be seen (`c`: left, top, right, bottom): the
+  // viewport cut by each ancestor in its document that clips its overflow (an inner scroll
+  // box); `scroller`, the innermost of those that can scroll (null: only the window does).
+  function clipOf(el) {
+    const vw = document.documentElement.clientWidth || innerWidth;
+    const vh = document.documentElement.clientHeight || innerHeight;
+    let c = { l: 0, t: 0, r: vw, b: vh }, scroller = null, inner = false;
+    const doc = el.ownerDocument;
+    for (let n = el.parentElement, i = 0; n && n !== doc.body && n !== doc.documentElement && i < 64; n = n.parentElement, i++) {
+      const cs = style(n);
+      if (cs.overflowX === 'visible' && cs.overflowY === 'visible') continue;
+      const r = n.getBoundingClientRect();
+      const l = r.left + n.clientLeft, t = r.top + n.clientTop;
+      c = { l: Math.max(c.l, l), t: Math.max(c.t, t), r: Math.min(c.r, l + n.clientWidth), b: Math.min(c.b, t + n.clientHeight) };
+      inner = true;
+      const scrolls = /auto|scroll/.test(cs.overflowY) && n.scrollHeight > n.clientHeight + 1
+        || /auto|scroll/.test(cs.overflowX) && n.scrollWidth > n.clientWidth + 1;
+      if (!scroller && scrolls) scroller = n;
+    }
+    return { c, scroller, inner };
+  }
+
   // Where a long drag's end is now (top-viewport point, the target's box), whether it is in view
-  // (24 px inside the edges), the viewport and the page's scroll position.
+  // (24 px inside the edges of the part of the viewport it can be seen in: `clip`, cut by an
+  // inner scroll box), the viewport, and the scroll position (`sx`, `sy`: the window's plus
+  // the inner scroll box's, so that any scrolling shows).
   function dragGoal() {
     const vw = document.documentElement.clientWidth || innerWidth;
     const vh = document.documentElement.clientHeight || innerHeight;
     const g = S.dragGoal;
     if (!g) return { error: 'no-goal' };
-    let p, box = null;
+    let p, box = null, cl = { c: { l: 0, t: 0, r: vw, b: vh }, scroller: null, inner: false };
     if (g.el) {
       const el = g.el.deref();
       if (!el || !el.isConnected) return { error: 'stale' };
-      p = actCentre(el); box = actBox(el);
+      p = actCentre(el); box = actBox(el); cl = clipOf(el);
     } else {
       p = { x: g.x - scrollX, y: g.y - scrollY };
     }
-    const m = 24;
-    return { x: p.x, y: p.y, box, inView: p.x >= m && p.y >= m && p.x < vw - m && p.y < vh - m, vw, vh, sx: scrollX, sy: scrollY };
+    const c = cl.c, sc = cl.scroller;
+    const m = cl.inner ? Math.min(24, (c.r - c.l) / 4, (c.b - c.t) / 4) : 24;
+    const inView = p.x >= c.l + m && p.y >= c.t + m && p.x < c.r - m && p.y < c.b - m;
+    return { x: p.x, y: p.y, box, inView, vw, vh, clip: { x: c.l, y: c.t, w: c.r - c.l, h: c.b - c.t, inner: cl.inner },
+      sx: scrollX + (sc ? sc.scrollLeft : 0), sy: scrollY + (sc ? sc.scrollTop : 0) };
+  }
+
+  // Scroll towards a long drag's end by half a view (args.x, args.y: the signs of the way): the
+  // inner scroll box that hides it, or else the window. For a drag whose page scrolls neither
+  // by itself nor by the wheel, and for native drags (a browser scrolls during those itself).
+  function dragNudge(args) {
+    const g = S.dragGoal;
+    const el = g && g.el && g.el.deref();
+    const sc = el && el.isConnected ? clipOf(el).scroller : null;
+    const sx = Math.sign(+args.x || 0), sy = Math.sign(+args.y || 0);
+    if (sc) sc.scrollBy(sx * sc.clientWidth / 2, sy * sc.clientHeight / 2);
+    else window.scrollBy(sx * (document.documentElement.clientWidth || innerWidth) / 2, sy * (document.documentElement.clientHeight || innerHeight) / 2);
+    return { inner: !!sc };
   }
 
   // Whether the element a drag pressed (dragPlan's `from`) is draggable now: pages such as
@@ -1612,7 +1658,7 @@
     return { files };
   }
 
-  const ACTIONS = { waitState, dragPlan, boxOf, pressedDraggable, dragGoal, uploadTarget, elementOf, filesOf };
+  const ACTIONS = { waitState, dragPlan, boxOf, pressedDraggable, dragGoal, dragNudge, uploadTarget, elementOf, filesOf };
   // ---- end of action helpers (tools) ----
 
 

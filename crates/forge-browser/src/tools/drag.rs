@@ -191,8 +191,7 @@ impl BrowserAction for Drag {
         page.execute(SetInterceptDragsParams::new(true)).await?;
         let far = plan.get("far").and_then(Value::as_bool).unwrap_or(false);
         let done = if far {
-            self.long_drag(cx, &page, (fx, fy), steps, to.is_some())
-                .await
+            self.long_drag(cx, &page, (fx, fy), to.is_some()).await
         } else {
             self.drag(
                 cx,
@@ -388,13 +387,14 @@ impl Drag {
     /// within three such moves, turn the mouse wheel (a person's other way), then move on. Once
     /// the end is in view, the ordinary path to it and the release (past a target's midpoint,
     /// as in [`Drag::drag`]). Bounded by [`LONG_DRAG_ROUNDS`]. An HTML5 drag that starts on
-    /// the way is cancelled (`dragCancel`) and reported: forge does not scroll native drags.
+    /// the way goes on as drag events ([`Drag::long_native`]), forge scrolling as a browser does.
+    /// The end may be hidden in an inner scroll box rather than outside the window: the pointer
+    /// then holds at that box's edge ([`edge_point`]) and the box is what scrolls.
     async fn long_drag(
         &self,
         cx: &mut Cx<'_>,
         page: &Page,
         from: (f64, f64),
-        steps: usize,
         onto_target: bool,
     ) -> R<(&'static str, usize)> {
         let mut intercepted = page.event_listener::<EventDragIntercepted>().await?;
@@ -418,26 +418,12 @@ impl Drag {
         let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
         for _ in 0..LONG_DRAG_ROUNDS {
             if let Some(Some(ev)) = intercepted.next().now_or_never() {
-                let p = DispatchDragEventParams::builder()
-                    .r#type(DispatchDragEventType::DragCancel)
-                    .x(at.0)
-                    .y(at.1)
-                    .data(ev.data.clone())
-                    .build()
-                    .map_err(failed)?;
-                let _ = page.execute(p).await;
-                let _ = mouse(
-                    page,
-                    DispatchMouseEventType::MouseReleased,
-                    at.0,
-                    at.1,
-                    held.clone(),
-                    1,
-                )
-                .await;
-                return Err(failed(
-                    "the drag started a native HTML5 drag-and-drop and its end is outside the viewport; forge does not scroll native drags, so it cancelled it. Scroll so both ends are in view (browser_scroll) or drag in shorter `by` moves",
-                ));
+                // A native (HTML5) drag started on the way: the page now expects drag events.
+                // Chromium does not scroll an intercepted drag, so forge scrolls as a browser
+                // does during a native drag, and goes on with drag events.
+                return self
+                    .long_native(cx, page, ev.data.clone(), at, from, sent, onto_target)
+                    .await;
             }
             let g = observe::call(page, "dragGoal", &Value::Null).await?;
             if let Some(e) = g.get("error").and_then(Value::as_str) {
@@ -465,7 +451,21 @@ impl Drag {
                     let b = &g["box"];
                     to = past_midpoint((gx - dir.0, gy - dir.1), to, (num(b, "w"), num(b, "h")));
                 }
-                let mut path = pointer::linear(at, to, (steps / 2).max(2));
+                if (to.0 - at.0).hypot(to.1 - at.1) > 1.0 {
+                    // Towards the end three moves at a time, looking again after each three: the
+                    // page may move the end on the way (a sortable's placeholder passing items
+                    // shifts them by one place; a page catching up with a scroll under the
+                    // pointer moves its placeholder at the first move).
+                    let chunk: Vec<(f64, f64)> = pointer::linear(at, to, final_steps(at, to))
+                        .into_iter()
+                        .take(3)
+                        .collect();
+                    cx.move_along(page, &chunk, held.clone()).await?;
+                    sent += chunk.len();
+                    at = chunk.last().copied().unwrap_or(to);
+                    continue;
+                }
+                let mut path = Vec::new();
                 let end = if onto_target {
                     let (dx, dy) = dir;
                     let e = if dy.abs() >= dx.abs() {
@@ -499,8 +499,9 @@ impl Drag {
                     sent,
                 ));
             }
-            // Hold at the edge towards the end (12 px inside the viewport).
-            let edge = (gx.clamp(12.0, vw - 12.0), gy.clamp(12.0, vh - 12.0));
+            // Hold at the edge towards the end: 12 px inside the viewport, or 8 px inside an
+            // inner scroll box that hides the end (where such boxes start scrolling).
+            let edge = edge_point(&g, (gx, gy), (vw, vh));
             let target = if (edge.0 - at.0).hypot(edge.1 - at.1) > 1.0 {
                 edge
             } else {
@@ -522,8 +523,7 @@ impl Drag {
                 // Not even the wheel scrolled it (Chromium sends no wheel scroll while a button
                 // is held on some pages): scroll the page directly, as browser_scroll falls back
                 // to doing (the page still gets its `scroll` event).
-                let dy = gy - at.1;
-                observe::call(page, "scrollBy", &json!({"pages": dy.signum() * 0.5})).await?;
+                observe::call(page, "dragNudge", &nudge_way(&g, (gx, gy), (vw, vh))).await?;
                 still = 0;
                 wheeled = false;
                 directly = true;
@@ -567,6 +567,181 @@ impl Drag {
             "the drag's end did not come into view after {LONG_DRAG_ROUNDS} rounds of holding at the edge and scrolling; released at the edge. Scroll with browser_scroll, then drag the rest"
         )))
     }
+}
+
+impl Drag {
+    /// The rest of a long drag that became a native (HTML5) drag at `at`: `dragover` held at the
+    /// edge towards the end while forge scrolls (the page's own handlers may scroll too; forge
+    /// scrolls half a view when nothing moved for two rounds, as a browser's drag auto-scroll
+    /// does), then `dragover` along the path to the end (past a target's midpoint), a short
+    /// hold, `drop` and the button's release. Bounded by [`LONG_DRAG_ROUNDS`].
+    #[allow(clippy::too_many_arguments)]
+    async fn long_native(
+        &self,
+        cx: &mut Cx<'_>,
+        page: &Page,
+        data: DragData,
+        mut at: (f64, f64),
+        from: (f64, f64),
+        mut sent: usize,
+        onto_target: bool,
+    ) -> R<(&'static str, usize)> {
+        // Let the page finish its dragstart work first (see `Drag::drag`).
+        observe::let_page_run(page, Duration::from_millis(300)).await;
+        let drag_event = |kind: DispatchDragEventType, p: (f64, f64)| {
+            DispatchDragEventParams::builder()
+                .r#type(kind)
+                .x(p.0)
+                .y(p.1)
+                .data(data.clone())
+                .build()
+                .map_err(failed)
+        };
+        let release = |p: (f64, f64)| {
+            mouse(
+                page,
+                DispatchMouseEventType::MouseReleased,
+                p.0,
+                p.1,
+                Some(MouseButton::Left),
+                1,
+            )
+        };
+        page.execute(drag_event(DispatchDragEventType::DragEnter, at)?)
+            .await?;
+        let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        let mut last_scroll: Option<(f64, f64)> = None;
+        let mut still = 0usize;
+        let mut dir0: Option<(f64, f64)> = None;
+        for _ in 0..LONG_DRAG_ROUNDS {
+            let g = observe::call(page, "dragGoal", &Value::Null).await?;
+            if let Some(e) = g.get("error").and_then(Value::as_str) {
+                let _ = page
+                    .execute(drag_event(DispatchDragEventType::DragCancel, at)?)
+                    .await;
+                let _ = release(at).await;
+                return Err(failed(format!(
+                    "the drag's target went away while the page scrolled ({e}); the native drag was cancelled"
+                )));
+            }
+            let (gx, gy, vw, vh) = (num(&g, "x"), num(&g, "y"), num(&g, "vw"), num(&g, "vh"));
+            let dir = *dir0.get_or_insert((gx - from.0, gy - from.1));
+            if g.get("inView").and_then(Value::as_bool) == Some(true) {
+                let mut to = (gx, gy);
+                if onto_target {
+                    let b = &g["box"];
+                    to = past_midpoint((gx - dir.0, gy - dir.1), to, (num(b, "w"), num(b, "h")));
+                }
+                if (to.0 - at.0).hypot(to.1 - at.1) > 1.0 {
+                    // Three `dragover`s at a time towards the end, then look again (as in
+                    // `long_drag`).
+                    for p in pointer::linear(at, to, final_steps(at, to))
+                        .into_iter()
+                        .take(3)
+                    {
+                        page.execute(drag_event(DispatchDragEventType::DragOver, p)?)
+                            .await?;
+                        sent += 1;
+                        at = p;
+                    }
+                    continue;
+                }
+                for _ in 0..2 {
+                    tokio::time::sleep(DROP_PAUSE).await;
+                    page.execute(drag_event(DispatchDragEventType::DragOver, to)?)
+                        .await?;
+                    sent += 1;
+                }
+                page.execute(drag_event(DispatchDragEventType::Drop, to)?)
+                    .await?;
+                release(to).await?;
+                cx.set_pointer(page, to);
+                return Ok(("HTML5 drag-and-drop, scrolling on the way", sent));
+            }
+            let edge = edge_point(&g, (gx, gy), (vw, vh));
+            let target = if (edge.0 - at.0).hypot(edge.1 - at.1) > 1.0 {
+                edge
+            } else {
+                (edge.0, edge.1 + if sent % 2 == 0 { 1.0 } else { 0.0 })
+            };
+            page.execute(drag_event(DispatchDragEventType::DragOver, target)?)
+                .await?;
+            at = target;
+            sent += 1;
+            tokio::time::sleep(EDGE_PAUSE).await;
+            let scroll = (num(&g, "sx"), num(&g, "sy"));
+            still = if last_scroll == Some(scroll) {
+                still + 1
+            } else {
+                0
+            };
+            last_scroll = Some(scroll);
+            if still >= 2 {
+                observe::call(page, "dragNudge", &nudge_way(&g, (gx, gy), (vw, vh))).await?;
+                still = 0;
+            }
+        }
+        let _ = page
+            .execute(drag_event(DispatchDragEventType::DragCancel, at)?)
+            .await;
+        let _ = release(at).await;
+        Err(failed(format!(
+            "the native drag's end did not come into view after {LONG_DRAG_ROUNDS} rounds of scrolling towards it; the drag was cancelled. Scroll with browser_scroll so both ends are closer, then drag again"
+        )))
+    }
+}
+
+/// The way to scroll towards a long drag's end `goal` (`{"x": -1|0|1, "y": ...}`): along each
+/// axis on which the end lies outside (or within 24 px of the edge of) the part of the viewport
+/// it can be seen in.
+fn nudge_way(g: &Value, goal: (f64, f64), viewport: (f64, f64)) -> Value {
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let c = &g["clip"];
+    let (x, y, w, h) = match (num(c, "x"), num(c, "y"), num(c, "w"), num(c, "h")) {
+        (Some(x), Some(y), Some(w), Some(h)) => (x, y, w, h),
+        _ => (0.0, 0.0, viewport.0, viewport.1),
+    };
+    let way = |v: f64, lo: f64, len: f64| {
+        if v < lo + 24.0 {
+            -1.0
+        } else if v > lo + len - 24.0 {
+            1.0
+        } else {
+            0.0
+        }
+    };
+    json!({"x": way(goal.0, x, w), "y": way(goal.1, y, h)})
+}
+
+/// Intermediate points of a long drag's last stretch, from where the pointer is to the end: one
+/// per 10 px (at most 60), so that a list's item on the way is not skipped (sortables decide the
+/// drop place by the item under each move); the drag sends three of them, then looks again.
+fn final_steps(at: (f64, f64), to: (f64, f64)) -> usize {
+    (((to.0 - at.0).hypot(to.1 - at.1) / 10.0).ceil() as usize).clamp(1, 60)
+}
+
+/// Where a long drag holds the pointer to scroll towards its end (`goal`): the end clamped into
+/// the part of the viewport the end can be seen in (`g.clip`: the viewport, or an inner scroll
+/// box), 12 px inside the viewport's edges or 8 px inside a box's (jQuery UI and SortableJS
+/// scroll a box while the pointer is within 20-30 px of its edge).
+fn edge_point(g: &Value, goal: (f64, f64), viewport: (f64, f64)) -> (f64, f64) {
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let c = &g["clip"];
+    let inner = c.get("inner").and_then(Value::as_bool).unwrap_or(false);
+    let (x, y, w, h) = match (num(c, "x"), num(c, "y"), num(c, "w"), num(c, "h")) {
+        (Some(x), Some(y), Some(w), Some(h)) if w > 0.0 && h > 0.0 => (x, y, w, h),
+        _ => (0.0, 0.0, viewport.0, viewport.1),
+    };
+    let m = if inner { 8.0 } else { 12.0 };
+    // A side shorter than twice the margin: its middle.
+    let clamp = |v: f64, lo: f64, len: f64| {
+        if len > 2.0 * m {
+            v.clamp(lo + m, lo + len - m)
+        } else {
+            lo + len / 2.0
+        }
+    };
+    (clamp(goal.0, x, w), clamp(goal.1, y, h))
 }
 
 /// Whether the element under the pressed button became draggable on the press (SortableJS sets

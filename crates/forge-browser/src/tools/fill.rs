@@ -28,7 +28,7 @@ impl BrowserAction for Fill {
     }
 
     fn description(&self) -> &'static str {
-        "Type `value` into a text field with real keys, replacing it. Password/payment fields are refused unless allowed. Instead of `value`, `secret: NAME` types a secret forge holds (listed in the system prompt) into a field on an origin that secret is bound to."
+        "Type `value` into a text field with real keys, replacing it. Password/payment fields are refused unless allowed. Instead of `value`, `secret: NAME` types a secret forge holds (listed in the system prompt) into a field on an origin that secret is bound to. Date/time/datetime-local/month/week: yyyy-mm-dd, hh:mm, yyyy-mm-ddThh:mm, yyyy-mm, yyyy-Www; color: #rrggbb."
     }
 
     fn input_schema(&self) -> Value {
