@@ -666,6 +666,11 @@ fn call_in<'a>(
 
 /// Wait (at most 300 ms) for two animation frames of `page`.
 async fn painted(page: &Page) {
+    painted_within(page, Duration::from_millis(300)).await;
+}
+
+/// Wait (at most `limit`) for two animation frames of `page`.
+pub(crate) async fn painted_within(page: &Page, limit: Duration) {
     let wait = async {
         let ctx = observe::isolated_context(page).await.ok()?;
         let p = EvaluateParams::builder()
@@ -678,7 +683,7 @@ async fn painted(page: &Page) {
             .ok()?;
         page.execute(p).await.ok()
     };
-    let _ = tokio::time::timeout(Duration::from_millis(300), wait).await;
+    let _ = tokio::time::timeout(limit, wait).await;
 }
 
 /// Why typing into the focused element needs the fill opt-in, or "" (the top library's

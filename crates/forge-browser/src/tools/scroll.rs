@@ -388,6 +388,7 @@ async fn settle(page: &Page, cargs: &Value, vertical: bool, from: f64, goal: f64
     let mut last = from;
     let mut still = 0;
     let mut moved = false;
+    let mut waited_for_frames = false;
     loop {
         tokio::time::sleep(POLL).await;
         let v = observe::call(page, "scrollState", cargs).await?;
@@ -408,6 +409,14 @@ async fn settle(page: &Page, cargs: &Value, vertical: bool, from: f64, goal: f64
         }
         last = p.at;
         let waited = started.elapsed();
+        if !moved && waited >= NEVER_MOVED && !waited_for_frames {
+            // On a loaded machine the wheel's scroll may not have been composited within
+            // NEVER_MOVED: before judging that the page cancelled it, let two of the page's
+            // frames pass (once; at most 1 s), then look again.
+            waited_for_frames = true;
+            crate::frames::painted_within(page, Duration::from_secs(1)).await;
+            continue;
+        }
         if (moved && still >= 4) || (!moved && waited >= NEVER_MOVED) || waited >= CAP {
             return Ok(p);
         }
