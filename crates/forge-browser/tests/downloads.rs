@@ -344,6 +344,13 @@ fn each_click_reports_its_download_and_the_file_has_the_served_bytes() {
             json!({"selector": sel}),
         );
         assert!(out.text.contains(line), "{sel}: {}", out.text);
+        // A link whose navigation turned into the download loaded no page: the status says
+        // only that it started a download (it said "navigated (HTTP 200)" at times).
+        assert!(
+            status(&out).ends_with(": started a download"),
+            "{sel}: {}",
+            out.text
+        );
         let path = ws.path().join("downloads").join(name);
         assert_eq!(
             std::fs::read(&path).expect("the downloaded file"),
@@ -706,7 +713,11 @@ fn a_long_download_is_reported_running_then_its_end_by_wait_for_download() {
         "browser_click",
         json!({"selector": "#slow"}),
     );
-    assert!(status(&out).contains("started a download"), "{}", out.text);
+    assert!(
+        status(&out).ends_with(": started a download"),
+        "{}",
+        out.text
+    );
     assert!(
         out.text.contains("downloading: slow.bin (") && out.text.contains(" of 256 KB so far"),
         "{}",
