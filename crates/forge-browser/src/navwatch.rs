@@ -237,7 +237,10 @@ impl NavWatch {
             if f.r#type == ResourceType::Document {
                 if let Some(url) = urls.get(f.request_id.as_ref()) {
                     out.failed = Some(f.error_text.clone());
-                    out.blocked = blocked_from_error(mgr, url, &f.error_text);
+                    // A refusal already told by the document response is kept.
+                    if let Some(b) = blocked_from_error(mgr, url, &f.error_text) {
+                        out.blocked = Some(b);
+                    }
                 }
             }
         }
