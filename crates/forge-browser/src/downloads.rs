@@ -221,13 +221,22 @@ impl SessionDownloads {
         self.lock().last_pdf.clone()
     }
 
-    fn report(&self, r: Report) {
-        if let Report::Done { path, .. } = &r {
-            if is_pdf(path) {
-                self.lock().last_pdf = Some(path.clone());
+    /// `guid` ended as `r`: no longer running and reported, under one lock (a call that
+    /// sees no download running takes its reports at once; a gap between the two lost the
+    /// report from the call that started the download).
+    fn end(&self, guid: &str, r: Report) {
+        let pdf = match &r {
+            Report::Done { path, .. } if is_pdf(path) => Some(path.clone()),
+            _ => None,
+        };
+        {
+            let mut g = self.lock();
+            if pdf.is_some() {
+                g.last_pdf = pdf;
             }
+            g.active.remove(guid);
+            g.reports.push(r);
         }
-        self.lock().reports.push(r);
         self.changed.notify_waiters();
     }
 }
@@ -417,10 +426,19 @@ async fn begin(r: &impl Link, e: &EventDownloadWillBegin, pending: &mut HashMap<
 /// Count a download against its session's cap, cancelling it past the cap.
 async fn start(r: &impl Link, guid: &str, name: String, d: Arc<SessionDownloads>) {
     let max = r.registry().limits.max_files;
+    // Counted and, past the cap, reported under one lock: a call that sees the download begun
+    // and none running takes its reports at once, so a report pushed only after the cancel's
+    // round trip was at times missing from the call that started the download.
     let over = {
         let mut g = d.lock();
         g.begun += 1;
         if g.started >= max {
+            g.reports.push(Report::Failed {
+                name,
+                why: format!(
+                    "cancelled: this session already started {max} downloads (forge.yaml browser.downloads.max_files)"
+                ),
+            });
             true
         } else {
             g.started += 1;
@@ -440,17 +458,10 @@ async fn start(r: &impl Link, guid: &str, name: String, d: Arc<SessionDownloads>
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(guid.to_string(), d.clone());
+    d.changed.notify_waiters();
     if over {
         cancel(r, guid).await;
         remove_partial(&d, guid);
-        d.report(Report::Failed {
-            name,
-            why: format!(
-                "cancelled: this session already started {max} downloads (forge.yaml browser.downloads.max_files)"
-            ),
-        });
-    } else {
-        d.changed.notify_waiters();
     }
 }
 
@@ -515,8 +526,7 @@ async fn progress(r: &impl Link, e: &EventDownloadProgress, pending: &mut HashMa
         }
         DownloadProgressState::Completed => {
             let rep = complete(&d, &e.guid, &name, max);
-            d.lock().active.remove(&e.guid);
-            d.report(rep);
+            d.end(&e.guid, rep);
         }
         DownloadProgressState::Canceled => {
             finish_failed(
@@ -550,8 +560,7 @@ fn too_big_message(size: u64, max: u64) -> String {
 
 fn finish_failed(d: &SessionDownloads, guid: &str, name: String, why: String) {
     remove_partial(d, guid);
-    d.lock().active.remove(guid);
-    d.report(Report::Failed { name, why });
+    d.end(guid, Report::Failed { name, why });
 }
 
 async fn cancel(r: &impl Link, guid: &str) {

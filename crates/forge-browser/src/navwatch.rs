@@ -41,6 +41,22 @@ pub(crate) struct NavOutcome {
     pub(crate) failed: Option<String>,
     /// A download of the session began while the watch waited.
     pub(crate) download: bool,
+    /// The frame's document response said `Content-Disposition: attachment`: the navigation
+    /// turns into a download, the page stays as it was.
+    pub(crate) attachment: bool,
+}
+
+impl NavOutcome {
+    /// Whether the navigation seen was one that turned into a download (its document load
+    /// aborted, or its response an attachment), so no page was loaded.
+    pub(crate) fn became_download(&self) -> bool {
+        self.download
+            && (self.attachment
+                || self
+                    .failed
+                    .as_deref()
+                    .is_some_and(|f| f.contains("ERR_ABORTED")))
+    }
 }
 
 impl NavWatch {
@@ -197,23 +213,56 @@ impl NavWatch {
                 }
             }
         }
-        // A load aborted (not refused) is how a navigation that turned into a download ends;
-        // its download may be counted a moment later: wait for it, bounded, only then.
+        // Events that arrived but were not read: the loop above ends on the frame's
+        // stoppedLoading, and each event kind has its own listener, so the document load's
+        // failure (ERR_ABORTED, how a navigation that turned into a download ends) can still be
+        // unread; without it such a click read "navigated (HTTP 200)". Bounded by what arrived.
+        for _ in 0..1000 {
+            let Some(Some(r)) = self.requests.now_or_never_opt() else {
+                break;
+            };
+            if r.r#type == Some(ResourceType::Document)
+                && r.frame_id.as_ref().map(|f| f.as_ref()) == Some(self.frame.as_str())
+            {
+                urls.insert(r.request_id.as_ref().to_string(), r.request.url.clone());
+            }
+        }
+        for _ in 0..1000 {
+            if out.failed.is_some() {
+                break;
+            }
+            let Some(Some(f)) = self.failures.now_or_never_opt() else {
+                break;
+            };
+            if f.r#type == ResourceType::Document {
+                if let Some(url) = urls.get(f.request_id.as_ref()) {
+                    out.failed = Some(f.error_text.clone());
+                    // A refusal already told by the document response is kept.
+                    if let Some(b) = blocked_from_error(mgr, url, &f.error_text) {
+                        out.blocked = Some(b);
+                    }
+                }
+            }
+        }
+        // Drain what already arrived (responses can come before stoppedLoading is read).
+        while let Some(Some(r)) = self.responses.now_or_never_opt() {
+            self.take_response(mgr, &r, &mut out);
+        }
+        // A load aborted (not refused), or an attachment, is how a navigation that turned into a
+        // download ends; its download may be counted a moment later: wait for it, bounded, only
+        // then.
         if !out.download
             && self.dl.is_some()
-            && out
-                .failed
-                .as_deref()
-                .is_some_and(|f| f.contains("ERR_ABORTED"))
+            && (out.attachment
+                || out
+                    .failed
+                    .as_deref()
+                    .is_some_and(|f| f.contains("ERR_ABORTED")))
         {
             out.download =
                 tokio::time::timeout(Duration::from_secs(3), Self::download_began(&self.dl))
                     .await
                     .is_ok();
-        }
-        // Drain what already arrived (responses can come before stoppedLoading is read).
-        while let Some(Some(r)) = self.responses.now_or_never_opt() {
-            self.take_response(mgr, &r, &mut out);
         }
         out
     }
@@ -234,6 +283,11 @@ impl NavWatch {
             return false;
         }
         out.status = Some(r.response.status);
+        out.attachment = header(&r.response.headers, "content-disposition").is_some_and(|v| {
+            v.trim_start()
+                .get(..10)
+                .is_some_and(|h| h.eq_ignore_ascii_case("attachment"))
+        });
         if let Some(code) = egress_reason(&r.response.headers) {
             out.blocked = blocked_from_code(mgr, &r.response.url, r.response.status, &code);
         }
@@ -254,6 +308,19 @@ impl<S: futures::Stream + Unpin> NowOrNever for S {
     fn now_or_never_opt(&mut self) -> Option<Option<S::Item>> {
         futures::FutureExt::now_or_never(self.next())
     }
+}
+
+/// The value of the response header `name` (any case), if present.
+fn header<'a>(
+    headers: &'a chromiumoxide::cdp::browser_protocol::network::Headers,
+    name: &str,
+) -> Option<&'a str> {
+    headers
+        .inner()
+        .as_object()?
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .and_then(|(_, v)| v.as_str())
 }
 
 /// The proxy's refusal reason from a response's headers, if it is one.

@@ -3,15 +3,20 @@
 //! reported by the click that started it and listed in the result's `files` (the runtime's
 //! artifacts); refused hosts see nothing; the size cap cancels; hostile names are made safe.
 //! One Chromium for the file (downloads capped at 1 MiB), each test with its own session and
-//! its own workspace.
+//! its own workspace; a second one, started only by the test that needs it, caps sessions at two
+//! downloads. A long download comes from [`slow_server`], a loopback server in this file that
+//! holds its body back until the test lets it go.
 // Printing is allowed here (test output: skip notices and diagnostics).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
-use forge_browser::{browser_tools, BrowserConfig, BrowserManager, BrowserToolOptions};
+use forge_browser::{browser_tools, BrowserConfig, BrowserManager, BrowserToolOptions, RefusalLog};
 use forge_testkit::browser::{proxy, remove_at_exit};
+
 use forge_testkit::site::{Request, Response, Site};
 use forge_tools::{ToolContext, ToolOutput};
 use serde_json::{json, Value};
@@ -23,6 +28,87 @@ struct Fixture {
     manager: Arc<BrowserManager>,
     site: Site,
     refused: Site,
+    /// Lets [`slow_server`] send the rest of its body.
+    release: tokio::sync::watch::Sender<bool>,
+    /// What a second manager needs (the same proxy and refusal log): [`Fixture::two_files`].
+    proxy: SocketAddr,
+    log: RefusalLog,
+    tmp: PathBuf,
+    two_files: OnceLock<Arc<BrowserManager>>,
+}
+
+/// The bytes [`slow_server`] serves as `slow.bin`.
+const SLOW_LEN: usize = 256 * 1024;
+const SLOW_CHUNK: usize = 16 * 1024;
+
+/// A loopback HTTP server whose `/slow.bin` is a download that does not end until the test
+/// says so: it sends the headers (with the full Content-Length) and the first chunk at once,
+/// then waits for `release` (at most 60 s), then sends the rest in chunks with short pauses.
+/// The testkit's `Site` answers with whole bodies, so it cannot hold one back; this server is
+/// this file's only user of that, so it lives here. Bounded: 16 connections, each request's
+/// head read within 10 s and 16 KiB.
+async fn slow_server(
+    listener: tokio::net::TcpListener,
+    release: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    for _ in 0..16 {
+        let Ok((mut sock, _)) = listener.accept().await else {
+            return;
+        };
+        let mut release = release.clone();
+        tokio::spawn(async move {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            let read = tokio::time::timeout(Duration::from_secs(10), async {
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return false,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                true
+            })
+            .await;
+            if read != Ok(true) {
+                return;
+            }
+            let line = String::from_utf8_lossy(&head)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            if !line.contains(" /slow.bin ") && !line.contains("/slow.bin HTTP") {
+                let _ = sock
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    )
+                    .await;
+                return;
+            }
+            let bytes = body(SLOW_LEN, 9);
+            let headers = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {SLOW_LEN}\r\nContent-Disposition: attachment; filename=\"slow.bin\"\r\nConnection: close\r\n\r\n"
+            );
+            if sock.write_all(headers.as_bytes()).await.is_err() {
+                return;
+            }
+            let mut chunks = bytes.chunks(SLOW_CHUNK);
+            if let Some(first) = chunks.next() {
+                if sock.write_all(first).await.is_err() || sock.flush().await.is_err() {
+                    return;
+                }
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(60), release.wait_for(|r| *r)).await;
+            for c in chunks {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if sock.write_all(c).await.is_err() {
+                    return;
+                }
+            }
+            let _ = sock.flush().await;
+        });
+    }
 }
 
 /// Bytes that are not text (every byte value), `n` long, distinct per `seed`.
@@ -45,7 +131,7 @@ static PDF: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 const SENTENCE_1: &str = "The walrus counted eleven lanterns on the pier.";
 const SENTENCE_2: &str = "A violet kite drifted over the quiet harbour.";
 
-fn serve(r: &Request, refused: &str) -> Response {
+fn serve(r: &Request, refused: &str, slow: &str) -> Response {
     let path = r.path.split('?').next().unwrap_or(&r.path);
     match path {
         "/twopage.html" => Response::html(format!(
@@ -68,6 +154,15 @@ fn serve(r: &Request, refused: &str) -> Response {
 <a id="data" href="data:application/octet-stream;base64,AAEC/f7/" download="bytes.bin">Data</a>
 <a id="refused" href="{refused}/secret.bin" download="secret.bin">Refused</a>
 <a id="big" href="/big">Big</a>
+<a id="slow" href="{slow}/slow.bin">Slow</a>
+<button id="bigblob" onclick="
+  const u = new Uint8Array(2 * 1024 * 1024); u.fill(65);
+  const a = document.createElement('a'); a.href = window.URL.createObjectURL(new Blob([u]));
+  a.download = 'big-blob.bin'; document.body.appendChild(a); a.click();">Big Blob</button>
+<button id="bigdata" onclick="
+  const a = document.createElement('a');
+  a.href = 'data:application/octet-stream;base64,' + 'QUJD'.repeat(2 * 1024 * 1024 / 3 + 1);
+  a.download = 'big-data.bin'; document.body.appendChild(a); a.click();">Big data</button>
 <a id="h1" href="/hostile/1">H1</a> <a id="h2" href="/hostile/2">H2</a>
 <a id="h3" href="/hostile/3">H3</a> <a id="h4" href="/hostile/4">H4</a>"#
         )),
@@ -95,36 +190,61 @@ fn fixture() -> Option<&'static Fixture> {
         let refused = Site::start(|_: &Request| {
             Response::bytes(200, "application/octet-stream", b"SECRET".to_vec())
         });
-        let refused_url = format!("http://{}", refused.addr);
-        let site = Site::start(move |r: &Request| serve(r, &refused_url));
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("a tokio runtime");
+        let slow = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind the slow server");
+        let slow_addr = slow.local_addr().expect("the slow server's address");
+        let (release, release_rx) = tokio::sync::watch::channel(false);
+        rt.spawn(slow_server(slow, release_rx));
+        let refused_url = format!("http://{}", refused.addr);
+        let slow_url = format!("http://{slow_addr}");
+        let site = Site::start(move |r: &Request| serve(r, &refused_url, &slow_url));
         let tmp = tempfile::tempdir().expect("temp dir").keep();
         remove_at_exit(&tmp);
-        // Only the site is allowed; `refused` is not.
-        let (addr, _handle, log) = rt.block_on(proxy(&[site.entry()]));
+        // The site and the slow server are allowed; `refused` is not.
+        let (addr, _handle, log) = rt.block_on(proxy(&[site.entry(), slow_addr.to_string()]));
         // The proxy lives as long as the runtime's tasks; keep its handle alive.
         std::mem::forget(_handle);
-        let mut cfg = BrowserConfig::with_proxy(addr);
-        cfg.temp_root = Some(tmp);
-        cfg.downloads.max_bytes = CAP;
-        // One session per test, all open until the file ends.
-        cfg.max_sessions = 16;
-        let manager = Arc::new(BrowserManager::new(cfg).with_refusals(log));
+        let manager = Arc::new(manager(addr, log.clone(), &tmp, 20));
         Some(Fixture {
             rt,
             manager,
             site,
             refused,
+            release,
+            proxy: addr,
+            log,
+            tmp,
+            two_files: OnceLock::new(),
         })
     })
     .as_ref()
 }
 
+/// A manager on the proxy at `addr` with downloads capped at [`CAP`] bytes and `max_files`.
+fn manager(addr: SocketAddr, log: RefusalLog, tmp: &Path, max_files: usize) -> BrowserManager {
+    let mut cfg = BrowserConfig::with_proxy(addr);
+    cfg.temp_root = Some(tmp.to_path_buf());
+    cfg.downloads.max_bytes = CAP;
+    cfg.downloads.max_files = max_files;
+    // One session per test, all open until the file ends.
+    cfg.max_sessions = 16;
+    BrowserManager::new(cfg).with_refusals(log)
+}
+
 impl Fixture {
+    /// A second Chromium whose sessions may start two downloads each (started on first use).
+    fn two_files(&self) -> Arc<BrowserManager> {
+        self.two_files
+            .get_or_init(|| Arc::new(manager(self.proxy, self.log.clone(), &self.tmp, 2)))
+            .clone()
+    }
+
     fn try_call(
         &self,
         session: &str,
@@ -132,7 +252,18 @@ impl Fixture {
         name: &str,
         input: Value,
     ) -> Result<ToolOutput, forge_tools::ToolError> {
-        let tool = browser_tools(self.manager.clone(), BrowserToolOptions::default())
+        self.try_call_on(&self.manager, session, files, name, input)
+    }
+
+    fn try_call_on(
+        &self,
+        manager: &Arc<BrowserManager>,
+        session: &str,
+        files: &Path,
+        name: &str,
+        input: Value,
+    ) -> Result<ToolOutput, forge_tools::ToolError> {
+        let tool = browser_tools(manager.clone(), BrowserToolOptions::default())
             .into_iter()
             .find(|t| t.name() == name)
             .expect("tool exists");
@@ -213,6 +344,13 @@ fn each_click_reports_its_download_and_the_file_has_the_served_bytes() {
             json!({"selector": sel}),
         );
         assert!(out.text.contains(line), "{sel}: {}", out.text);
+        // A link whose navigation turned into the download loaded no page: the status says
+        // only that it started a download (it said "navigated (HTTP 200)" at times).
+        assert!(
+            status(&out).ends_with(": started a download"),
+            "{sel}: {}",
+            out.text
+        );
         let path = ws.path().join("downloads").join(name);
         assert_eq!(
             std::fs::read(&path).expect("the downloaded file"),
@@ -544,4 +682,182 @@ fn browser_pdf_text_holds_the_page_sentence() {
     assert_eq!(doc.page_count, 2);
     assert!(doc.pages[0].contains(SENTENCE_1), "{:?}", doc.pages);
     assert!(doc.pages[1].contains(SENTENCE_2), "{:?}", doc.pages);
+}
+
+/// The status line of a result (its first line).
+fn status(out: &ToolOutput) -> &str {
+    out.text.lines().next().unwrap_or("")
+}
+
+/// Wait (bounded: 50 rounds of 100 ms) for Chromium's asynchronous cancel to let go of its
+/// partial files, then say whether `.incoming` is empty.
+fn incoming_empties(dir: &Path) -> bool {
+    for _ in 0..50 {
+        if incoming_is_empty(dir) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    incoming_is_empty(dir)
+}
+
+#[test]
+fn a_long_download_is_reported_running_then_its_end_by_wait_for_download() {
+    let Some(f) = fixture() else { return };
+    let ws = tempfile::tempdir().expect("workspace");
+    f.open("dl-slow", ws.path());
+    // The server holds the body back: the click's own wait for the download runs out.
+    let out = f.call(
+        "dl-slow",
+        ws.path(),
+        "browser_click",
+        json!({"selector": "#slow"}),
+    );
+    assert!(
+        status(&out).ends_with(": started a download"),
+        "{}",
+        out.text
+    );
+    assert!(
+        out.text.contains("downloading: slow.bin (") && out.text.contains(" of 256 KB so far"),
+        "{}",
+        out.text
+    );
+    assert!(!out.text.contains("downloaded:"), "{}", out.text);
+    assert!(files_of(&out).is_empty());
+    let dir = ws.path().join("downloads");
+    assert!(names_in(&dir).is_empty(), "{:?}", names_in(&dir));
+    // Let it finish; waiting for downloads reports its end (a few waits at most, each ≤5 s).
+    f.release.send_replace(true);
+    let mut done = None;
+    for _ in 0..6 {
+        let out = f.call(
+            "dl-slow",
+            ws.path(),
+            "browser_state",
+            json!({"wait_for": {"download": true}}),
+        );
+        if out.text.contains("downloaded: slow.bin") {
+            done = Some(out);
+            break;
+        }
+        assert!(
+            status(&out).contains("a download is still running"),
+            "{}",
+            out.text
+        );
+    }
+    let out = done.expect("the download was reported finished");
+    assert!(
+        status(&out).contains("until the downloads ended"),
+        "{}",
+        out.text
+    );
+    assert!(
+        out.text.contains(
+            "downloaded: slow.bin (256 KB, application/octet-stream) into downloads/slow.bin"
+        ),
+        "{}",
+        out.text
+    );
+    let files = files_of(&out);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(files[0]["filename"], "slow.bin");
+    assert_eq!(files[0]["size_bytes"], SLOW_LEN);
+    assert_eq!(
+        std::fs::read(dir.join("slow.bin")).expect("the downloaded file"),
+        body(SLOW_LEN, 9)
+    );
+    assert!(incoming_is_empty(&dir));
+    // Reported once.
+    let again = f.call(
+        "dl-slow",
+        ws.path(),
+        "browser_state",
+        json!({"wait_for": {"download": true}}),
+    );
+    assert!(
+        status(&again).contains("no download was running"),
+        "{}",
+        again.text
+    );
+    assert!(!again.text.contains("downloaded:"), "{}", again.text);
+    assert!(files_of(&again).is_empty());
+}
+
+#[test]
+fn blob_and_data_downloads_over_max_bytes_are_cancelled_and_nothing_is_left() {
+    let Some(f) = fixture() else { return };
+    let ws = tempfile::tempdir().expect("workspace");
+    f.open("dl-bigblob", ws.path());
+    let dir = ws.path().join("downloads");
+    for (sel, name) in [("#bigblob", "big-blob.bin"), ("#bigdata", "big-data.bin")] {
+        let out = f.call(
+            "dl-bigblob",
+            ws.path(),
+            "browser_click",
+            json!({"selector": sel}),
+        );
+        assert!(
+            out.text.contains(&format!(
+                "download of {name} cancelled: larger than forge.yaml browser.downloads.max_bytes ("
+            )) && out.text.contains("(2.0 MB > 1.0 MB); nothing was kept"),
+            "{sel}: {}",
+            out.text
+        );
+        assert!(files_of(&out).is_empty(), "{sel}");
+        assert!(
+            incoming_empties(&dir),
+            "{sel}: {:?}",
+            names_in(&dir.join(".incoming"))
+        );
+        assert!(names_in(&dir).is_empty(), "{sel}: {:?}", names_in(&dir));
+    }
+}
+
+#[test]
+fn past_max_files_a_download_of_any_kind_is_refused() {
+    let Some(f) = fixture() else { return };
+    let two = f.two_files();
+    let ws = tempfile::tempdir().expect("workspace");
+    let call = |input: Value, tool: &str| match f.try_call_on(
+        &two,
+        "dl-two",
+        ws.path(),
+        tool,
+        input.clone(),
+    ) {
+        Ok(o) => o,
+        Err(e) => panic!("{tool} {input} failed: {e}"),
+    };
+    let out = call(json!({"url": f.site.url("/page.html")}), "browser_navigate");
+    assert!(out.text.contains("HTTP 200"), "{}", out.text);
+    // A page script's Blob and a data: link are the two this session may start.
+    let out = call(json!({"selector": "#blob"}), "browser_click");
+    assert!(out.text.contains("downloaded: notes.bin ("), "{}", out.text);
+    let out = call(json!({"selector": "#data"}), "browser_click");
+    assert!(out.text.contains("downloaded: bytes.bin ("), "{}", out.text);
+    // The third, of each kind, is refused with the setting named; nothing is kept.
+    let dir = ws.path().join("downloads");
+    for (sel, name) in [
+        ("#csv", "report.csv"),
+        ("#blob", "notes.bin"),
+        ("#data", "bytes.bin"),
+    ] {
+        let out = call(json!({"selector": sel}), "browser_click");
+        assert!(
+            out.text.contains(&format!(
+                "download of {name} cancelled: this session already started 2 downloads (forge.yaml browser.downloads.max_files)"
+            )),
+            "{sel}: {}",
+            out.text
+        );
+        assert!(files_of(&out).is_empty(), "{sel}: {}", out.text);
+        assert!(
+            incoming_empties(&dir),
+            "{sel}: {:?}",
+            names_in(&dir.join(".incoming"))
+        );
+    }
+    assert_eq!(names_in(&dir), ["bytes.bin", "notes.bin"]);
 }

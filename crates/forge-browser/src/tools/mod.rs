@@ -664,7 +664,7 @@ impl Cx<'_> {
             observe::wait_ready(page, limit / 5).await?;
             match (out.status, &out.failed) {
                 // The document load that turned into the download ended so; the page is as it was.
-                (_, Some(f)) if out.download && f.contains("ERR_ABORTED") => {}
+                _ if out.became_download() => {}
                 (_, Some(f)) => parts.push(format!("navigation failed ({f})")),
                 (Some(s), _) => parts.push(format!("navigated (HTTP {s})")),
                 (None, _) => parts.push("navigated".to_string()),
