@@ -191,9 +191,10 @@ impl Stream {
     }
 }
 
-async fn open_session(port: u16) -> String {
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let mut s = Stream::post(port, None, init).await;
+/// Initialize a session declaring `capabilities`; its id.
+async fn open_session(port: u16, capabilities: Value) -> String {
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities": capabilities,"clientInfo":{"name":"t","version":"1"}}});
+    let mut s = Stream::post(port, None, &init.to_string()).await;
     let m = s
         .until(Duration::from_secs(60), |m| m.iter().any(|v| v["id"] == 1))
         .await;
@@ -292,11 +293,26 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
+/// A client without URL elicitation gets the link as a progress notice and a log message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_finishes_a_handoff_of_an_mcp_http_session() {
     if forge_testkit::require_browser("browser_handoff over MCP").is_none() {
         return;
     }
+    handoff_over_http(false).await;
+}
+
+/// A client declaring URL-mode elicitation gets the link as an `elicitation/create` request on
+/// the call's stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_with_url_elicitation_gets_the_handoff_link_as_an_elicitation() {
+    if forge_testkit::require_browser("browser_handoff over MCP with elicitation").is_none() {
+        return;
+    }
+    handoff_over_http(true).await;
+}
+
+async fn handoff_over_http(elicit: bool) {
     let site = Site::builder().max_connections(200).start(|r| {
         if r.path.starts_with("/verify") {
             Response::bare(
@@ -311,7 +327,12 @@ async fn a_person_finishes_a_handoff_of_an_mcp_http_session() {
     let dir = tempfile::tempdir().expect("tmp");
     write_agent(dir.path(), site.addr);
     let (_forge, port) = start_http(dir.path());
-    let session = open_session(port).await;
+    let capabilities = if elicit {
+        json!({"elicitation": {"url": {}}})
+    } else {
+        json!({})
+    };
+    let session = open_session(port, capabilities).await;
 
     let mut nav = call(
         port,
@@ -331,70 +352,119 @@ async fn a_person_finishes_a_handoff_of_an_mcp_http_session() {
         "navigate: {nav_answer}"
     );
 
-    // The hand-off: the call waits; the link arrives as a progress notice on the call's stream
-    // and as a log message on the session's standalone stream.
-    let mut events = Stream::listen(port, &session).await;
-    let mut h = call(
-        port,
-        &session,
-        3,
-        "browser_handoff",
-        json!({"reason": "enter the one-time code sent to the user's phone"}),
-        true,
-    )
-    .await;
-    let m = h
-        .until(Duration::from_secs(60), |m| {
-            m.iter().any(|v| {
-                v["method"] == "notifications/progress"
-                    && v["params"]["message"]
-                        .as_str()
-                        .is_some_and(|t| t.contains("/handoff/t/"))
+    let (mut h, url) = if elicit {
+        let mut h = call(
+            port,
+            &session,
+            3,
+            "browser_handoff",
+            json!({"reason": "enter the one-time code sent to the user's phone"}),
+            true,
+        )
+        .await;
+        let m = h
+            .until(Duration::from_secs(60), |m| {
+                m.iter().any(|v| v["method"] == "elicitation/create")
             })
-        })
-        .await;
-    let progress = m
-        .iter()
-        .find(|v| {
-            v["params"]["message"]
+            .await;
+        let req = m
+            .iter()
+            .find(|v| v["method"] == "elicitation/create")
+            .unwrap_or_else(|| panic!("no elicitation request on the call's stream: {m:?}"));
+        assert_eq!(req["params"]["mode"], "url", "{req}");
+        assert!(
+            req["params"]["elicitationId"]
                 .as_str()
-                .is_some_and(|t| t.contains("/handoff/t/"))
-        })
-        .unwrap_or_else(|| panic!("no progress notice with the link: {m:?}"));
-    let logs = events
-        .until(Duration::from_secs(30), |m| {
-            m.iter().any(|v| v["method"] == "notifications/message")
-        })
+                .is_some_and(|i| i.starts_with("h-")),
+            "the hand-off id: {req}"
+        );
+        assert!(
+            req["params"]["message"]
+                .as_str()
+                .is_some_and(|t| t.contains("A person is needed")),
+            "{req}"
+        );
+        assert!(
+            !m.iter().any(|v| v["method"] == "notifications/progress"
+                && v["params"]["message"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("/handoff/t/"))),
+            "with elicitation the link is not also a progress notice: {m:?}"
+        );
+        let url = req["params"]["url"].as_str().unwrap_or("").to_string();
+        // The client shows it and answers accept.
+        let answer = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": "accept"}});
+        let mut a = Stream::post(port, Some(&session), &answer.to_string()).await;
+        a.until(Duration::from_secs(10), |_| false).await;
+        assert!(a.head().starts_with("HTTP/1.1 202"), "{}", a.head());
+        (h, url)
+    } else {
+        // The hand-off: the call waits; the link arrives as a progress notice on the call's stream
+        // and as a log message on the session's standalone stream.
+        let mut events = Stream::listen(port, &session).await;
+        let mut h = call(
+            port,
+            &session,
+            3,
+            "browser_handoff",
+            json!({"reason": "enter the one-time code sent to the user's phone"}),
+            true,
+        )
         .await;
-    assert!(
-        events.head().starts_with("HTTP/1.1 200"),
-        "{}",
-        events.head()
-    );
-    let log = logs
-        .iter()
-        .find(|v| v["method"] == "notifications/message")
-        .unwrap_or_else(|| panic!("no log message with the link: {logs:?}"));
-    assert_eq!(log["params"]["data"]["event"], "handoff", "{log}");
-    assert_eq!(log["params"]["level"], "notice", "{log}");
-    let url = log["params"]["data"]["url"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
+        let m = h
+            .until(Duration::from_secs(60), |m| {
+                m.iter().any(|v| {
+                    v["method"] == "notifications/progress"
+                        && v["params"]["message"]
+                            .as_str()
+                            .is_some_and(|t| t.contains("/handoff/t/"))
+                })
+            })
+            .await;
+        let progress = m
+            .iter()
+            .find(|v| {
+                v["params"]["message"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("/handoff/t/"))
+            })
+            .unwrap_or_else(|| panic!("no progress notice with the link: {m:?}"));
+        let logs = events
+            .until(Duration::from_secs(30), |m| {
+                m.iter().any(|v| v["method"] == "notifications/message")
+            })
+            .await;
+        assert!(
+            events.head().starts_with("HTTP/1.1 200"),
+            "{}",
+            events.head()
+        );
+        let log = logs
+            .iter()
+            .find(|v| v["method"] == "notifications/message")
+            .unwrap_or_else(|| panic!("no log message with the link: {logs:?}"));
+        assert_eq!(log["params"]["data"]["event"], "handoff", "{log}");
+        assert_eq!(log["params"]["level"], "notice", "{log}");
+        let url = log["params"]["data"]["url"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(
+            progress["params"]["message"]
+                .as_str()
+                .is_some_and(|t| t.contains(&url) && t.contains("A person is needed")),
+            "the progress notice carries the same link: {progress}"
+        );
+        (h, url)
+    };
     let prefix = format!("http://127.0.0.1:{port}/handoff/t/");
     assert!(
         url.starts_with(&prefix),
         "the link is on this server: {url}"
     );
     assert!(
-        progress["params"]["message"]
-            .as_str()
-            .is_some_and(|t| t.contains(&url) && t.contains("A person is needed")),
-        "the progress notice carries the same link: {progress}"
-    );
-    assert!(
-        !m.iter().any(|v| v["id"] == 3),
-        "the call waits for the person: {m:?}"
+        !h.messages().iter().any(|v| v["id"] == 3),
+        "the call waits for the person"
     );
 
     // The person: redeem the link (once), keep the cookie.

@@ -14,10 +14,11 @@
 //! - With a progress token, a call longer than [`ServeOptions::progress_interval`] sends a
 //!   progress notification every interval until it ends.
 //! - A call can tell the client's user something while it runs ([`UserNotice`], through
-//!   [`ToolHost::call_with_notices`]: a hand-off's link): sent at once as a
+//!   [`ToolHost::call_with_notices`]: a hand-off's link): sent at once as a URL-mode
+//!   `elicitation/create` when the client declared `elicitation.url`, else as a
 //!   `notifications/message` (level `notice`, data `{"event", "message", "url", "id"}`) and, with a
-//!   progress token, as a progress notification whose message is the notice; and added as a text
-//!   block to the call's final result.
+//!   progress token, a progress notification whose message is the notice; either way added as a
+//!   text block to the call's final result.
 //! - HTTP: see [`serve_http`] for the bind, token, Host and Origin rules.
 //! - Protocol versions up to 2025-11-25 are offered (not 2026-07-28, which drops sessions), so a
 //!   client's calls share one host session.
@@ -414,8 +415,22 @@ impl ServerHandler for Handler {
     }
 }
 
-/// Send `n` to the client now: a log message (level `notice`) and, with a progress token, a
-/// progress notification carrying it. Logging is marked deprecated in rmcp (SEP-2577) but is
+/// How long the answer to a URL elicitation is awaited (only logged; the hand-off has its own
+/// timeout).
+const ELICIT_ANSWER_WAIT: Duration = Duration::from_secs(3600);
+
+/// Whether the client declared URL-mode elicitation (`capabilities.elicitation.url`).
+fn url_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    context.peer.peer_info().is_some_and(|i| {
+        i.capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.url.is_some())
+    })
+}
+
+/// Send `n` to the client now: as a URL-mode elicitation when the client declared it, else a
+/// log message (level `notice`) and, with a progress token, a progress notification carrying it. Logging is marked deprecated in rmcp (SEP-2577) but is
 /// what clients of the protocol versions forge offers show to a user.
 #[allow(deprecated)]
 async fn tell_user(
@@ -424,6 +439,39 @@ async fn tell_user(
     start: &Instant,
     n: &UserNotice,
 ) {
+    if url_elicitation(context) {
+        let req = rmcp::model::ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(
+            rmcp::model::ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message: n.message.clone(),
+                url: n.url.clone(),
+                elicitation_id: n.id.clone(),
+            },
+        ));
+        // Sent from the call's own task, so rmcp routes it on the call's stream (SEP-2260); the
+        // answer (accept, decline, cancel) only says whether the client showed it: the person
+        // finishes on the page, and the hand-off's own timeout bounds the wait.
+        match context
+            .peer
+            .send_request_with_option(req, rmcp::service::PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => {
+                let id = n.id.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(ELICIT_ANSWER_WAIT, handle.await_response()).await {
+                        Ok(Ok(r)) => tracing::debug!("mcp: elicitation {id} answered: {r:?}"),
+                        Ok(Err(e)) => tracing::debug!("mcp: elicitation {id} failed: {e}"),
+                        Err(_) => tracing::debug!("mcp: elicitation {id} not answered"),
+                    }
+                });
+                return;
+            }
+            Err(e) => {
+                tracing::debug!("mcp: URL elicitation not sent ({e}); sending notifications");
+            }
+        }
+    }
     let data = json!({"event": n.event, "id": n.id, "message": n.message, "url": n.url});
     let sent = context
         .peer
