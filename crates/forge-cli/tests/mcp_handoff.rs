@@ -56,11 +56,14 @@ fn write_agent(dir: &Path, site: SocketAddr) -> PathBuf {
     cfg
 }
 
-/// Start `forge mcp serve --transport http`; its first stdout line gives the URL.
-fn start_http(cwd: &Path) -> (Killed, u16) {
+/// Start `forge mcp serve --transport http` auditing to `audit`; its first stdout line gives the
+/// URL.
+fn start_http(cwd: &Path, audit: &Path) -> (Killed, u16) {
     let mut c = forge_testkit::forge!();
     c.current_dir(cwd)
         .args(["mcp", "serve", "--transport", "http", "--port", "0"])
+        .arg("--audit-file")
+        .arg(audit)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     let mut child = c.spawn().expect("start forge mcp serve");
@@ -326,7 +329,8 @@ async fn handoff_over_http(elicit: bool) {
     });
     let dir = tempfile::tempdir().expect("tmp");
     write_agent(dir.path(), site.addr);
-    let (_forge, port) = start_http(dir.path());
+    let audit = dir.path().join("audit.ndjson");
+    let (_forge, port) = start_http(dir.path(), &audit);
     let capabilities = if elicit {
         json!({"elicitation": {"url": {}}})
     } else {
@@ -548,6 +552,40 @@ async fn handoff_over_http(elicit: bool) {
         text.contains(&url),
         "the link is in the final text too: {text}"
     );
+
+    // Audited with the MCP session as the task, the hand-off id and never the token.
+    let token = url.rsplit('/').next().unwrap_or("").to_string();
+    let log = std::fs::read_to_string(&audit).unwrap_or_default();
+    assert!(
+        !token.is_empty() && !log.contains(&token),
+        "the token is never logged"
+    );
+    let ev: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let start = ev
+        .iter()
+        .find(|e| e["event"] == "handoff_start")
+        .unwrap_or_else(|| panic!("no handoff_start: {ev:?}"));
+    let id = page
+        .trim_start_matches("/handoff/")
+        .trim_end_matches('/')
+        .to_string();
+    assert_eq!(start["handoff"], id.as_str(), "{start}");
+    assert!(
+        start["task_id"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("mcp-")),
+        "{start}"
+    );
+    let end = ev
+        .iter()
+        .find(|e| e["event"] == "handoff_end")
+        .unwrap_or_else(|| panic!("no handoff_end: {ev:?}"));
+    assert_eq!(end["outcome"], "done", "{end}");
+    assert_eq!(end["finished_by"], id.as_str(), "{end}");
+    assert_eq!(end["opened"], true, "{end}");
 
     // The link works once, and the hand-off has ended: its page is gone too.
     let (status, _, body) = http(port, "GET", path, None, None).await;
