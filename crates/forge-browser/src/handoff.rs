@@ -60,6 +60,9 @@ pub enum HandoffEvent<'a> {
         id: &'a str,
         /// The task whose tool call waits, when known.
         task_id: Option<&'a str>,
+        /// The browser session (the tool call's session key: an A2A conversation, an MCP
+        /// session).
+        session_key: &'a str,
         /// Why the model asked for a person.
         reason: &'a str,
         /// The page's path with the one-time token (`handoff/t/<token>`), relative to the server
@@ -74,6 +77,8 @@ pub enum HandoffEvent<'a> {
         id: &'a str,
         /// The task whose tool call waited.
         task_id: Option<&'a str>,
+        /// The browser session whose tab it was.
+        session_key: &'a str,
         /// How it ended.
         end: &'a HandoffEnd,
         /// Whether the token was redeemed (someone opened the link).
@@ -104,6 +109,7 @@ struct Pending {
     visitor: Option<String>,
     tab: Arc<LiveTab>,
     task_id: Option<String>,
+    session_key: String,
     reason: String,
     started: Instant,
     finish: Option<oneshot::Sender<HandoffEnd>>,
@@ -170,11 +176,12 @@ impl Handoffs {
         &self,
         tab: Arc<LiveTab>,
         task_id: Option<&str>,
+        session_key: &str,
         reason: &str,
         timeout: Duration,
     ) -> Result<Opened, String> {
         let Some(observer) = self.observer() else {
-            return Err("no server shows hand-off pages here: browser_handoff works when the agent is served over A2A (`forge run`), whose task status carries the person's link".into());
+            return Err("no server shows hand-off pages here: browser_handoff works when the agent is served over A2A (`forge run`, the link goes into the task's status) or over MCP on HTTP (`forge mcp serve --transport http`, the link goes to the client), not over stdio MCP or `forge tool call`".into());
         };
         let id = format!("h-{}", random_hex(8));
         let token = random_hex(32);
@@ -193,6 +200,7 @@ impl Handoffs {
                     visitor: None,
                     tab,
                     task_id: task_id.map(str::to_string),
+                    session_key: session_key.to_string(),
                     reason: reason.to_string(),
                     started: Instant::now(),
                     finish: Some(tx),
@@ -203,13 +211,14 @@ impl Handoffs {
         let shown = observer(&HandoffEvent::Opened {
             id: &id,
             task_id,
+            session_key,
             reason,
             path: &path,
             timeout,
         });
         if !shown {
             self.close(&id, HandoffEnd::Abandoned);
-            return Err("the hand-off link could not be shown to anyone: this call is not part of an A2A task of `forge run` (the link goes into the task's input-required status)".into());
+            return Err("the hand-off link could not be shown to anyone: this call is neither part of an A2A task of `forge run` (the link goes into the task's input-required status) nor a call of an MCP client over HTTP (the link goes to the client)".into());
         }
         Ok(Opened { id, end: rx })
     }
@@ -270,6 +279,7 @@ impl Handoffs {
             o(&HandoffEvent::Closed {
                 id,
                 task_id: h.task_id.as_deref(),
+                session_key: &h.session_key,
                 end: &end,
                 opened: h.visitor.is_some(),
                 duration: h.started.elapsed(),

@@ -22,5 +22,6 @@ pub use client::{connect, EgressDeps, McpConnection, ServerSpec, ServerTransport
 pub use error::McpError;
 pub use server::{
     serve_http, serve_http_with, serve_io, serve_stdio, ExtraRoutes, HttpBody, HttpOptions,
-    HttpServerHandle, ServeOptions, SessionKey, ToolHost, ToolInfo,
+    HttpServerHandle, Notices, ServeOptions, SessionKey, ToolHost, ToolInfo, UserNotice,
+    MAX_NOTICES,
 };

@@ -13,6 +13,12 @@
 //! - `notifications/cancelled` cancels the token the host's call runs with.
 //! - With a progress token, a call longer than [`ServeOptions::progress_interval`] sends a
 //!   progress notification every interval until it ends.
+//! - A call can tell the client's user something while it runs ([`UserNotice`], through
+//!   [`ToolHost::call_with_notices`]: a hand-off's link): sent at once as a URL-mode
+//!   `elicitation/create` when the client declared `elicitation.url`, else as a
+//!   `notifications/message` (level `notice`, data `{"event", "message", "url", "id"}`) and, with a
+//!   progress token, a progress notification whose message is the notice; either way added as a
+//!   text block to the call's final result.
 //! - HTTP: see [`serve_http`] for the bind, token, Host and Origin rules.
 //! - Protocol versions up to 2025-11-25 are offered (not 2026-07-28, which drops sessions), so a
 //!   client's calls share one host session.
@@ -64,6 +70,26 @@ pub struct ToolInfo {
     pub input_schema: Value,
 }
 
+/// Something a running call needs the client's user to see now (a hand-off's link): the call
+/// cannot finish until a person acts on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserNotice {
+    /// What it is (`handoff`).
+    pub event: String,
+    /// An id for it (a hand-off's id).
+    pub id: String,
+    /// One or two sentences for the person.
+    pub message: String,
+    /// The page the person should open.
+    pub url: String,
+}
+
+/// Where a call sends its [`UserNotice`]s (bounded: [`MAX_NOTICES`] per call are delivered).
+pub type Notices = tokio::sync::mpsc::Sender<UserNotice>;
+
+/// Notices a call can have queued at once.
+pub const MAX_NOTICES: usize = 8;
+
 /// What the MCP server exposes: forge-runtime implements this over the agent's `ToolRunner`.
 #[async_trait]
 pub trait ToolHost: Send + Sync + 'static {
@@ -83,6 +109,19 @@ pub trait ToolHost: Send + Sync + 'static {
         args: Value,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, ToolError>;
+    /// [`ToolHost::call`], with `notices` for what the client's user must see while it runs
+    /// (see [`UserNotice`]). By default the notices are not used.
+    async fn call_with_notices(
+        &self,
+        session: &SessionKey,
+        name: &str,
+        args: Value,
+        cancel: CancellationToken,
+        notices: Notices,
+    ) -> Result<ToolOutput, ToolError> {
+        drop(notices);
+        self.call(session, name, args, cancel).await
+    }
 }
 
 /// How results are shaped and progress is reported.
@@ -264,14 +303,31 @@ impl ServerHandler for Handler {
         )
     }
 
+    #[allow(deprecated)] // enable_logging: see tell_user
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_instructions(self.host.instructions());
+        // Logging: the notices of running calls (a hand-off's link) are log messages.
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .build(),
+        )
+        .with_instructions(self.host.instructions());
         info.server_info = Implementation::new(
             self.opts.server_name.clone(),
             self.opts.server_version.clone(),
         );
         info
+    }
+
+    /// Accepted; forge sends only notices a user must see (level `notice`), whatever the level.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
     }
 
     async fn list_tools(
@@ -311,14 +367,26 @@ impl ServerHandler for Handler {
         let cancel = context.ct.child_token();
         let ended = self.slot.ended.clone();
         let session = self.slot.key().await.clone();
-        let call = self.host.call(&session, &name, args, cancel.clone());
+        let (notices, mut notes_rx) = tokio::sync::mpsc::channel(MAX_NOTICES);
+        let call = self
+            .host
+            .call_with_notices(&session, &name, args, cancel.clone(), notices);
         tokio::pin!(call);
         let start = Instant::now();
         let interval = self.opts.progress_interval;
         let mut next = tokio::time::Instant::now() + interval;
+        let mut told: Vec<UserNotice> = Vec::new();
+        let mut notes_open = true;
         let result = loop {
             tokio::select! {
                 r = &mut call => break r,
+                n = notes_rx.recv(), if notes_open => match n {
+                    Some(n) => {
+                        tell_user(&context, progress.as_ref(), &start, &n).await;
+                        told.push(n);
+                    }
+                    None => notes_open = false,
+                },
                 _ = ended.cancelled(), if !cancel.is_cancelled() => {
                     // The session ended: cancel the call and let it finish promptly.
                     cancel.cancel();
@@ -336,7 +404,95 @@ impl ServerHandler for Handler {
                 }
             }
         };
-        Ok(to_call_result(&name, result, &self.opts).into())
+        let mut r = to_call_result(&name, result, &self.opts);
+        for n in &told {
+            r.content.push(ContentBlock::text(format!(
+                "[told the user while the call ran: {}]",
+                n.message
+            )));
+        }
+        Ok(r.into())
+    }
+}
+
+/// How long the answer to a URL elicitation is awaited (only logged; the hand-off has its own
+/// timeout).
+const ELICIT_ANSWER_WAIT: Duration = Duration::from_secs(3600);
+
+/// Whether the client declared URL-mode elicitation (`capabilities.elicitation.url`).
+fn url_elicitation(context: &RequestContext<RoleServer>) -> bool {
+    context.peer.peer_info().is_some_and(|i| {
+        i.capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.url.is_some())
+    })
+}
+
+/// Send `n` to the client now: as a URL-mode elicitation when the client declared it, else a
+/// log message (level `notice`) and, with a progress token, a progress notification carrying it. Logging is marked deprecated in rmcp (SEP-2577) but is
+/// what clients of the protocol versions forge offers show to a user.
+#[allow(deprecated)]
+async fn tell_user(
+    context: &RequestContext<RoleServer>,
+    progress: Option<&rmcp::model::ProgressToken>,
+    start: &Instant,
+    n: &UserNotice,
+) {
+    if url_elicitation(context) {
+        let req = rmcp::model::ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(
+            rmcp::model::ElicitRequestParams::UrlElicitationParams {
+                meta: None,
+                message: n.message.clone(),
+                url: n.url.clone(),
+                elicitation_id: n.id.clone(),
+            },
+        ));
+        // Sent from the call's own task, so rmcp routes it on the call's stream (SEP-2260); the
+        // answer (accept, decline, cancel) only says whether the client showed it: the person
+        // finishes on the page, and the hand-off's own timeout bounds the wait.
+        match context
+            .peer
+            .send_request_with_option(req, rmcp::service::PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => {
+                let id = n.id.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(ELICIT_ANSWER_WAIT, handle.await_response()).await {
+                        Ok(Ok(r)) => tracing::debug!("mcp: elicitation {id} answered: {r:?}"),
+                        Ok(Err(e)) => tracing::debug!("mcp: elicitation {id} failed: {e}"),
+                        Err(_) => tracing::debug!("mcp: elicitation {id} not answered"),
+                    }
+                });
+                return;
+            }
+            Err(e) => {
+                tracing::debug!("mcp: URL elicitation not sent ({e}); sending notifications");
+            }
+        }
+    }
+    let data = json!({"event": n.event, "id": n.id, "message": n.message, "url": n.url});
+    let sent = context
+        .peer
+        .notify_logging_message(
+            rmcp::model::LoggingMessageNotificationParam::new(
+                rmcp::model::LoggingLevel::Notice,
+                data,
+            )
+            .with_logger("forge"),
+        )
+        .await;
+    if let Err(e) = sent {
+        tracing::debug!("mcp: notice not sent as a log message: {e}");
+    }
+    if let Some(token) = progress {
+        let p =
+            ProgressNotificationParam::new(token.clone(), start.elapsed().as_secs_f64().floor())
+                .with_message(n.message.clone());
+        if let Err(e) = context.peer.notify_progress(p).await {
+            tracing::debug!("mcp: notice not sent as progress: {e}");
+        }
     }
 }
 

@@ -25,6 +25,8 @@
 //!   - a2a/forward.rs: forwarding to the replica that holds a task;
 //!   - a2a/v1.rs: the A2A 1.0 method names and shapes;
 //!   - a2a/live.rs: the live view and the hand-off page (`browser_handoff`, `input-required`).
+//! - handoff_http (handoff_http.rs): the hand-off page's routes (`/handoff/...`), one piece
+//!   served by the A2A server and by `forge mcp serve --transport http`.
 //! - workspace (workspace.rs): one files directory per conversation, MCP session or one-off run
 //!   (`.forge/files/ws-<hash>/`), its forge-made id, the retention sweep and artifact capture
 //!   (bytes + SHA-256, a read-only content-addressed copy).
@@ -52,6 +54,7 @@ mod assemble;
 mod audit;
 mod forms;
 mod guardrails;
+mod handoff_http;
 mod mcp_host;
 mod profiles;
 mod runner;

@@ -10,8 +10,13 @@
 //! - `instructions()`: the hosts the egress policy allows, and that everything else is refused.
 //! - With the browser, two more tools: `learn_form_schema` and `execute_form_batch`, the form
 //!   skills of docs/forms.md (their A2A input shapes), run by [`crate::forms::FormEnv`].
+//! - Over HTTP, `browser_handoff` works ([`McpHandoffs`]): the hand-off's link goes to the MCP
+//!   client of the call that asked (a forge-mcp [`forge_mcp::UserNotice`]) and the same server
+//!   serves the hand-off page (crate::handoff_http). Over stdio nothing shows the page, so the tool
+//!   refuses at once.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex as StdMutex};
 
 use async_trait::async_trait;
 use forge_egress::{EgressMode, EgressPolicy};
@@ -23,6 +28,121 @@ use tokio_util::sync::CancellationToken;
 use crate::agent_loop::tool_bridge::AssembledSessions;
 use crate::agent_loop::SessionCloser;
 use crate::assemble::ToolRunner;
+use crate::audit::{events, AuditLog};
+
+/// The hand-offs of an MCP HTTP server's sessions: which running call gets a hand-off's link.
+/// The browser's hand-offs observer (see [`McpHandoffs::observer`]) sends it there.
+#[derive(Default)]
+pub(crate) struct McpHandoffs {
+    /// The running calls' notice senders, by session key (a session's latest call).
+    calls: StdMutex<HashMap<String, forge_mcp::Notices>>,
+}
+
+impl McpHandoffs {
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<String, forge_mcp::Notices>> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The hand-offs observer: a hand-off opened in a session whose call is running sends that
+    /// call's client the link (`{base}handoff/t/<token>`); both ends are audited
+    /// (`handoff_start`, `handoff_end`, the session as the task, never the token).
+    pub(crate) fn observer(
+        self: &Arc<Self>,
+        base: String,
+        audit: Option<AuditLog>,
+    ) -> forge_browser::HandoffObserver {
+        let me = Arc::downgrade(self);
+        Arc::new(move |ev: &forge_browser::HandoffEvent<'_>| {
+            let Some(me) = me.upgrade() else {
+                return false;
+            };
+            match ev {
+                forge_browser::HandoffEvent::Opened {
+                    id,
+                    session_key,
+                    reason,
+                    path,
+                    timeout,
+                    ..
+                } => {
+                    let Some(tx) = me.calls().get(*session_key).cloned() else {
+                        return false;
+                    };
+                    let url = format!("{base}{path}");
+                    let minutes = timeout.as_secs().div_ceil(60);
+                    let notice = forge_mcp::UserNotice {
+                        event: "handoff".into(),
+                        id: id.to_string(),
+                        message: format!(
+                            "A person is needed: {reason}. Open {url} within {minutes} min (the link works once) to see the browser tab live, act in it, and press Done."
+                        ),
+                        url,
+                    };
+                    if tx.try_send(notice).is_err() {
+                        return false;
+                    }
+                    tracing::info!(handoff = %id, session = %session_key, "MCP: a person is needed (hand-off link sent to the client)");
+                    if let Some(a) = &audit {
+                        a.emit(
+                            Some(session_key),
+                            events::HANDOFF_START,
+                            serde_json::json!({"handoff": id, "reason": reason, "timeout_s": timeout.as_secs()}),
+                        );
+                    }
+                    true
+                }
+                forge_browser::HandoffEvent::Closed {
+                    id,
+                    session_key,
+                    end,
+                    opened,
+                    duration,
+                    ..
+                } => {
+                    let by_person = matches!(
+                        end,
+                        forge_browser::HandoffEnd::Done(_) | forge_browser::HandoffEnd::Cancelled
+                    );
+                    tracing::info!(handoff = %id, outcome = end.as_str(), "MCP: the hand-off ended");
+                    if let Some(a) = &audit {
+                        a.emit(
+                            Some(session_key),
+                            events::HANDOFF_END,
+                            serde_json::json!({
+                                "handoff": id,
+                                "outcome": end.as_str(),
+                                "finished_by": if by_person { serde_json::json!(id) } else { Value::Null },
+                                "opened": opened,
+                                "duration_ms": duration.as_millis() as u64,
+                            }),
+                        );
+                    }
+                    true
+                }
+                _ => false,
+            }
+        })
+    }
+}
+
+/// Forgets a call's notice sender when the call ends.
+struct CallEntry<'a> {
+    handoffs: &'a McpHandoffs,
+    session: &'a str,
+    notices: forge_mcp::Notices,
+}
+
+impl Drop for CallEntry<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.handoffs.calls();
+        if calls
+            .get(self.session)
+            .is_some_and(|n| n.same_channel(&self.notices))
+        {
+            calls.remove(self.session);
+        }
+    }
+}
 
 /// [`ToolHost`] over a [`ToolRunner`].
 pub(crate) struct RunnerToolHost {
@@ -33,6 +153,8 @@ pub(crate) struct RunnerToolHost {
     profile: Option<(Arc<AssembledSessions>, String)>,
     /// The form skills, when the agent has the browser and the state store could be opened.
     forms: Option<crate::forms::FormEnv>,
+    /// Over HTTP with the browser: where hand-off links go.
+    handoffs: Option<Arc<McpHandoffs>>,
 }
 
 /// The MCP names of the form skills.
@@ -47,6 +169,7 @@ impl RunnerToolHost {
             runner,
             profile: None,
             forms: None,
+            handoffs: None,
         }
     }
 }
@@ -147,6 +270,26 @@ impl ToolHost for RunnerToolHost {
         }
         out
     }
+
+    async fn call_with_notices(
+        &self,
+        session: &SessionKey,
+        name: &str,
+        args: Value,
+        cancel: CancellationToken,
+        notices: forge_mcp::Notices,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(h) = &self.handoffs else {
+            return self.call(session, name, args, cancel).await;
+        };
+        h.calls().insert(session.clone(), notices.clone());
+        let _entry = CallEntry {
+            handoffs: h,
+            session,
+            notices,
+        };
+        self.call(session, name, args, cancel).await
+    }
 }
 
 /// Run a form skill for an MCP call.
@@ -192,17 +335,20 @@ async fn form_call(
 }
 
 /// The host as forge-mcp takes it, with a login profile for its sessions when `profile` is
-/// given and the form skills when `forms` is.
+/// given, the form skills when `forms` is, and hand-off links sent to the clients when
+/// `handoffs` is.
 pub(crate) fn host(
     agent_id: &str,
     runner: ToolRunner,
     policy: &EgressPolicy,
     profile: Option<(Arc<AssembledSessions>, String)>,
     forms: Option<crate::forms::FormEnv>,
+    handoffs: Option<Arc<McpHandoffs>>,
 ) -> Arc<dyn ToolHost> {
     let mut h = RunnerToolHost::new(agent_id, runner, policy);
     h.profile = profile;
     h.forms = forms;
+    h.handoffs = handoffs;
     Arc::new(h)
 }
 

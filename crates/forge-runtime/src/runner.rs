@@ -868,6 +868,7 @@ impl Runner {
             self.egress_policy(),
             self.mcp_profile(),
             None,
+            None,
         )
     }
 
@@ -893,6 +894,7 @@ impl Runner {
     /// SQLite store another forge holds leaves them out, with a warning).
     async fn mcp_host_with_forms(
         &self,
+        handoffs: Option<Arc<crate::mcp_host::McpHandoffs>>,
     ) -> (Arc<dyn forge_mcp::ToolHost>, Option<crate::forms::FormEnv>) {
         let forms = if self.tools.browser().is_some() {
             match self.form_env().await {
@@ -911,6 +913,7 @@ impl Runner {
             self.egress_policy(),
             self.mcp_profile(),
             forms.clone(),
+            handoffs,
         );
         (host, forms)
     }
@@ -924,7 +927,7 @@ impl Runner {
         // Idle workspaces go as with `forge run`: now, then periodically, until the client leaves.
         let stop = tokio_util::sync::CancellationToken::new();
         self.sweep_workspaces(stop.clone());
-        let (host, forms) = self.mcp_host_with_forms().await;
+        let (host, forms) = self.mcp_host_with_forms(None).await;
         let served = forge_mcp::serve_stdio(host, opts).await;
         stop.cancel();
         if let Some(f) = forms {
@@ -947,15 +950,32 @@ impl Runner {
             .audit
             .as_ref()
             .map(|a| crate::ui::mcp_routes(a.clone(), token.clone()));
+        // With the browser: the hand-off page's routes (`/handoff/...`, the A2A server's piece)
+        // and the hand-offs' observer sending each link to the client of the call that asked.
+        let browser = self.tools.browser().map(|b| b.manager().clone());
+        let handoffs = browser
+            .as_ref()
+            .map(|_| Arc::new(crate::mcp_host::McpHandoffs::default()));
+        let bound = listener.local_addr().map_err(ServeError::Server)?;
+        if let (Some(m), Some(h)) = (&browser, &handoffs) {
+            let base = (self.env)("FORGE_PUBLIC_URL")
+                .map(|u| u.trim().to_string())
+                .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+                .map(|u| if u.ends_with('/') { u } else { format!("{u}/") })
+                .unwrap_or_else(|| format!("http://{bound}/"));
+            m.handoffs()
+                .set_observer(h.observer(base, self.audit.clone()));
+        }
+        let extra = crate::handoff_http::mcp_routes(browser, token.clone(), watch);
         let handle = forge_mcp::serve_http_with(
             listener,
-            self.mcp_host_with_forms().await.0,
+            self.mcp_host_with_forms(handoffs).await.0,
             opts.serve,
             forge_mcp::HttpOptions {
                 token: token.clone(),
                 allowed_origins: opts.allowed_origins,
             },
-            watch,
+            extra,
         )?;
         let addr = handle.addr;
         let probe_addr = match probe {

@@ -88,7 +88,7 @@ impl Tool for Handoff {
         let timeout = self.manager.config().handoff_timeout;
         let handoffs = self.manager.handoffs().clone();
         let opened = handoffs
-            .open(tab, ctx.task_id.as_deref(), reason, timeout)
+            .open(tab, ctx.task_id.as_deref(), key, reason, timeout)
             .map_err(ToolError::Failed)?;
         let mut guard = Guard {
             handoffs,
