@@ -527,7 +527,8 @@ fn audit(a: AuditArgs) -> ExitCode {
             }
         }
     }
-    // forge.yaml secrets: every origin and host they are bound to must be inside the allowlist.
+    // forge.yaml secrets (origins and hosts) and browser.profiles (origins): every place they are
+    // bound to must be inside the allowlist.
     let mut secrets_ok = true;
     if let Some(ag) = loaded.agent.as_ref() {
         let entries: Vec<String> = ag
@@ -538,38 +539,26 @@ fn audit(a: AuditArgs) -> ExitCode {
             .chain(&ag.aggregate.egress_domains)
             .cloned()
             .collect();
+        let (file, mode) = (ag.config.path.display(), ag.config.egress.mode);
         for secret in &ag.config.secrets.entries {
-            for outside in secret.outside_allowlist(ag.config.egress.mode, &entries) {
+            for outside in secret.outside_allowlist(mode, &entries) {
                 secrets_ok = false;
                 eprintln!(
-                    "error: {}: secrets.{}: secret `{}` is bound to {outside}, which the egress policy (mode {}) does not allow\n  fix: add {outside} to `egress.allowed_domains` (with its port when not 80/443), or remove it from the secret's origins/hosts",
-                    ag.config.path.display(),
+                    "error: {file}: secrets.{}: secret `{}` is bound to {outside}, which the egress policy (mode {}) does not allow\n  fix: add {outside} to `egress.allowed_domains` (with its port when not 80/443), or remove it from the secret's origins/hosts",
                     secret.name,
                     secret.name,
-                    ag.config.egress.mode.as_str()
+                    mode.as_str()
                 );
             }
         }
-    }
-    // forge.yaml browser.profiles: each profile's origins likewise.
-    if let Some(ag) = loaded.agent.as_ref() {
-        let entries: Vec<String> = ag
-            .config
-            .egress
-            .allowed_domains
-            .iter()
-            .chain(&ag.aggregate.egress_domains)
-            .cloned()
-            .collect();
         for profile in &ag.config.browser.profiles {
-            for outside in profile.outside_allowlist(ag.config.egress.mode, &entries) {
+            for outside in profile.outside_allowlist(mode, &entries) {
                 secrets_ok = false;
                 eprintln!(
-                    "error: {}: browser.profiles.{}: profile `{}` keeps the login of {outside}, which the egress policy (mode {}) does not allow\n  fix: add {outside} to `egress.allowed_domains` (with its port when not 80/443), or remove it from the profile's origins",
-                    ag.config.path.display(),
+                    "error: {file}: browser.profiles.{}: profile `{}` keeps the login of {outside}, which the egress policy (mode {}) does not allow\n  fix: add {outside} to `egress.allowed_domains` (with its port when not 80/443), or remove it from the profile's origins",
                     profile.name,
                     profile.name,
-                    ag.config.egress.mode.as_str()
+                    mode.as_str()
                 );
             }
         }
