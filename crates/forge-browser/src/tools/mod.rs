@@ -61,7 +61,7 @@ pub struct BrowserToolOptions {
     pub allow_sensitive_fill: bool,
 }
 
-/// The browser tools over `manager`, in a fixed order.
+/// The browser tools over `manager` that its engine can serve, in a fixed order.
 pub fn browser_tools(
     manager: Arc<BrowserManager>,
     options: BrowserToolOptions,
@@ -78,7 +78,8 @@ pub fn browser_tools(
         })
     }
     let (m, o) = (&manager, &options);
-    vec![
+    let engine = manager.config().engine;
+    let all: Vec<Arc<dyn Tool>> = vec![
         tool(navigate::Navigate, m, o),
         tool(state::State, m, o),
         tool(click::Click, m, o),
@@ -102,7 +103,11 @@ pub fn browser_tools(
             manager: manager.clone(),
             options: options.clone(),
         }),
-    ]
+    ];
+    // A tool the engine cannot serve is not registered (`engine::absent_reason` says why).
+    all.into_iter()
+        .filter(|t| crate::engine::absent_reason(engine, t.name()).is_none())
+        .collect()
 }
 
 /// `action` as a forge-tools [`Tool`] over `manager` (the form tools, `forms/`, which are not
