@@ -102,6 +102,19 @@ pub fn serve_args(cdp: SocketAddr, proxy: SocketAddr) -> Vec<String> {
     ]
 }
 
+/// The CDP websocket URL in Lightpanda's `server running` log line (on stderr:
+/// `$msg="server running" address=127.0.0.1:40303 ...`), or `None` for any other line.
+pub fn cdp_url_from_log(line: &str) -> Option<String> {
+    if !line.contains("msg=\"server running\"") {
+        return None;
+    }
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("address="))?;
+    let addr: SocketAddr = addr.parse().ok()?;
+    addr.ip().is_loopback().then(|| format!("ws://{addr}/"))
+}
+
 /// What Lightpanda may see of forge's environment: a PATH, a HOME inside its throwaway dir, the
 /// locale and time zone, and `LIGHTPANDA_DISABLE_TELEMETRY=true` (its telemetry is on by
 /// default). Nothing else: API keys and tokens stay out.
@@ -161,6 +174,18 @@ mod tests {
             .find_binary_in(None, Some(dir.path().as_os_str().to_owned()))
             .expect("found");
         assert_eq!(found, p);
+    }
+
+    #[test]
+    fn the_cdp_address_is_read_from_the_log() {
+        let line = r#"$time=1795854436527 $scope=note $level=note $msg="server running" address=127.0.0.1:40303 max_connections=16208"#;
+        assert_eq!(
+            cdp_url_from_log(line),
+            Some("ws://127.0.0.1:40303/".to_string())
+        );
+        assert_eq!(cdp_url_from_log("$msg=\"other\" address=127.0.0.1:1"), None);
+        let far = r#"$msg="server running" address=10.0.0.1:9222"#;
+        assert_eq!(cdp_url_from_log(far), None, "loopback only");
     }
 
     #[test]

@@ -15,7 +15,9 @@ mod lightpanda;
 
 pub use chromium::Chromium;
 pub use kind::EngineKind;
-pub use lightpanda::{lightpanda_env, serve_args, Lightpanda, LIGHTPANDA_BIN_VAR, LIGHTPANDA_NAME};
+pub use lightpanda::{
+    cdp_url_from_log, lightpanda_env, serve_args, Lightpanda, LIGHTPANDA_BIN_VAR, LIGHTPANDA_NAME,
+};
 
 /// `FORGE_BROWSER_ENGINE`'s value, when set: the engine, or an error naming the variable and
 /// the fix (a typo must not silently fall back to Chromium).
