@@ -124,6 +124,16 @@ fn navigate_state_extract_on_lightpanda() {
         f.b.run_tool(&ctx, "browser_state", json!({}))
             .expect("state");
     assert!(state.contains("Create account"), "{state}");
+    // No layout: the observation says what it cannot know instead of inventing it.
+    assert!(
+        state.contains(
+            "layout: none on this engine: whether an element is in view or covered is unknown"
+        ),
+        "{state}"
+    );
+    assert!(!state.contains("viewport:"), "{state}");
+    assert!(!state.contains("in view, reading order"), "{state}");
+    assert!(state.contains("elements (reading order):"), "{state}");
     let text =
         f.b.run_tool(&ctx, "browser_extract", json!({"what": "text"}))
             .expect("extract");

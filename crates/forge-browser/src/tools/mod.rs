@@ -384,6 +384,15 @@ impl Cx<'_> {
         let st = &*self.st;
         let tab = st.active_tab().ok_or_else(|| failed("no open tab"))?;
         let mut obs = crate::frames::observe(&tab.page, self.session).await?;
+        if !self
+            .session
+            .running
+            .engine
+            .engine()
+            .can(crate::engine::Capability::Layout)
+        {
+            observe::forget_layout(&mut obs);
+        }
         mask_secret_values(&mut obs, &self.ctx.secrets);
         let mut body = observe::render(&obs, budget);
         if let Some(n) = page_note {
