@@ -39,6 +39,8 @@ echo.addEventListener('keydown', (e) => { document.getElementById('log').textCon
 </script>
 </body></html>"#
             .to_string(),
+        // A page whose script keeps Lightpanda's one thread busy for 8 s (CDP answers wait).
+        "/busy.html" => "<!doctype html><title>Busy page</title><p>Busy done.</p><script>const end = Date.now() + 8000; while (Date.now() < end) {}</script>".to_string(),
         "/target.html" => "<!doctype html><title>Target page</title><h1>You arrived</h1><p>Target text.</p>".to_string(),
         "/canary.html" => format!(
             r#"<!doctype html><title>Canary page</title><p>Leaks tried.</p>
@@ -87,7 +89,7 @@ fn fixture() -> Option<&'static Fixture> {
 fn one_at_a_time(f: &Fixture) -> std::sync::MutexGuard<'static, ()> {
     static L: Mutex<()> = Mutex::new(());
     let guard = L.lock().unwrap_or_else(|p| p.into_inner());
-    for key in ["lp-read", "lp-act", "lp-refuse"] {
+    for key in ["lp-read", "lp-act", "lp-refuse", "lp-busy"] {
         f.b.rt.block_on(f.b.manager.close_session(key));
     }
     guard
@@ -228,4 +230,38 @@ fn refusals_and_the_canary_on_lightpanda() {
     f.canary.assert_untouched(
         "Lightpanda page leaks (img, fetch, WebSocket, beacon, worker, EventSource)",
     );
+}
+
+#[test]
+fn a_busy_page_is_not_taken_for_a_dead_engine() {
+    let Some(f) = fixture() else { return };
+    let _one = one_at_a_time(f);
+    let ctx = f.b.context("lp-busy");
+    f.b.run_tool(
+        &ctx,
+        "browser_navigate",
+        json!({"url": f.server.url("/target.html")}),
+    )
+    .expect("a first page");
+    let launches = f.b.manager.launch_count();
+    // The 8 s loop blocks Lightpanda's CDP answers far past Chromium's 3 s liveness ping: with
+    // that ping the engine would be killed and the call would fail as a crash.
+    let busy =
+        f.b.run_tool(
+            &ctx,
+            "browser_navigate",
+            json!({"url": f.server.url("/busy.html")}),
+        )
+        .expect("the busy page loads once its script ends");
+    assert!(busy.contains("Busy done."), "{busy}");
+    let state =
+        f.b.run_tool(&ctx, "browser_state", json!({}))
+            .expect("state");
+    assert!(state.contains("Busy page"), "{state}");
+    assert_eq!(
+        f.b.manager.launch_count(),
+        launches,
+        "the same Lightpanda served every call (no crash, no relaunch)"
+    );
+    f.b.rt.block_on(f.b.manager.close_session("lp-busy"));
 }
