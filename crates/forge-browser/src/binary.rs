@@ -13,13 +13,31 @@ pub const BROWSER_NAMES: [&str; 5] = [
 
 /// No usable browser binary was found.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "no Chromium found (looked for: {}); install Debian's `chromium` package or set FORGE_BROWSER_BIN to the browser binary",
-    searched.join(", ")
-)]
+#[error("no {} found (looked for: {}); {}", engine_title(*engine), searched.join(", "), engine_fix(*engine))]
 pub struct BrowserNotFound {
     /// What was looked at (the env variable's value or `name on PATH`), in order.
     pub searched: Vec<String>,
+    /// The engine whose binary is missing.
+    pub engine: crate::engine::kind::EngineKind,
+}
+
+fn engine_title(e: crate::engine::kind::EngineKind) -> &'static str {
+    match e {
+        crate::engine::kind::EngineKind::Chromium => "Chromium",
+        crate::engine::kind::EngineKind::Lightpanda => "Lightpanda",
+    }
+}
+
+/// How to install `e`'s binary (one sentence, for error messages).
+pub fn engine_fix(e: crate::engine::kind::EngineKind) -> &'static str {
+    match e {
+        crate::engine::kind::EngineKind::Chromium => {
+            "install Debian's `chromium` package or set FORGE_BROWSER_BIN to the browser binary"
+        }
+        crate::engine::kind::EngineKind::Lightpanda => {
+            "install it (`pip install lightpanda` puts `lightpanda` on PATH; scripts/install-deps.sh does this) or set FORGE_LIGHTPANDA_BIN to the binary"
+        }
+    }
 }
 
 /// The browser to launch: `FORGE_BROWSER_BIN` when set (it must exist; no fallback then), else
@@ -45,6 +63,7 @@ pub fn find_browser_binary_in(
                 "FORGE_BROWSER_BIN={} (not an executable file; fix or unset FORGE_BROWSER_BIN)",
                 bin.display()
             )],
+            engine: crate::engine::kind::EngineKind::Chromium,
         });
     }
     let dirs: Vec<PathBuf> = path_var
@@ -61,6 +80,7 @@ pub fn find_browser_binary_in(
             .iter()
             .map(|n| format!("{n} on PATH"))
             .collect(),
+        engine: crate::engine::kind::EngineKind::Chromium,
     })
 }
 

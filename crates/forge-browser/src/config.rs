@@ -38,6 +38,8 @@ pub struct BrowserConfig {
     pub handoff_timeout: Duration,
     /// Download caps (forge.yaml `browser.downloads`).
     pub downloads: DownloadLimits,
+    /// The engine (forge.yaml `browser.engine`, `FORGE_BROWSER_ENGINE`). Default Chromium.
+    pub engine: crate::engine::EngineKind,
 }
 
 impl Default for BrowserConfig {
@@ -57,6 +59,7 @@ impl Default for BrowserConfig {
             confine: None,
             handoff_timeout: Duration::from_secs(600),
             downloads: DownloadLimits::default(),
+            engine: crate::engine::EngineKind::Chromium,
         }
     }
 }
@@ -76,10 +79,19 @@ impl BrowserConfig {
         self.apply_env_from(|k| std::env::var(k).ok())
     }
 
-    /// Apply `FORGE_BROWSER_BIN` and `FORGE_BROWSER_HEADLESS` as `env` gives them (they win over
-    /// forge.yaml `browser:`).
+    /// Apply `FORGE_BROWSER_ENGINE`, then the engine's binary variable (`FORGE_BROWSER_BIN` for
+    /// Chromium, `FORGE_LIGHTPANDA_BIN` for Lightpanda) and `FORGE_BROWSER_HEADLESS`, as `env`
+    /// gives them (they win over forge.yaml `browser:`). A bad `FORGE_BROWSER_ENGINE` is left
+    /// out here; the runtime refuses it at startup (`engine::engine_from_env`).
     pub fn apply_env_from(mut self, env: impl Fn(&str) -> Option<String>) -> Self {
-        if let Some(bin) = env("FORGE_BROWSER_BIN").filter(|v| !v.is_empty()) {
+        if let Ok(Some(kind)) = crate::engine::engine_from_env(&env) {
+            self.engine = kind;
+        }
+        let bin_var = match self.engine {
+            crate::engine::EngineKind::Chromium => "FORGE_BROWSER_BIN",
+            crate::engine::EngineKind::Lightpanda => crate::engine::LIGHTPANDA_BIN_VAR,
+        };
+        if let Some(bin) = env(bin_var).filter(|v| !v.is_empty()) {
             self.binary = Some(PathBuf::from(bin));
         }
         if let Some(v) = env("FORGE_BROWSER_HEADLESS") {

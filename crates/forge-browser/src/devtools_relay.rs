@@ -164,11 +164,21 @@ pub(crate) async fn start(
     let port = url
         .port()
         .ok_or_else(|| format!("DevTools address {inside_ws:?} has no port"))?;
-    let path = url.path().to_string();
+    let inside_path = url.path().to_string();
+    // Lightpanda serves CDP on `/`, with no secret in the path: the relay then makes one up
+    // (forge alone knows it) and forwards the upgrade to `/`.
+    let path = if inside_path == "/" {
+        use rand::Rng;
+        let secret: u128 = rand::rng().random();
+        format!("/devtools/browser/{secret:032x}")
+    } else {
+        inside_path.clone()
+    };
     let guid = path.strip_prefix("/devtools/browser/").unwrap_or("");
     if guid.is_empty() || !guid.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
         return Err(format!("unexpected DevTools path in {inside_ws:?}"));
     }
+    let inside_line = format!("GET {inside_path} HTTP/1.1");
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .await
         .map_err(|e| format!("cannot bind the DevTools relay on 127.0.0.1: {e}"))?;
@@ -185,8 +195,9 @@ pub(crate) async fn start(
             };
             let pool = pool.clone();
             let expected = expected.clone();
+            let inside_line = inside_line.clone();
             tokio::spawn(async move {
-                if let Err(e) = relay_one(sock, &expected, port, &pool).await {
+                if let Err(e) = relay_one(sock, &expected, &inside_line, port, &pool).await {
                     tracing::debug!("DevTools relay: {e}");
                 }
             });
@@ -198,6 +209,7 @@ pub(crate) async fn start(
 async fn relay_one(
     mut client: tokio::net::TcpStream,
     expected: &str,
+    inside_line: &str,
     port: u16,
     pool: &StdMutex<Vec<OwnedFd>>,
 ) -> std::io::Result<()> {
@@ -219,7 +231,10 @@ async fn relay_one(
         return Ok(());
     };
     let mut upstream = confine::connect_inside(sock, port).await?;
-    upstream.write_all(&head).await?;
+    // The request line forge's client sent is `expected`; the engine gets its own path.
+    let rest = &head[expected.len()..];
+    upstream.write_all(inside_line.as_bytes()).await?;
+    upstream.write_all(rest).await?;
     tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
     Ok(())
 }

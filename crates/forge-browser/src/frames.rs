@@ -359,6 +359,15 @@ pub(crate) async fn navigate(
     url: &str,
     limit: Duration,
 ) -> Result<Option<NavigateReturns>, PageError> {
+    // Lightpanda keeps one browser context per CDP connection: a second connection sees no tab,
+    // so the navigation goes over the page's own connection.
+    if session.running.engine == crate::engine::EngineKind::Lightpanda {
+        return match tokio::time::timeout(limit, page.execute(NavigateParams::new(url))).await {
+            Ok(Ok(r)) => Ok(Some(r.result)),
+            Ok(Err(e)) => Err(PageError::Cdp(e.to_string())),
+            Err(_) => Ok(None),
+        };
+    }
     let link = link(session).await?;
     let target = page.target_id().clone();
     let mut s = link.session_for(&target).await?;

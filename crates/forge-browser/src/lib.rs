@@ -10,6 +10,9 @@
 //!   thread with a parent-death signal.
 //! - [`CrashObserver`], [`BrowserCrash`] (`crash.rs`): after a crash, each session's next result
 //!   says once that its pages are gone; observers (the audit log) are told of every crash.
+//! - [`engine`] (`engine/mod.rs`, `engine/chromium.rs`, `engine/lightpanda.rs`): the engine seam:
+//!   [`engine::EngineKind`] (Chromium or Lightpanda), the [`engine::Engine`] trait (binary,
+//!   liveness, [`engine::Capability`]) and which tools each engine can serve.
 //! - [`BrowserConfig`] (`config.rs`): proxy address, binary, headless, limits and timeouts.
 //! - [`find_browser_binary`] (`binary.rs`): `FORGE_BROWSER_BIN` or a PATH lookup.
 //! - [`BrowserError`], `ActionError` (`error.rs`): why the browser or one action failed.
@@ -52,6 +55,7 @@ pub mod config;
 pub mod crash;
 pub mod devtools_relay;
 pub mod downloads;
+pub mod engine;
 pub mod error;
 pub mod forms;
 mod frames;
@@ -73,6 +77,7 @@ pub use binary::{find_browser_binary, BrowserNotFound};
 pub use config::BrowserConfig;
 pub use crash::{BrowserCrash, CrashObserver};
 pub use downloads::DownloadLimits;
+pub use engine::{Capability, EngineKind};
 pub use error::BrowserError;
 pub use handoff::{HandoffEnd, HandoffEvent, HandoffObserver, HandoffRefusal, Handoffs};
 pub use manager::{BrowserManager, CloseReason, SessionClosedHook, SessionOptions};

@@ -40,9 +40,9 @@ use futures::StreamExt;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{Mutex, Notify};
 
-use crate::binary::find_browser_binary;
 use crate::config::BrowserConfig;
 use crate::crash::{CrashBook, CrashObserver};
+use crate::engine::EngineKind;
 use crate::error::ActionError;
 use crate::error::BrowserError;
 pub use crate::process::{browser_env, launch_args};
@@ -433,6 +433,10 @@ impl BrowserManager {
         if sessions.len() >= self.config.max_sessions {
             return Err(BrowserError::TooManySessions(self.config.max_sessions));
         }
+        // Lightpanda keeps one browser context per CDP connection: one session per process.
+        if running.engine == EngineKind::Lightpanda && !sessions.is_empty() {
+            return Err(BrowserError::OneSessionPerEngine(EngineKind::Lightpanda));
+        }
         let params = CreateBrowserContextParams::builder()
             .dispose_on_detach(true)
             .proxy_server(format!("http://{proxy}"))
@@ -453,7 +457,9 @@ impl BrowserManager {
             .events_enabled(true)
             .build()
             .map_err(BrowserError::Cdp)?;
-        with_timeout(Duration::from_secs(10), running.browser.execute(deny)).await?;
+        if running.engine == EngineKind::Chromium {
+            with_timeout(Duration::from_secs(10), running.browser.execute(deny)).await?;
+        }
         let page = with_timeout(
             Duration::from_secs(10),
             running.browser.new_page(
@@ -565,7 +571,8 @@ impl BrowserManager {
             if r.is_dead() {
                 // Crashed and never replaced: audited, with no notices (no call will follow).
                 self.crashes.record(r.crash_record(false).await);
-            } else {
+            } else if r.engine == EngineKind::Chromium {
+                // Lightpanda has no Browser.close: its process group is killed below.
                 let _ = tokio::time::timeout(
                     Duration::from_secs(2),
                     r.browser.execute(
@@ -601,6 +608,9 @@ impl BrowserManager {
             // Process exit or lost connection is noticed at once (notify); a hang is noticed by
             // a liveness ping that gets no answer within 3 s, checked every 2 s after 3 s.
             let mut next_ping = started + Duration::from_secs(3);
+            // Lightpanda answers CDP on the thread that runs the page's scripts: a busy page
+            // delays the answer for seconds, so only its exit or a lost connection means dead.
+            let pings = running.engine.engine().ping_means_dead();
             loop {
                 let notified = running.death.notified();
                 if running.is_dead() {
@@ -608,7 +618,7 @@ impl BrowserManager {
                 }
                 tokio::select! {
                     _ = notified => {}
-                    _ = tokio::time::sleep_until(next_ping.into()) => {
+                    _ = tokio::time::sleep_until(next_ping.into()), if pings => {
                         let ping = tokio::time::timeout(
                             Duration::from_secs(3),
                             running.browser.execute(GetVersionParams::default()),
@@ -655,9 +665,10 @@ impl BrowserManager {
         if !proxy.ip().is_loopback() {
             return Err(BrowserError::ProxyNotLoopback(proxy));
         }
+        let engine = self.config.engine;
         let binary = match &self.config.binary {
-            Some(b) => crate::binary::find_browser_binary_in(Some(b.clone()), None)?,
-            None => find_browser_binary()?,
+            Some(b) => engine.engine().find_binary_in(Some(b.clone()), None)?,
+            None => engine.engine().find_binary()?,
         };
         let started = Instant::now();
         let mut tmp = tempfile::Builder::new();
@@ -680,7 +691,7 @@ impl BrowserManager {
         // A PDF a page opens is downloaded, not shown in Chromium's viewer (an empty page to
         // forge): the profile pref `plugins.always_open_pdf_externally`, which the sessions'
         // browser contexts inherit. The download is then read as a document (`downloads.rs`).
-        {
+        if engine == EngineKind::Chromium {
             let default = profile.join("Default");
             std::fs::create_dir_all(&default)
                 .and_then(|()| {
@@ -701,7 +712,15 @@ impl BrowserManager {
             Some(_) => crate::devtools_relay::inside_proxy(),
             None => proxy,
         };
-        let args = launch_args(&self.config, context_proxy, &profile);
+        // Lightpanda binds an ephemeral loopback port (inside its namespace when confined) and
+        // logs it; its only proxy is forge's (`--http-proxy`), for every request of every page.
+        let args = match engine {
+            EngineKind::Chromium => launch_args(&self.config, context_proxy, &profile),
+            EngineKind::Lightpanda => crate::engine::serve_args(
+                std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+                context_proxy,
+            ),
+        };
         // Chromium gets a cleared environment (secrets such as API keys and the runtime token
         // never reach it or its renderers), with a HOME of its own inside the throwaway dir.
         let home = dir.path().join("home");
@@ -713,10 +732,15 @@ impl BrowserManager {
                 .map_err(|e| launch_err(&binary, format!("cannot create its home dir: {e}")))?;
         }
         let mut cmd = tokio::process::Command::new(&binary);
+        let env = match engine {
+            EngineKind::Chromium => {
+                browser_env(&home, self.config.headless, |k| std::env::var_os(k))
+            }
+            EngineKind::Lightpanda => crate::engine::lightpanda_env(&home, |k| std::env::var_os(k)),
+        };
         cmd.env_clear()
-            .envs(browser_env(&home, self.config.headless, |k| {
-                std::env::var_os(k)
-            }))
+            .envs(env)
+            .current_dir(dir.path())
             .args(&args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -742,9 +766,15 @@ impl BrowserManager {
             let mut lines = BufReader::new(stderr).lines();
             let mut ws_tx = Some(ws_tx);
             while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(rest) = line.strip_prefix("DevTools listening on ") {
+                let ws = match engine {
+                    EngineKind::Chromium => line
+                        .strip_prefix("DevTools listening on ")
+                        .map(|rest| rest.trim().to_string()),
+                    EngineKind::Lightpanda => crate::engine::cdp_url_from_log(&line),
+                };
+                if let Some(ws) = ws {
                     if let Some(tx) = ws_tx.take() {
-                        let _ = tx.send(rest.trim().to_string());
+                        let _ = tx.send(ws);
                     }
                 }
                 let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
@@ -868,6 +898,7 @@ impl BrowserManager {
             context_proxy,
             spare,
             downloads: crate::downloads::Registry::new(self.config.downloads),
+            engine,
         })
     }
 }

@@ -168,6 +168,8 @@ pub struct Running {
     pub(crate) spare: Option<Arc<crate::devtools_relay::SpareProxies>>,
     /// Every session's downloads, for the browser's download watcher (`downloads.rs`).
     pub(crate) downloads: crate::downloads::Registry,
+    /// Which engine this is (`engine/`).
+    pub(crate) engine: crate::engine::EngineKind,
 }
 
 impl Running {

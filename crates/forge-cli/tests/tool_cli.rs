@@ -411,3 +411,85 @@ fn call_describe_and_usage_errors() {
         "names file and line"
     );
 }
+
+#[test]
+fn list_under_lightpanda_says_why_tools_are_absent() {
+    let Some(lp) =
+        forge_testkit::require_lightpanda("list_under_lightpanda_says_why_tools_are_absent")
+    else {
+        return;
+    };
+    let dir = agent_copy("tools-browser");
+    let out = forge()
+        .current_dir(dir.path())
+        .env("FORGE_BROWSER_ENGINE", "lightpanda")
+        .env("FORGE_LIGHTPANDA_BIN", &lp)
+        .args(["tool", "list", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools = v["tools"].as_array().unwrap();
+    let get = |n: &str| tools.iter().find(|t| t["name"] == n).unwrap().clone();
+    for n in ["browser_navigate", "browser_fill", "browser_extract"] {
+        let t = get(n);
+        assert_eq!(t["present"], true, "{n}");
+        assert!(t["reason"].as_str().unwrap().contains("Lightpanda"), "{t}");
+    }
+    for (n, missing) in [
+        ("browser_screenshot", "no screenshots"),
+        ("browser_drag", "no drag or layout"),
+        ("browser_select_text", "no text selection or layout"),
+    ] {
+        let t = get(n);
+        assert_eq!(t["present"], false, "{n}");
+        let r = t["reason"].as_str().unwrap();
+        assert!(
+            r.contains(&format!(
+                "browser.engine is lightpanda, which has {missing}"
+            )) && r.contains("use engine: chromium"),
+            "{n}: {r}"
+        );
+    }
+}
+
+#[test]
+fn missing_lightpanda_and_a_bad_engine_are_actionable_startup_errors() {
+    let dir = agent_copy("tools-browser");
+    let empty = tempfile::tempdir().unwrap();
+    let out = forge()
+        .current_dir(dir.path())
+        .env("FORGE_BROWSER_ENGINE", "lightpanda")
+        .env_remove("FORGE_LIGHTPANDA_BIN")
+        .env("PATH", empty.path())
+        .args(["tool", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("shelf-reader"), "names the skill: {err}");
+    assert!(
+        err.contains("lightpanda on PATH"),
+        "what was searched: {err}"
+    );
+    assert!(
+        err.contains("pip install lightpanda") && err.contains("FORGE_LIGHTPANDA_BIN"),
+        "gives the fixes: {err}"
+    );
+    let out = forge()
+        .current_dir(dir.path())
+        .env("FORGE_BROWSER_ENGINE", "webkit")
+        .args(["tool", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("FORGE_BROWSER_ENGINE=webkit is not a browser engine"),
+        "{err}"
+    );
+}

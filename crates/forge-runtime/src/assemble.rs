@@ -296,7 +296,10 @@ pub async fn assemble(
 
     // The browser binary is resolved before anything starts, so a missing browser fails fast.
     let browser_binary = match &browser_view {
-        Some(view) => Some(BrowserParts::find_binary(view)?),
+        Some(view) => {
+            let engine = BrowserParts::engine(&agent.config.browser, |k| std::env::var(k).ok())?;
+            Some(BrowserParts::find_binary(view, engine)?)
+        }
         None => None,
     };
     let refusals = forge_browser::RefusalLog::new();
@@ -397,8 +400,13 @@ pub async fn assemble(
                 opts.deps.browser_crash.clone(),
                 confiner.clone(),
             )?;
+            let engine = parts.manager().config().engine;
             let how = format!(
-                "; Chromium {} through the egress proxy{}",
+                "; {} {} through the egress proxy{}",
+                match engine {
+                    forge_browser::EngineKind::Chromium => "Chromium",
+                    forge_browser::EngineKind::Lightpanda => "Lightpanda",
+                },
                 parts.binary().display(),
                 if view.allow_sensitive_fill {
                     "; sensitive fill allowed by a browser skill"
@@ -410,6 +418,15 @@ pub async fn assemble(
                 if let Some(p) = plan.get(tool.name()).filter(|p| p.present) {
                     note(&mut reasons, p, true, format!("{}{how}", p.reason));
                     registry.register(tool.clone());
+                }
+            }
+            // The planned browser tools this engine cannot serve: absent, with the reason.
+            for (name, _) in forge_browser::engine::TOOL_NEEDS {
+                if let (Some(p), Some(why)) = (
+                    plan.get(name).filter(|p| p.present),
+                    forge_browser::engine::absent_reason(engine, name),
+                ) {
+                    note(&mut reasons, p, false, why);
                 }
             }
             Some(parts)

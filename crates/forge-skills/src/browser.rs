@@ -9,6 +9,7 @@
 //!   action_timeout: 30s        # every other browser action
 //!   viewport: {width: 1280, height: 800}
 //!   headless: true             # FORGE_BROWSER_HEADLESS still overrides
+//!   engine: chromium           # or lightpanda; FORGE_BROWSER_ENGINE still overrides
 //!   task_model: {provider: openai, name: gpt-4o-mini}   # browser_task's sub-agent model
 //!   profiles: {portal: {origins: ["https://portal.example.com"]}}   # login profiles (profiles.rs)
 //!   handoff_timeout: 10m       # how long browser_handoff waits for a person
@@ -49,6 +50,7 @@ const BROWSER_KEYS: &[&str] = &[
     "profiles",
     "handoff_timeout",
     "downloads",
+    "engine",
 ];
 const DOWNLOADS_KEYS: &[&str] = &["max_bytes", "max_files"];
 /// Largest `browser.downloads.max_bytes` (4 GiB).
@@ -86,6 +88,42 @@ pub struct BrowserSettings {
     /// `browser.downloads.max_files`: downloads per session (1 to 1000; default 20).
     #[serde(default)]
     pub download_max_files: Option<usize>,
+    /// `browser.engine` (default chromium; `FORGE_BROWSER_ENGINE` overrides).
+    #[serde(default)]
+    pub engine: Option<BrowserEngine>,
+}
+
+/// `browser.engine`: which browser runs the agent's `browser_*` tools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BrowserEngine {
+    /// Chromium (the default): every browser tool.
+    #[default]
+    Chromium,
+    /// Lightpanda: fast and light, for reading pages and simple forms; no layout, one tab.
+    Lightpanda,
+}
+
+impl BrowserEngine {
+    /// The names `browser.engine` and `FORGE_BROWSER_ENGINE` accept.
+    pub const NAMES: [&'static str; 2] = ["chromium", "lightpanda"];
+
+    /// The engine named `s` (exactly as in [`Self::NAMES`]).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "chromium" => Some(Self::Chromium),
+            "lightpanda" => Some(Self::Lightpanda),
+            _ => None,
+        }
+    }
+
+    /// Its name as written in forge.yaml.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Chromium => "chromium",
+            Self::Lightpanda => "lightpanda",
+        }
+    }
 }
 
 /// `browser.task_model`.
@@ -359,6 +397,20 @@ impl<'d, 'a> Reader<'d, 'a> {
                     &at("headless"),
                     "not true or false",
                     "write `headless: true` (the default) or `headless: false` (a visible window, for local debugging)".into(),
+                ),
+            }
+        }
+        if let Some(e) = self.scalar(&at("engine"), "browser.engine", "engine: chromium") {
+            match BrowserEngine::parse(&e) {
+                Some(engine) => out.engine = Some(engine),
+                None => self.err(
+                    format!(
+                        "forge.yaml `browser.engine` must be one of {}, not \"{e}\"",
+                        BrowserEngine::NAMES.join(", ")
+                    ),
+                    &at("engine"),
+                    "not a known engine",
+                    "write `engine: chromium` (the default: every browser tool) or `engine: lightpanda` (reading and simple forms; see docs/browser.md)".into(),
                 ),
             }
         }

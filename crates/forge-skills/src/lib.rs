@@ -46,7 +46,7 @@ pub use agent::Agent;
 pub use aggregate::{
     expand_domains, Aggregate, BrowserView, CliView, EnvAggregate, OneOfGroup, SHELLS,
 };
-pub use browser::{BrowserSettings, TaskModel, MAX_BROWSER_SESSIONS};
+pub use browser::{BrowserEngine, BrowserSettings, TaskModel, MAX_BROWSER_SESSIONS};
 pub use config::{
     Confinement, EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,
     SkillsConfig, ToolConfig, WorkspacesConfig, DEFAULT_WORKSPACE_RETENTION,

@@ -200,3 +200,36 @@ fn downloads_caps_parse_and_bad_values_point_at_them() {
         p[0]
     );
 }
+
+#[test]
+fn browser_engine_parses_and_a_bad_one_points_at_the_value() {
+    use forge_skills::BrowserEngine;
+    assert_eq!(parse("").unwrap().browser.engine, None, "default: unset");
+    assert_eq!(
+        parse("browser:\n  engine: lightpanda\n")
+            .unwrap()
+            .browser
+            .engine,
+        Some(BrowserEngine::Lightpanda)
+    );
+    assert_eq!(
+        parse("browser:\n  engine: chromium\n")
+            .unwrap()
+            .browser
+            .engine,
+        Some(BrowserEngine::Chromium)
+    );
+    let p = problems("browser:\n  engine: firefox\n");
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].contains("`browser.engine` must be one of chromium, lightpanda, not \"firefox\""),
+        "{}",
+        p[0]
+    );
+    assert!(
+        p[0].contains("forge.yaml:4:11"),
+        "value at line 4: {}",
+        p[0]
+    );
+    assert!(p[0].contains("engine: lightpanda"), "the fix: {}", p[0]);
+}

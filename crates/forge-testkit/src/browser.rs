@@ -109,7 +109,21 @@ impl Shared {
     /// `None` after a skip note naming `test` when no Chromium is installed (a panic under
     /// `FORGE_REQUIRE_BROWSER=1`). Chromium itself starts on the first call that needs it.
     pub fn start(test: &str, entries: &[String], confine: Confine) -> Option<Shared> {
-        crate::gates::require_browser(test)?;
+        Self::start_engine(test, entries, confine, forge_browser::EngineKind::Chromium)
+    }
+
+    /// [`Shared::start`] on `engine`: its binary is required (`gates::require_lightpanda` for
+    /// Lightpanda), and the manager launches that engine.
+    pub fn start_engine(
+        test: &str,
+        entries: &[String],
+        confine: Confine,
+        engine: forge_browser::EngineKind,
+    ) -> Option<Shared> {
+        let binary = match engine {
+            forge_browser::EngineKind::Chromium => crate::gates::require_browser(test)?,
+            forge_browser::EngineKind::Lightpanda => crate::gates::require_lightpanda(test)?,
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -122,10 +136,13 @@ impl Shared {
             (Confine::WhereAvailable, forge_egress::confine::Availability::Namespace(k)) => Some(k),
             _ => None,
         };
-        let manager = Arc::new(match kind {
-            Some(k) => confined_manager(proxy_addr, &proxy, k, log.clone(), tmp.path()),
-            None => manager(proxy_addr, log.clone(), tmp.path()),
-        });
+        let mut config = BrowserConfig::with_proxy(proxy_addr);
+        config.temp_root = Some(tmp.path().to_path_buf());
+        config.max_sessions = 32;
+        config.confine = kind.map(|k| forge_egress::confine::Confiner::new(proxy.entry(), k));
+        config.engine = engine;
+        config.binary = Some(binary);
+        let manager = Arc::new(BrowserManager::new(config).with_refusals(log.clone()));
         remove_at_exit(tmp.path());
         remove_at_exit(files.path());
         Some(Shared {

@@ -72,6 +72,23 @@ pub fn require_browser(test: &str) -> Option<std::path::PathBuf> {
     }
 }
 
+/// The Lightpanda binary (`FORGE_LIGHTPANDA_BIN`, then `lightpanda` on PATH), or `None` after a
+/// skip note naming `test`; panics under `FORGE_REQUIRE_BROWSER=1` (CI installs it with
+/// scripts/install-deps.sh).
+#[cfg(feature = "browser")]
+pub fn require_lightpanda(test: &str) -> Option<std::path::PathBuf> {
+    use forge_browser::engine::Engine;
+    match forge_browser::engine::Lightpanda.find_binary() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            skip(&format!(
+                "{test}: no Lightpanda found ({e}); install it with scripts/install-deps.sh browser"
+            ));
+            None
+        }
+    }
+}
+
 /// The network-namespace kind this machine offers for confinement, or `None` after a skip note
 /// naming `test`. A skip, not a failure (CI machines may forbid namespaces), unless
 /// `FORGE_REQUIRE_CONFINEMENT` is set: then a missing namespace fails the test.

@@ -39,8 +39,8 @@ pub mod pg;
 #[cfg(feature = "squid")]
 pub mod squid;
 
-#[cfg(feature = "browser")]
-pub use gates::require_browser;
 #[cfg(feature = "egress")]
 pub use gates::require_namespace;
 pub use gates::{program_runs, python_has, require, required, skip, skip_unless_required_by};
+#[cfg(feature = "browser")]
+pub use gates::{require_browser, require_lightpanda};

@@ -134,6 +134,20 @@ pub struct Observation {
     #[serde(default)]
     pub rows: Vec<Row>,
     pub text: String,
+    /// The engine has no layout (Lightpanda): where elements are and what covers them is not
+    /// known, so the rendering says so instead of inventing it ([`forget_layout`]).
+    #[serde(skip)]
+    pub layout_unknown: bool,
+}
+
+/// Drop what an engine without layout cannot know: every element's place (its synthetic
+/// boxes would call far-down elements out of view) and cover; mark the observation so.
+pub fn forget_layout(obs: &mut Observation) {
+    obs.layout_unknown = true;
+    for e in &mut obs.elements {
+        e.location = "in".into();
+        e.covered_by = None;
+    }
 }
 
 /// A repeated item (mail row, post, card, table row) whose controls are listed under it.

@@ -146,13 +146,17 @@ pub fn render(obs: &Observation, budget: usize) -> String {
     let budget = budget.max(400);
     let mut out = String::new();
     out.push_str(&format!("page: {}\nurl: {}\n", obs.title, obs.url));
-    out.push_str(&format!(
-        "viewport: {}x{}, scrolled {} of {}px\n",
-        obs.viewport.width as i64,
-        obs.viewport.height as i64,
-        obs.scroll.y as i64,
-        obs.scroll.height as i64
-    ));
+    if obs.layout_unknown {
+        out.push_str("layout: none on this engine: whether an element is in view or covered is unknown; every element is listed in reading order\n");
+    } else {
+        out.push_str(&format!(
+            "viewport: {}x{}, scrolled {} of {}px\n",
+            obs.viewport.width as i64,
+            obs.viewport.height as i64,
+            obs.scroll.y as i64,
+            obs.scroll.height as i64
+        ));
+    }
     let element_budget = budget * 7 / 10;
     let mut above = 0usize;
     let mut below = 0usize;
@@ -226,10 +230,11 @@ pub fn render(obs: &Observation, budget: usize) -> String {
         .filter(|f| !frames_done.contains(&f.frame.as_str()))
         .map(frame_line)
         .collect();
-    out.push_str(if listed > 0 {
-        "elements (in view, reading order):\n"
-    } else {
-        "elements in view: none\n"
+    out.push_str(match (listed > 0, obs.layout_unknown) {
+        (true, false) => "elements (in view, reading order):\n",
+        (false, false) => "elements in view: none\n",
+        (true, true) => "elements (reading order):\n",
+        (false, true) => "elements: none\n",
     });
     out.push_str(&lines);
     for f in frames_rest {
@@ -241,7 +246,11 @@ pub fn render(obs: &Observation, budget: usize) -> String {
     if above + below + cut > 0 {
         let mut parts = Vec::new();
         if cut > 0 {
-            parts.push(format!("{cut} more in view not listed"));
+            parts.push(if obs.layout_unknown {
+                format!("{cut} more not listed")
+            } else {
+                format!("{cut} more in view not listed")
+            });
         }
         if below > 0 {
             parts.push(format!("{below} more below"));
@@ -365,6 +374,7 @@ mod tests {
             ));
         }
         let obs = Observation {
+            layout_unknown: false,
             url: "http://127.0.0.1/".into(),
             title: "T".into(),
             viewport: Viewport {
@@ -464,6 +474,7 @@ mod tests {
         }
         elements.push(el("e5", "link", "Next", "in", serde_json::json!({})));
         let obs = Observation {
+            layout_unknown: false,
             url: "http://127.0.0.1/".into(),
             title: "Mail".into(),
             viewport: Viewport {

@@ -61,7 +61,7 @@ pub struct BrowserToolOptions {
     pub allow_sensitive_fill: bool,
 }
 
-/// The browser tools over `manager`, in a fixed order.
+/// The browser tools over `manager` that its engine can serve, in a fixed order.
 pub fn browser_tools(
     manager: Arc<BrowserManager>,
     options: BrowserToolOptions,
@@ -78,7 +78,8 @@ pub fn browser_tools(
         })
     }
     let (m, o) = (&manager, &options);
-    vec![
+    let engine = manager.config().engine;
+    let all: Vec<Arc<dyn Tool>> = vec![
         tool(navigate::Navigate, m, o),
         tool(state::State, m, o),
         tool(click::Click, m, o),
@@ -102,7 +103,11 @@ pub fn browser_tools(
             manager: manager.clone(),
             options: options.clone(),
         }),
-    ]
+    ];
+    // A tool the engine cannot serve is not registered (`engine::absent_reason` says why).
+    all.into_iter()
+        .filter(|t| crate::engine::absent_reason(engine, t.name()).is_none())
+        .collect()
 }
 
 /// `action` as a forge-tools [`Tool`] over `manager` (the form tools, `forms/`, which are not
@@ -379,6 +384,15 @@ impl Cx<'_> {
         let st = &*self.st;
         let tab = st.active_tab().ok_or_else(|| failed("no open tab"))?;
         let mut obs = crate::frames::observe(&tab.page, self.session).await?;
+        if !self
+            .session
+            .running
+            .engine
+            .engine()
+            .can(crate::engine::Capability::Layout)
+        {
+            observe::forget_layout(&mut obs);
+        }
         mask_secret_values(&mut obs, &self.ctx.secrets);
         let mut body = observe::render(&obs, budget);
         if let Some(n) = page_note {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use forge_browser::{
     browser_tools, find_browser_binary, BrowserConfig, BrowserManager, BrowserToolOptions,
-    CrashObserver, RefusalLog,
+    CrashObserver, EngineKind, RefusalLog,
 };
 use forge_egress::client::EgressClient;
 use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, ProxyHandle, ProxyOptions};
@@ -355,6 +355,9 @@ pub(crate) fn browser_config(
     if let Some(n) = settings.download_max_files {
         c.downloads.max_files = n;
     }
+    if let Some(forge_skills::BrowserEngine::Lightpanda) = settings.engine {
+        c.engine = EngineKind::Lightpanda;
+    }
     c.apply_env_from(env)
 }
 
@@ -368,13 +371,45 @@ pub struct BrowserParts {
 }
 
 impl BrowserParts {
-    /// Resolve the Chromium binary (before anything else, so a missing browser fails startup
+    /// The engine: forge.yaml `browser.engine`, then `FORGE_BROWSER_ENGINE` (a value naming no
+    /// engine stops startup rather than falling back to Chromium).
+    pub(super) fn engine(
+        settings: &BrowserSettings,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<EngineKind, AssembleError> {
+        let from_yaml = match settings.engine {
+            Some(forge_skills::BrowserEngine::Lightpanda) => EngineKind::Lightpanda,
+            Some(forge_skills::BrowserEngine::Chromium) | None => EngineKind::Chromium,
+        };
+        Ok(forge_browser::engine::engine_from_env(env)
+            .map_err(AssembleError::BrowserEngine)?
+            .unwrap_or(from_yaml))
+    }
+
+    /// Resolve the engine's binary (before anything else, so a missing browser fails startup
     /// promptly with the skills that asked, what was searched and the fixes).
-    pub(super) fn find_binary(view: &BrowserView) -> Result<PathBuf, AssembleError> {
-        find_browser_binary().map_err(|e| AssembleError::BrowserMissing {
-            skills: view.skills.join(", "),
-            searched: e.searched.join(", "),
-        })
+    pub(super) fn find_binary(
+        view: &BrowserView,
+        engine: EngineKind,
+    ) -> Result<PathBuf, AssembleError> {
+        let skills = view.skills.join(", ");
+        match engine {
+            EngineKind::Chromium => {
+                find_browser_binary().map_err(|e| AssembleError::BrowserMissing {
+                    skills,
+                    searched: e.searched.join(", "),
+                })
+            }
+            EngineKind::Lightpanda => {
+                engine
+                    .engine()
+                    .find_binary()
+                    .map_err(|e| AssembleError::LightpandaMissing {
+                        skills,
+                        searched: e.searched.join(", "),
+                    })
+            }
+        }
     }
 
     /// Build the manager on the running proxy (Chromium itself starts lazily on the first call),
@@ -499,5 +534,48 @@ mod tests {
                 d.downloads
             )
         );
+    }
+
+    #[test]
+    fn the_engine_comes_from_forge_yaml_then_the_environment() {
+        let proxy: SocketAddr = "127.0.0.1:3128".parse().expect("addr");
+        let lp = BrowserSettings {
+            engine: Some(forge_skills::BrowserEngine::Lightpanda),
+            ..BrowserSettings::default()
+        };
+        let env = |k: &str| match k {
+            "FORGE_LIGHTPANDA_BIN" => Some("/opt/lp/lightpanda".to_string()),
+            "FORGE_BROWSER_BIN" => Some("/opt/chromium/chrome".to_string()),
+            _ => None,
+        };
+        let c = browser_config(proxy, &lp, env);
+        assert_eq!(c.engine, EngineKind::Lightpanda);
+        assert_eq!(
+            c.binary,
+            Some(PathBuf::from("/opt/lp/lightpanda")),
+            "the engine's own variable, not FORGE_BROWSER_BIN"
+        );
+        let chromium_env = |k: &str| (k == "FORGE_BROWSER_ENGINE").then(|| "chromium".to_string());
+        assert_eq!(
+            browser_config(proxy, &lp, chromium_env).engine,
+            EngineKind::Chromium,
+            "FORGE_BROWSER_ENGINE wins"
+        );
+        assert_eq!(
+            browser_config(proxy, &BrowserSettings::default(), |_| None).engine,
+            EngineKind::Chromium,
+            "default"
+        );
+        assert_eq!(
+            BrowserParts::engine(&lp, |_| None).ok(),
+            Some(EngineKind::Lightpanda)
+        );
+        let bad = BrowserParts::engine(&lp, |k| {
+            (k == "FORGE_BROWSER_ENGINE").then(|| "webkit".to_string())
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(bad.contains("FORGE_BROWSER_ENGINE=webkit"), "{bad}");
     }
 }

@@ -78,6 +78,17 @@ pub enum AssembleError {
          or remove the browser capability from those skills"
     )]
     BrowserMissing { skills: String, searched: String },
+    /// `browser.engine` (or `FORGE_BROWSER_ENGINE`) is lightpanda and no Lightpanda was found.
+    #[error(
+        "the browser is required by skill(s) {skills} with browser.engine lightpanda but no Lightpanda binary was found.\n  \
+         searched: {searched}\n  \
+         fix: `pip install lightpanda` (puts `lightpanda` on PATH; scripts/install-deps.sh does it), \
+         or set FORGE_LIGHTPANDA_BIN=/path/to/lightpanda, or use browser.engine: chromium"
+    )]
+    LightpandaMissing { skills: String, searched: String },
+    /// `FORGE_BROWSER_ENGINE` names no engine.
+    #[error("{0}")]
+    BrowserEngine(String),
     /// The browser manager could not be built.
     #[error("the browser required by skill(s) {skills} could not be set up: {message}")]
     Browser { skills: String, message: String },
