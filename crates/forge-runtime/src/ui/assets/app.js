@@ -85,6 +85,18 @@
     return li;
   }
 
+  // The live image's stream may not start yet (no tab open) or may end: try again a few times.
+  function liveRetry() {
+    const img = $("live-img");
+    const base = img.dataset.base;
+    const tries = Number(img.dataset.tries || "0");
+    if (!base || tries >= 30) return;
+    img.dataset.tries = String(tries + 1);
+    setTimeout(() => {
+      if (img.dataset.base === base) img.setAttribute("src", base + "?try=" + (tries + 1));
+    }, 2000);
+  }
+
   function renderDetail(t) {
     $("detail-none").hidden = true;
     $("detail-body").hidden = false;
@@ -101,6 +113,21 @@
     const liveLink = $("live-link");
     if (t.liveView) { liveLink.setAttribute("href", t.liveView); liveLink.hidden = false; }
     else liveLink.hidden = true;
+    // The live view inline: its frame stream runs while the image has a source, so a
+    // finished task (or another task chosen) drops the source and the screencast stops.
+    const liveImg = $("live-img");
+    const liveSrc = t.liveView ? t.liveView + "/frames" : null;
+    if (liveSrc) {
+      if (liveImg.dataset.base !== liveSrc) {
+        liveImg.dataset.base = liveSrc;
+        liveImg.dataset.tries = "0";
+        liveImg.setAttribute("src", liveSrc);
+      }
+    } else if (liveImg.hasAttribute("src")) {
+      delete liveImg.dataset.base;
+      liveImg.removeAttribute("src");
+    }
+    $("live-figure").hidden = !liveSrc;
 
     const res = $("result");
     res.replaceChildren();
@@ -245,6 +272,7 @@
 
   window.addEventListener("hashchange", route);
   document.addEventListener("DOMContentLoaded", () => {
+    $("live-img").addEventListener("error", liveRetry);
     refreshTasks().then(route);
     connect();
   });
