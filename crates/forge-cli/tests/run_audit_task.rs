@@ -95,16 +95,7 @@ fn a_guardrail_hit_inside_an_a2a_task_is_audited_with_the_task_id_and_the_contex
     BufReader::new(server.0.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    let port: u16 = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("a URL: {first:?}"))
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let port: u16 = forge_testkit::cli::url_port(&first);
 
     let r = rpc(
         port,

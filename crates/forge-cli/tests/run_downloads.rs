@@ -122,16 +122,7 @@ fn a_clicked_download_is_an_a2a_artifact_with_exactly_the_served_bytes() {
     BufReader::new(server.0.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    let port: u16 = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("a URL: {first:?}"))
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let port: u16 = forge_testkit::cli::url_port(&first);
 
     let r = rpc(
         port,

@@ -54,3 +54,13 @@ macro_rules! forge_assert {
         $crate::cli::assert_command(env!("CARGO_BIN_EXE_forge"))
     };
 }
+
+/// The port of the first `http://host:port/` URL in `line` (a line `forge run` or `forge mcp
+/// serve` prints at start-up); panics naming the line when it has none.
+pub fn url_port(line: &str) -> u16 {
+    line.split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .and_then(|url| url.trim_end_matches('/').rsplit(':').next())
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("a URL with a port in {line:?}"))
+}

@@ -17,7 +17,7 @@
 //! - squid (squid.rs, feature `squid`): squid started as a reference proxy for the proxy benches
 //!   (never a test dependency) and a process's on-CPU time.
 //! - cli (cli.rs, feature `cli`): `forge` command builders with a hermetic environment
-//!   ([`forge!`], [`forge_assert!`]).
+//!   ([`forge!`], [`forge_assert!`]), and `url_port` (the port of the URL a start-up line prints).
 //!
 //! Test support panics when its setup fails (a test cannot go on without its server): the
 //! `expect`s here name what failed. Printing is allowed (skip notes go to stderr, as in tests).
