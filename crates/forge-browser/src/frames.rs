@@ -673,9 +673,10 @@ fn call_in<'a>(
     })
 }
 
-/// Wait (at most 300 ms) for two animation frames of `page`.
+/// Wait (at most 1 s) for two animation frames of `page`: on a loaded machine 300 ms was not
+/// always enough for a scroll to reach the screen before a click into a cross-origin frame.
 async fn painted(page: &Page) {
-    painted_within(page, Duration::from_millis(300)).await;
+    painted_within(page, Duration::from_secs(1)).await;
 }
 
 /// Wait (at most `limit`) for two animation frames of `page`.
