@@ -130,6 +130,21 @@ fn a_watched_tab_streams_frames_takes_input_and_stops_when_nobody_watches() {
         drop(rx);
         wait_until("the screencast stops", || !tab.is_casting()).await;
     });
+    // Enter's form submission is a navigation of its own: under load its request can reach the
+    // server after the input calls returned, so wait for it (bounded) before reading the paths.
+    for _ in 0..200 {
+        let seen = f
+            .server
+            .paths
+            .lock()
+            .expect("paths")
+            .iter()
+            .any(|p| p.starts_with("/submit"));
+        if seen {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let paths = f.server.paths.lock().expect("paths").clone();
     assert!(
         paths.iter().any(|p| p == "/submit?code=731905"),

@@ -433,23 +433,14 @@ pub(crate) fn hosts_line(policy: &EgressPolicy) -> String {
     }
 }
 
-/// The media type of an artifact, by its extension.
+/// The media type of an artifact, by its extension: the one table `file_create` also uses, so an
+/// artifact's type is the same inline, over `/artifacts/...` and in the tool's own result.
 pub(crate) fn mime_for(path: &std::path::Path) -> &'static str {
-    match path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("png") => "image/png",
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("pdf") => "application/pdf",
-        Some("json") => "application/json",
-        Some("txt" | "md") => "text/plain",
-        Some("html") => "text/html",
-        Some("csv") => "text/csv",
-        _ => "application/octet-stream",
-    }
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    forge_tools::builtins::file_create::mime_for(name)
 }
 
 #[cfg(test)]
