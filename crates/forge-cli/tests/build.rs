@@ -1106,3 +1106,52 @@ fn lightpanda_is_found_like_forge_finds_it_or_the_build_names_the_fix() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(fs::read(out.join("lightpanda/lightpanda")).unwrap() == fs::read(&lp).unwrap());
 }
+
+#[test]
+fn the_shipped_lightpanda_serves_the_agent_as_the_image_sets_it_up() {
+    let Some(lp) = forge_testkit::require_lightpanda_program(
+        "the_shipped_lightpanda_serves_the_agent_as_the_image_sets_it_up",
+    ) else {
+        return;
+    };
+    let (tmp, dir) = agent("build-lightpanda");
+    let out = tmp.path().join("out");
+    let o = build_with_lightpanda(&dir, &out, Some(&lp));
+    assert!(o.status.success(), "{}", text(&o));
+    let site = forge_testkit::site::Site::start(|_| {
+        forge_testkit::site::Response::html(
+            "<!doctype html><title>Shipped engine</title><p>Served by the copy in the context.</p>",
+        )
+    });
+    // What the image does: forge runs in /app (the context's agent/) with the Dockerfile's ENV:
+    // HOME and FORGE_LIGHTPANDA_BIN (here pointing at the context's copy), and a PATH with no
+    // Lightpanda and no Python wrapper on it.
+    let dockerfile = fs::read_to_string(out.join("Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains("FORGE_LIGHTPANDA_BIN=/opt/lightpanda/lightpanda"),
+        "{dockerfile}"
+    );
+    let home = tmp.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    let mut c = forge_testkit::cli::assert_command(env!("CARGO_BIN_EXE_forge"));
+    c.current_dir(out.join("agent"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &home)
+        .env("FORGE_LIGHTPANDA_BIN", out.join("lightpanda/lightpanda"))
+        .args([
+            "tool",
+            "call",
+            "browser_navigate",
+            "--args",
+            &format!("{{\"url\":\"{}\"}}", site.url("/")),
+        ])
+        .args(["--allow", &site.entry()])
+        .timeout(std::time::Duration::from_secs(120));
+    let o = c.output().unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("Shipped engine"), "{t}");
+    assert!(t.contains("Served by the copy in the context."), "{t}");
+    assert!(site.hits() >= 1, "{t}");
+}
