@@ -462,6 +462,26 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
         }
     }
 
+    // One image, one architecture: a Lightpanda for another machine than forge's will not run.
+    if let Some(lp) = &lightpanda {
+        let machines = (
+            crate::lightpanda::elf_machine(&opts.forge_bin),
+            crate::lightpanda::elf_machine(&lp.path),
+        );
+        if let (Some(f), Some(l)) = machines {
+            if f != l {
+                warnings.push(format!(
+                    "{} is built for {} but the forge binary {} for {}: one of them will not run \
+                     in the image; give both for the image's architecture (--lightpanda-bin, --forge-bin)",
+                    lp.path.display(),
+                    crate::lightpanda::machine_name(l),
+                    opts.forge_bin.display(),
+                    crate::lightpanda::machine_name(f),
+                ));
+            }
+        }
+    }
+
     if spec.confinement == forge_skills::Confinement::Required {
         warnings.push(
             "forge.yaml security.confinement is `required`: the generated pod (seccomp \

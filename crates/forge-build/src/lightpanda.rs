@@ -170,6 +170,39 @@ pub(crate) fn is_plain_version(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '-'))
 }
 
+/// The machine (`e_machine`) an ELF file is built for, when `path` starts with a well-formed
+/// ELF identification (class 32/64-bit, either byte order, version 1); `None` otherwise.
+pub(crate) fn elf_machine(path: &Path) -> Option<u16> {
+    let mut head = [0u8; 20];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .ok()?;
+    let well_formed = head[..4] == *b"\x7fELF"
+        && matches!(head[4], 1 | 2)
+        && matches!(head[5], 1 | 2)
+        && head[6] == 1;
+    if !well_formed {
+        return None;
+    }
+    let bytes = [head[18], head[19]];
+    Some(if head[5] == 1 {
+        u16::from_le_bytes(bytes)
+    } else {
+        u16::from_be_bytes(bytes)
+    })
+}
+
+/// A name for an ELF machine number (the ones forge images run on, else the number).
+pub(crate) fn machine_name(m: u16) -> String {
+    match m {
+        0x3E => "x86-64".to_string(),
+        0xB7 => "arm64 (aarch64)".to_string(),
+        0x03 => "x86 (32-bit)".to_string(),
+        0x28 => "arm (32-bit)".to_string(),
+        other => format!("ELF machine {other:#x}"),
+    }
+}
+
 /// `SOURCE.md` next to the binary in the image: what it is, its hash, its licence, where its
 /// Corresponding Source is.
 pub(crate) fn source_note(bin: &LightpandaBinary) -> String {
@@ -246,6 +279,27 @@ mod tests {
         let text = exe(dir.path(), "notes", b"hello");
         let err = inspect_lightpanda(&text).expect_err("not ELF").to_string();
         assert!(err.contains("no ELF header"), "{err}");
+    }
+
+    #[test]
+    fn elf_machines_are_read_from_well_formed_headers_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut x86 = vec![0x7f, b'E', b'L', b'F', 2, 1, 1];
+        x86.resize(18, 0);
+        x86.extend([0x3E, 0x00]);
+        let mut arm = x86.clone();
+        arm[18] = 0xB7;
+        let a = exe(dir.path(), "x86", &x86);
+        let b = exe(dir.path(), "arm", &arm);
+        let c = exe(
+            dir.path(),
+            "standin",
+            b"\x7fELF stand-in for a release build\n",
+        );
+        assert_eq!(elf_machine(&a), Some(0x3E));
+        assert_eq!(elf_machine(&b), Some(0xB7));
+        assert_eq!(elf_machine(&c), None, "not a well-formed identification");
+        assert_eq!(machine_name(0xB7), "arm64 (aarch64)");
     }
 
     #[test]

@@ -382,6 +382,51 @@ fn a_lightpanda_agent_without_a_shippable_binary_fails_before_writing() {
 }
 
 #[test]
+fn a_lightpanda_for_another_architecture_than_forge_is_warned_about() {
+    let Some(lp) = forge_testkit::require_lightpanda_program(
+        "a_lightpanda_for_another_architecture_than_forge_is_warned_about",
+    ) else {
+        return;
+    };
+    // The real Lightpanda's own ELF identification, with only the machine changed, stands in
+    // for forge builds of the same and of the other architecture.
+    let mut header = fs::read(&lp).unwrap()[..64].to_vec();
+    let machine = u16::from_le_bytes([header[18], header[19]]);
+    let other: u16 = if machine == 0xB7 { 0x3E } else { 0xB7 };
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = spec_on(tmp.path(), &[Lightpanda]);
+    let mut warnings_for = |m: u16, name: &str| -> Vec<String> {
+        header[18..20].copy_from_slice(&m.to_le_bytes());
+        let forge_bin = tmp.path().join(name);
+        fs::write(&forge_bin, &header).unwrap();
+        write_build(
+            &spec,
+            &BuildOptions {
+                output_dir: tmp.path().join(format!("out-{name}")),
+                forge_bin,
+                image_tag: "demo:1.0.0".into(),
+                timestamp: 0,
+                lightpanda_bin: Some(lp.clone()),
+            },
+        )
+        .unwrap()
+        .warnings
+    };
+    let same = warnings_for(machine, "forge-same");
+    assert!(
+        !same.iter().any(|w| w.contains("will not run in the image")),
+        "{same:?}"
+    );
+    let differs = warnings_for(other, "forge-other");
+    assert!(
+        differs
+            .iter()
+            .any(|w| w.contains("will not run in the image") && w.contains("--lightpanda-bin")),
+        "{differs:?}"
+    );
+}
+
+#[test]
 fn generated_manifests_validate() {
     let kv = tool("kubernetes-validate");
     for browser in [true, false] {
