@@ -23,6 +23,7 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
     let dir = agent.dir.clone();
     // Which tools the agent gets: the same plan forge-runtime's assembly builds from.
     let tool_plan = agent.tool_plan();
+    let engines = agent.browser_engines();
     let script_of = |skill: &str, tool: &str| {
         tool_plan
             .tools
@@ -137,9 +138,13 @@ pub fn spec_from_agent(agent: &Agent, audit: AuditOutcome) -> BuildSpec {
             .iter()
             .map(|c| c.as_str().to_string())
             .collect(),
+        // From the files only (forge.yaml and the skills), never FORGE_BROWSER_ENGINE: the
+        // image is a function of the agent directory (docs/build.md, "Browser engines").
         browser: agg.browser_view().map(|b| BrowserSpec {
             skills: b.skills,
             allow_sensitive_fill: b.allow_sensitive_fill,
+            engines: engines.used(),
+            skill_engines: engines.skills.clone(),
         }),
         apt_packages,
         env: EnvSpec {

@@ -3,7 +3,8 @@
 //! Layout (all paths relative to the output dir):
 //! `Dockerfile`, `.dockerignore`, `bin/forge`, `agent/` (forge.yaml, skills/), `agent.json`,
 //! `compiled/security-audit.json`, `compiled/egress_allowlist.json`, `k8s/*.yaml`,
-//! `build-manifest.json`, `checksums.json`.
+//! `build-manifest.json`, `checksums.json`; for an agent using Lightpanda also `lightpanda/`
+//! (the binary, its `LICENSE`, `SOURCE.md`).
 //!
 //! Determinism: every file is a function of the inputs and of one timestamp, which appears only
 //! in the declared fields (`build-manifest.json` `built_at` and `source_date_epoch`,
@@ -19,6 +20,7 @@ use forge_time::rfc3339;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::digest::{hex, sha256_file};
 use crate::dockerfile::{self, BASE_IMAGE, BROWSER_PACKAGES};
 use crate::error::BuildError;
 use crate::k8s;
@@ -45,7 +47,14 @@ pub struct BuildOptions {
     pub image_tag: String,
     /// Seconds since the epoch for the declared timestamps (see [`build_timestamp`]).
     pub timestamp: i64,
+    /// The Lightpanda binary to put in the image when the agent uses it; `None`:
+    /// `FORGE_LIGHTPANDA_BIN`, else `lightpanda` on PATH (how forge finds it at run time).
+    pub lightpanda_bin: Option<PathBuf>,
 }
+
+/// Where the build context keeps the Lightpanda binary (`lightpanda/` is copied to
+/// `/opt/lightpanda/` in the image).
+const LIGHTPANDA_CONTEXT_BIN: &str = "lightpanda/lightpanda";
 
 /// What a build wrote.
 #[derive(Debug, Clone)]
@@ -56,6 +65,10 @@ pub struct BuildOutput {
     /// Things the user should know (e.g. secret-looking files that were left out).
     pub warnings: Vec<String>,
     pub browser: bool,
+    /// The browser engines in the image (`chromium`, `lightpanda`), empty without the browser.
+    pub engines: Vec<String>,
+    /// The Lightpanda shipped, when it is.
+    pub lightpanda: Option<crate::lightpanda::LightpandaBinary>,
     pub image_tag: String,
 }
 
@@ -282,6 +295,9 @@ struct AgentSkill<'a> {
 #[derive(Serialize)]
 struct AgentBrowser<'a> {
     enabled: bool,
+    engines: Vec<&'static str>,
+    /// Each browser skill and its engine (`requires.browser_engine`, else forge.yaml's).
+    skill_engines: &'a [forge_skills::SkillEngine],
     requested_by: Vec<&'a str>,
     allow_sensitive_fill: bool,
 }
@@ -323,10 +339,29 @@ struct BuildManifest<'a> {
     versions: Versions,
     egress_mode: &'a str,
     browser_included: bool,
+    browser_engines: Vec<&'static str>,
     browser_packages: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lightpanda: Option<ManifestLightpanda<'a>>,
     apt_packages: Vec<String>,
     skills: Vec<&'a str>,
     files: Vec<String>,
+}
+
+/// build-manifest.json `lightpanda`: what was shipped and under which licence.
+#[derive(Serialize)]
+struct ManifestLightpanda<'a> {
+    version: &'a str,
+    sha256: &'a str,
+    /// Where it is in the image (`FORGE_LIGHTPANDA_BIN`).
+    path: &'static str,
+    /// The file in the build context.
+    file: &'static str,
+    license: &'static str,
+    license_file: &'static str,
+    source: String,
+    /// Always true: forge runs it as a separate program, never links it.
+    unmodified: bool,
 }
 
 #[derive(Serialize)]
@@ -341,26 +376,6 @@ struct Versions {
 struct Checksums {
     algorithm: &'static str,
     files: BTreeMap<String, String>,
-}
-
-fn sha256_file(path: &Path) -> Result<String, BuildError> {
-    let mut f = fs::File::open(path).map_err(|e| BuildError::io(path, "reading", e))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(|e| BuildError::io(path, "reading", e))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex(&h.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes the whole build output for `spec`. Fails before writing anything when the spec is
@@ -387,7 +402,20 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
             "name a Linux forge executable compatible with debian:bookworm-slim",
         ));
     }
-    let dockerfile = dockerfile::render_dockerfile(spec)?;
+    // Lightpanda, when the agent uses it: found and checked before anything is written.
+    let lightpanda = if spec.needs_lightpanda() {
+        let path = match &opts.lightpanda_bin {
+            Some(p) => crate::lightpanda::find_lightpanda(Some(p.clone()), None)?,
+            None => crate::lightpanda::find_lightpanda(
+                std::env::var_os(crate::lightpanda::LIGHTPANDA_BIN_VAR).map(PathBuf::from),
+                std::env::var_os("PATH"),
+            )?,
+        };
+        Some(crate::lightpanda::inspect_lightpanda(&path)?)
+    } else {
+        None
+    };
+    let dockerfile = dockerfile::render_dockerfile(spec, lightpanda.as_ref())?;
     let manifests = k8s::render_manifests(spec, &opts.image_tag)?;
 
     prepare_output_dir(&opts.output_dir, &spec.agent_dir)?;
@@ -405,11 +433,53 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
         dockerfile::render_dockerignore().as_bytes(),
     )?;
     w.copy("bin/forge", &opts.forge_bin, 0o755)?;
+    if let Some(lp) = &lightpanda {
+        // Unmodified, beside its licence and the note saying where its source is.
+        w.copy(LIGHTPANDA_CONTEXT_BIN, &lp.path, 0o755)?;
+        w.write(
+            "lightpanda/LICENSE",
+            crate::lightpanda::LIGHTPANDA_LICENSE_TEXT.as_bytes(),
+        )?;
+        w.write(
+            "lightpanda/SOURCE.md",
+            crate::lightpanda::source_note(lp).as_bytes(),
+        )?;
+    }
     if !is_elf(&opts.forge_bin) {
         warnings.push(format!(
             "{} is not a Linux (ELF) executable: the image will not start; pass --forge-bin with a Linux build of forge for {BASE_IMAGE}",
             opts.forge_bin.display()
         ));
+    }
+
+    if let Some(v) = std::env::var_os("FORGE_BROWSER_ENGINE").filter(|v| !v.is_empty()) {
+        if spec.needs_browser() {
+            warnings.push(format!(
+                "FORGE_BROWSER_ENGINE={} is set, but forge build takes the engines from forge.yaml                  `browser.engine` and the skills' `requires.browser_engine` only; the image carries {}                  (set browser.engine in forge.yaml to ship another engine; setting the variable in                  the image to an engine it lacks stops forge at start-up)",
+                v.to_string_lossy(),
+                dockerfile::engine_names(spec)
+            ));
+        }
+    }
+
+    // One image, one architecture: a Lightpanda for another machine than forge's will not run.
+    if let Some(lp) = &lightpanda {
+        let machines = (
+            crate::lightpanda::elf_machine(&opts.forge_bin),
+            crate::lightpanda::elf_machine(&lp.path),
+        );
+        if let (Some(f), Some(l)) = machines {
+            if f != l {
+                warnings.push(format!(
+                    "{} is built for {} but the forge binary {} for {}: one of them will not run \
+                     in the image; give both for the image's architecture (--lightpanda-bin, --forge-bin)",
+                    lp.path.display(),
+                    crate::lightpanda::machine_name(l),
+                    opts.forge_bin.display(),
+                    crate::lightpanda::machine_name(f),
+                ));
+            }
+        }
     }
 
     if spec.confinement == forge_skills::Confinement::Required {
@@ -480,6 +550,11 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
         capabilities: &spec.capabilities,
         browser: AgentBrowser {
             enabled: spec.needs_browser(),
+            engines: spec.browser_engines().iter().map(|e| e.name()).collect(),
+            skill_engines: spec
+                .browser
+                .as_ref()
+                .map_or(&[], |b| b.skill_engines.as_slice()),
             requested_by: spec
                 .browser
                 .as_ref()
@@ -550,11 +625,26 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
         },
         egress_mode: spec.egress.mode.as_str(),
         browser_included: browser,
-        browser_packages: if browser {
+        browser_engines: spec.browser_engines().iter().map(|e| e.name()).collect(),
+        browser_packages: if spec.needs_chromium() {
             BROWSER_PACKAGES.to_vec()
         } else {
             Vec::new()
         },
+        lightpanda: lightpanda.as_ref().map(|lp| ManifestLightpanda {
+            version: &lp.version,
+            sha256: &lp.sha256,
+            path: crate::lightpanda::LIGHTPANDA_IMAGE_BIN,
+            file: LIGHTPANDA_CONTEXT_BIN,
+            license: crate::lightpanda::LIGHTPANDA_LICENSE_ID,
+            license_file: "lightpanda/LICENSE",
+            source: format!(
+                "{} (release {})",
+                crate::lightpanda::LIGHTPANDA_SOURCE_URL,
+                lp.version
+            ),
+            unmodified: true,
+        }),
         apt_packages: dockerfile::apt_packages(spec),
         skills: spec.skills.iter().map(|s| s.name.as_str()).collect(),
         files,
@@ -565,6 +655,9 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
     for f in &w.files {
         let sum = if f == "bin/forge" {
             forge_sha.clone()
+        } else if let Some(lp) = lightpanda.as_ref().filter(|_| f == LIGHTPANDA_CONTEXT_BIN) {
+            // Hashed when inspected; the copy is byte for byte.
+            lp.sha256.clone()
         } else {
             sha256_file(&opts.output_dir.join(f))?
         };
@@ -585,6 +678,12 @@ pub fn write_build(spec: &BuildSpec, opts: &BuildOptions) -> Result<BuildOutput,
         files,
         warnings,
         browser,
+        engines: spec
+            .browser_engines()
+            .iter()
+            .map(|e| e.name().to_string())
+            .collect(),
+        lightpanda,
         image_tag: opts.image_tag.clone(),
     })
 }

@@ -1,11 +1,17 @@
 //! The Dockerfile and `.dockerignore` of the build context. The Dockerfile is the repo-root
 //! `Dockerfile.tmpl`, embedded in the binary at compile time (so `forge build` works from any
-//! directory) and rendered with minijinja.
+//! directory) and rendered with minijinja. Each browser engine comes in only when the agent uses
+//! it: Chromium as apt packages, Lightpanda as the context's `lightpanda/` directory.
 
+use forge_skills::BrowserEngine;
 use minijinja::{context, Environment};
 use serde::Serialize;
 
 use crate::error::BuildError;
+use crate::lightpanda::{
+    LightpandaBinary, LIGHTPANDA_IMAGE_BIN, LIGHTPANDA_IMAGE_DIR, LIGHTPANDA_LICENSE_ID,
+    LIGHTPANDA_SOURCE_URL,
+};
 use crate::spec::BuildSpec;
 
 /// The template, embedded so the binary needs no repository checkout.
@@ -23,8 +29,8 @@ pub const AGENT_PORT: u16 = 8080;
 pub(crate) const PROBE_PORT: u16 = 8081;
 /// Packages every image gets: CA roots for TLS, and tini as PID 1.
 pub const BASE_PACKAGES: &[&str] = &["ca-certificates", "tini"];
-/// Packages added when, and only when, an active skill declares the `browser` capability:
-/// Debian's Chromium (its Depends bring the libraries: nss, gtk, ...) and fonts so pages render
+/// Packages added when, and only when, an active skill declares the `browser` capability and
+/// the agent's browser runs on Chromium (the default engine): Debian's Chromium (its Depends bring the libraries: nss, gtk, ...) and fonts so pages render
 /// text with real metrics (Liberation is metric-compatible with Arial/Times/Courier).
 pub const BROWSER_PACKAGES: &[&str] = &["chromium", "fonts-liberation", "fonts-dejavu-core"];
 /// Where Debian installs Chromium; passed to forge as FORGE_BROWSER_BIN.
@@ -54,7 +60,7 @@ pub fn script_interpreters(spec: &BuildSpec) -> Vec<(String, String)> {
 /// The apt packages of the image's single apt layer, in install order, de-duplicated.
 pub fn apt_packages(spec: &BuildSpec) -> Vec<String> {
     let mut out: Vec<String> = BASE_PACKAGES.iter().map(|s| s.to_string()).collect();
-    if spec.needs_browser() {
+    if spec.needs_chromium() {
         out.extend(BROWSER_PACKAGES.iter().map(|s| s.to_string()));
     }
     let mut extra: Vec<String> = spec.apt_packages.iter().map(|p| p.name.clone()).collect();
@@ -72,21 +78,58 @@ struct EnvLine {
     value: &'static str,
 }
 
-/// Renders the Dockerfile for `spec`. Call [`BuildSpec::validate`] first: the agent id, version
+/// The engines' names, comma-separated (a label value and a log line).
+pub(crate) fn engine_names(spec: &BuildSpec) -> String {
+    spec.browser_engines()
+        .iter()
+        .map(|e| e.name())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Lightpanda as the template sees it.
+#[derive(Serialize)]
+struct LightpandaLines<'a> {
+    version: &'a str,
+    dir: &'static str,
+    license: &'static str,
+    source: &'static str,
+    requested_by: String,
+}
+
+/// Renders the Dockerfile for `spec`; `lightpanda` is the binary the context carries, required
+/// when the agent uses Lightpanda. Call [`BuildSpec::validate`] first: the agent id, version
 /// and package names are pasted into the file.
-pub fn render_dockerfile(spec: &BuildSpec) -> Result<String, BuildError> {
+pub fn render_dockerfile(
+    spec: &BuildSpec,
+    lightpanda: Option<&LightpandaBinary>,
+) -> Result<String, BuildError> {
     let browser = spec.needs_browser();
     let mut purpose = String::from("CA certificates for TLS and tini as init");
-    if browser {
-        let who = spec
-            .browser
-            .as_ref()
-            .map(|b| b.skills.join(", "))
-            .unwrap_or_default();
+    if spec.needs_chromium() {
+        let who = spec.skills_on(BrowserEngine::Chromium).join(", ");
         purpose.push_str(&format!(
             ", Debian's Chromium and fonts for the browser tools (capability `browser`, requested by: {who})"
         ));
     }
+    let lightpanda = match (spec.needs_lightpanda(), lightpanda) {
+        (false, _) => None,
+        (true, Some(bin)) if crate::lightpanda::is_plain_version(&bin.version) => {
+            Some(LightpandaLines {
+                version: &bin.version,
+                dir: LIGHTPANDA_IMAGE_DIR,
+                license: LIGHTPANDA_LICENSE_ID,
+                source: LIGHTPANDA_SOURCE_URL,
+                requested_by: spec.skills_on(BrowserEngine::Lightpanda).join(", "),
+            })
+        }
+        (true, _) => {
+            return Err(BuildError::Lightpanda {
+                problem: "the agent uses browser.engine: lightpanda but no inspected Lightpanda binary was given to the Dockerfile".into(),
+                fix: "build through write_build, which finds and checks the binary".into(),
+            })
+        }
+    };
     if !spec.apt_packages.is_empty() {
         let mut decl: Vec<String> = spec
             .apt_packages
@@ -111,14 +154,19 @@ pub fn render_dockerfile(spec: &BuildSpec) -> Result<String, BuildError> {
             list.join(", ")
         ));
     }
-    let env: Vec<EnvLine> = if browser {
-        vec![EnvLine {
+    let mut env: Vec<EnvLine> = Vec::new();
+    if spec.needs_chromium() {
+        env.push(EnvLine {
             name: "FORGE_BROWSER_BIN",
             value: BROWSER_BIN,
-        }]
-    } else {
-        Vec::new()
-    };
+        });
+    }
+    if lightpanda.is_some() {
+        env.push(EnvLine {
+            name: "FORGE_LIGHTPANDA_BIN",
+            value: LIGHTPANDA_IMAGE_BIN,
+        });
+    }
 
     let mut jinja = Environment::new();
     jinja.set_keep_trailing_newline(true);
@@ -135,6 +183,8 @@ pub fn render_dockerfile(spec: &BuildSpec) -> Result<String, BuildError> {
         base_image => BASE_IMAGE,
         egress_mode => spec.egress.mode.as_str(),
         browser => browser,
+        engines => engine_names(spec),
+        lightpanda => lightpanda,
         package_purpose => purpose,
         packages => apt_packages(spec),
         uid => AGENT_UID,
@@ -187,6 +237,8 @@ mod tests {
             browser: browser.then(|| BrowserSpec {
                 skills: vec!["web-browse".into()],
                 allow_sensitive_fill: false,
+                engines: vec![],
+                skill_engines: vec![],
             }),
             apt_packages: vec![AptPackage {
                 name: "jq".into(),
@@ -203,7 +255,7 @@ mod tests {
 
     #[test]
     fn browser_agent_gets_chromium_in_one_apt_layer() {
-        let d = render_dockerfile(&spec(true)).unwrap();
+        let d = render_dockerfile(&spec(true), None).unwrap();
         assert_eq!(d.matches("apt-get install").count(), 1, "{d}");
         assert!(d.contains("--no-install-recommends"));
         assert!(d.contains("rm -rf /var/lib/apt/lists/*"));
@@ -240,13 +292,13 @@ mod tests {
         let pkgs = apt_packages(&s);
         assert!(pkgs.contains(&"python3".to_string()), "{pkgs:?}");
         assert!(!pkgs.contains(&"nodejs".to_string()), "{pkgs:?}");
-        let d = render_dockerfile(&s).unwrap();
+        let d = render_dockerfile(&s, None).unwrap();
         assert!(d.contains("python3 (runs skills/x/scripts/a.py)"), "{d}");
     }
 
     #[test]
     fn non_browser_agent_never_mentions_chromium() {
-        let d = render_dockerfile(&spec(false)).unwrap();
+        let d = render_dockerfile(&spec(false), None).unwrap();
         assert!(!d.to_lowercase().contains("chromium"), "{d}");
         assert!(!d.contains("fonts-liberation"));
         assert!(d.contains("      jq \\\n"));

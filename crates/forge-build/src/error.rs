@@ -69,6 +69,11 @@ pub enum BuildError {
         context_dir: PathBuf,
     },
 
+    /// The agent uses Lightpanda and its binary cannot be shipped (missing, a script wrapper,
+    /// no version).
+    #[error("Lightpanda for the image: {problem}\n  fix: {fix}")]
+    Lightpanda { problem: String, fix: String },
+
     /// `--skip-build` without a previous build.
     #[error("{0}: no forge build output here (build-manifest.json is missing)\n  fix: run `forge build` first, or drop --skip-build")]
     MissingOutput(PathBuf),

@@ -148,6 +148,8 @@ pub struct ImageManifest {
     pub pushed: bool,
     pub prod: bool,
     pub browser_included: bool,
+    /// The browser engines in the image (build-manifest.json `browser_engines`).
+    pub browser_engines: Vec<String>,
     pub image_id: Option<String>,
 }
 
@@ -277,6 +279,15 @@ pub fn build_image(
             .get("browser_included")
             .and_then(|v| v.as_bool())
             .unwrap_or(false),
+        browser_engines: bm
+            .get("browser_engines")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
         image_id,
     };
     let path = req.context_dir.join("image-manifest.json");

@@ -303,6 +303,7 @@ mod tests {
             browser: Some(BrowserSpec {
                 skills: vec!["web".into()],
                 allow_sensitive_fill: false,
+                ..Default::default()
             }),
             skills: vec![SkillSpec {
                 name: "web".into(),

@@ -194,11 +194,16 @@ pub struct SkillTool {
     pub script: Option<String>,
 }
 
-/// The browser view: which skills asked for the browser.
+/// The browser view: which skills asked for the browser, and which engines they run on.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct BrowserSpec {
     pub skills: Vec<String>,
     pub allow_sensitive_fill: bool,
+    /// The engines the agent's browser tools run on (forge.yaml `browser.engine`, and each
+    /// skill's own `requires.browser_engine`); empty means the default engine, Chromium.
+    pub engines: Vec<forge_skills::BrowserEngine>,
+    /// Each browser skill and the engine serving it (agent.json shows it).
+    pub skill_engines: Vec<forge_skills::SkillEngine>,
 }
 
 /// An apt package a skill asks for.
@@ -259,6 +264,56 @@ impl BuildSpec {
     /// (tool-bearing or instructional alike).
     pub fn needs_browser(&self) -> bool {
         self.browser.is_some() || self.capabilities.iter().any(|c| c == "browser")
+    }
+
+    /// The browser engines the image must carry, in [`forge_skills::BrowserEngine::NAMES`]
+    /// order, each once: none for an agent without the browser, Chromium when it names none.
+    pub fn browser_engines(&self) -> Vec<forge_skills::BrowserEngine> {
+        if !self.needs_browser() {
+            return Vec::new();
+        }
+        let named: &[forge_skills::BrowserEngine] =
+            self.browser.as_ref().map_or(&[], |b| b.engines.as_slice());
+        if named.is_empty() {
+            return vec![forge_skills::BrowserEngine::Chromium];
+        }
+        forge_skills::BrowserEngine::NAMES
+            .iter()
+            .filter_map(|n| forge_skills::BrowserEngine::parse(n))
+            .filter(|e| named.contains(e))
+            .collect()
+    }
+
+    /// The browser skills served by `engine`, in skill order (a hand-built spec without
+    /// per-skill engines: every browser skill, when `engine` is one the image carries).
+    pub fn skills_on(&self, engine: forge_skills::BrowserEngine) -> Vec<String> {
+        let Some(b) = &self.browser else {
+            return Vec::new();
+        };
+        if b.skill_engines.is_empty() {
+            return if self.browser_engines().contains(&engine) {
+                b.skills.clone()
+            } else {
+                Vec::new()
+            };
+        }
+        b.skill_engines
+            .iter()
+            .filter(|s| s.engine == engine)
+            .map(|s| s.skill.clone())
+            .collect()
+    }
+
+    /// Whether the image gets Chromium (its apt packages, fonts, `FORGE_BROWSER_BIN`).
+    pub fn needs_chromium(&self) -> bool {
+        self.browser_engines()
+            .contains(&forge_skills::BrowserEngine::Chromium)
+    }
+
+    /// Whether the image gets Lightpanda (its binary, licence and `FORGE_LIGHTPANDA_BIN`).
+    pub fn needs_lightpanda(&self) -> bool {
+        self.browser_engines()
+            .contains(&forge_skills::BrowserEngine::Lightpanda)
     }
 
     /// The hosts the model providers (primary, then fallbacks) are reached at; forge adds them

@@ -10,7 +10,15 @@ use std::process::Command;
 use forge_build::*;
 use forge_testkit::site::{Response, Site};
 
+use forge_skills::BrowserEngine::{self, Chromium, Lightpanda};
+
 fn spec(dir: &Path, browser: bool) -> BuildSpec {
+    spec_on(dir, if browser { &[Chromium] } else { &[] })
+}
+
+/// A demo agent whose browser runs on `engines` (none: no browser skill).
+fn spec_on(dir: &Path, engines: &[BrowserEngine]) -> BuildSpec {
+    let browser = !engines.is_empty();
     fs::create_dir_all(dir.join("skills/demo")).unwrap();
     fs::write(dir.join("forge.yaml"), "agent_id: demo\nversion: 1.0.0\n").unwrap();
     fs::write(
@@ -50,6 +58,8 @@ fn spec(dir: &Path, browser: bool) -> BuildSpec {
         browser: browser.then(|| BrowserSpec {
             skills: vec!["demo".into()],
             allow_sensitive_fill: false,
+            engines: engines.to_vec(),
+            skill_engines: vec![],
         }),
         apt_packages: vec![AptPackage {
             name: "jq".into(),
@@ -81,10 +91,41 @@ fn build(dir: &Path, out: &Path, browser: bool, ts: i64) -> BuildOutput {
             forge_bin: bin,
             image_tag: spec.image_tag(None, None),
             timestamp: ts,
+            lightpanda_bin: None,
         },
     )
     .unwrap()
 }
+
+/// Builds the demo agent on `engines`, shipping `lightpanda` (the real binary) when it uses it.
+fn build_on(
+    dir: &Path,
+    out: &Path,
+    engines: &[BrowserEngine],
+    lightpanda: Option<&Path>,
+) -> Result<BuildOutput, BuildError> {
+    let bin = dir.join("fake-forge");
+    fs::write(&bin, b"\x7fELF not really").unwrap();
+    let spec = spec_on(dir, engines);
+    write_build(
+        &spec,
+        &BuildOptions {
+            output_dir: out.to_path_buf(),
+            forge_bin: bin,
+            image_tag: spec.image_tag(None, None),
+            timestamp: 1_700_000_000,
+            lightpanda_bin: lightpanda.map(Path::to_path_buf),
+        },
+    )
+}
+
+/// The engine combinations an image can carry, each with a name for messages.
+const ENGINE_SETS: [(&str, &[BrowserEngine]); 4] = [
+    ("no browser", &[]),
+    ("chromium only", &[Chromium]),
+    ("lightpanda only", &[Lightpanda]),
+    ("both", &[Chromium, Lightpanda]),
+];
 
 fn tool(name: &str) -> PathBuf {
     find_on_path(name).unwrap_or_else(|| {
@@ -112,17 +153,22 @@ fn read_all(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 #[test]
 fn generated_dockerfiles_pass_hadolint() {
     let hadolint = tool("hadolint");
-    for browser in [true, false] {
+    let lightpanda =
+        forge_testkit::require_lightpanda_program("generated_dockerfiles_pass_hadolint");
+    for (name, engines) in ENGINE_SETS {
+        if engines.contains(&Lightpanda) && lightpanda.is_none() {
+            continue;
+        }
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("out");
-        build(tmp.path(), &out, browser, 1_700_000_000);
+        build_on(tmp.path(), &out, engines, lightpanda.as_deref()).unwrap();
         let o = Command::new(&hadolint)
             .arg(out.join("Dockerfile"))
             .output()
             .unwrap();
         assert!(
             o.status.success(),
-            "hadolint (browser={browser}) failed:\n{}{}",
+            "hadolint ({name}) failed:\n{}{}",
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
@@ -139,6 +185,244 @@ fn generated_dockerfiles_pass_hadolint() {
     assert!(
         !o.status.success(),
         "hadolint accepted an unpinned, recommends-installing Dockerfile"
+    );
+}
+
+/// Files of a build output that mention `word` (case-insensitive), the executables excepted
+/// (bin/forge is a stand-in here; the Lightpanda binary is a browser and names others).
+fn mentioning(all: &BTreeMap<String, Vec<u8>>, word: &str) -> Vec<String> {
+    all.iter()
+        .filter(|(n, _)| *n != "bin/forge" && *n != "lightpanda/lightpanda")
+        .filter(|(_, b)| String::from_utf8_lossy(b).to_lowercase().contains(word))
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+#[test]
+fn each_engine_is_in_the_image_only_when_the_agent_uses_it() {
+    let Some(lp) = forge_testkit::require_lightpanda_program(
+        "each_engine_is_in_the_image_only_when_the_agent_uses_it",
+    ) else {
+        return;
+    };
+    let lp_bytes = fs::read(&lp).unwrap();
+    let lp_sha = sha2_check::hex_sha256(&lp_bytes);
+    for (name, engines) in ENGINE_SETS {
+        let chromium = engines.contains(&Chromium);
+        let lightpanda = engines.contains(&Lightpanda);
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        let result = build_on(tmp.path(), &out, engines, Some(&lp)).unwrap();
+        let all = read_all(&out);
+        let dockerfile = String::from_utf8_lossy(&all["Dockerfile"]).into_owned();
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&all["build-manifest.json"]).unwrap();
+        let agent: serde_json::Value = serde_json::from_slice(&all["agent.json"]).unwrap();
+        let names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
+        assert_eq!(result.engines, names, "{name}");
+        assert_eq!(
+            manifest["browser_engines"],
+            serde_json::json!(names),
+            "{name}"
+        );
+        assert_eq!(
+            agent["browser"]["engines"],
+            serde_json::json!(names),
+            "{name}"
+        );
+        assert_eq!(manifest["browser_included"], !engines.is_empty(), "{name}");
+
+        // Chromium: its apt packages, fonts and FORGE_BROWSER_BIN, and nothing else of it.
+        for pkg in BROWSER_PACKAGES {
+            assert_eq!(
+                dockerfile.contains(&format!("      {pkg} \\\n")),
+                chromium,
+                "{name}: apt package {pkg}:\n{dockerfile}"
+            );
+        }
+        assert_eq!(
+            dockerfile.contains("FORGE_BROWSER_BIN=/usr/bin/chromium"),
+            chromium,
+            "{name}"
+        );
+        assert_eq!(
+            manifest["browser_packages"].as_array().unwrap().is_empty(),
+            !chromium,
+            "{name}"
+        );
+        if !chromium {
+            assert_eq!(mentioning(&all, "chromium"), Vec::<String>::new(), "{name}");
+        }
+
+        // Lightpanda: the unmodified binary, its licence and source note, FORGE_LIGHTPANDA_BIN.
+        assert_eq!(
+            all.contains_key("lightpanda/lightpanda"),
+            lightpanda,
+            "{name}"
+        );
+        assert_eq!(
+            dockerfile.contains("COPY lightpanda/ /opt/lightpanda/"),
+            lightpanda,
+            "{name}:\n{dockerfile}"
+        );
+        assert_eq!(
+            dockerfile.contains("FORGE_LIGHTPANDA_BIN=/opt/lightpanda/lightpanda"),
+            lightpanda,
+            "{name}"
+        );
+        if !lightpanda {
+            assert_eq!(
+                mentioning(&all, "lightpanda"),
+                Vec::<String>::new(),
+                "{name}"
+            );
+            assert!(manifest.get("lightpanda").is_none(), "{name}");
+            assert!(result.lightpanda.is_none(), "{name}");
+            continue;
+        }
+        assert!(
+            all["lightpanda/lightpanda"] == lp_bytes,
+            "{name}: the binary was changed"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(out.join("lightpanda/lightpanda"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o755, "{name}");
+        }
+        let license = String::from_utf8_lossy(&all["lightpanda/LICENSE"]).into_owned();
+        assert!(
+            license.contains("GNU AFFERO GENERAL PUBLIC LICENSE"),
+            "{name}"
+        );
+        assert!(license.contains("Version 3, 19 November 2007"), "{name}");
+        // The version is what the binary itself says.
+        let said = Command::new(&lp)
+            .arg("version")
+            .env_clear()
+            .env("LIGHTPANDA_DISABLE_TELEMETRY", "true")
+            .output()
+            .unwrap();
+        let version = String::from_utf8_lossy(&said.stdout).trim().to_string();
+        assert!(!version.is_empty(), "lightpanda version printed nothing");
+        let lpm = &manifest["lightpanda"];
+        assert_eq!(lpm["version"], version.as_str(), "{name}");
+        assert_eq!(lpm["sha256"], lp_sha.as_str(), "{name}");
+        assert_eq!(lpm["license"], "AGPL-3.0-only", "{name}");
+        assert_eq!(lpm["path"], "/opt/lightpanda/lightpanda", "{name}");
+        assert_eq!(lpm["unmodified"], true, "{name}");
+        let sums: serde_json::Value = serde_json::from_slice(&all["checksums.json"]).unwrap();
+        assert_eq!(
+            sums["files"]["lightpanda/lightpanda"],
+            lp_sha.as_str(),
+            "{name}"
+        );
+        let note = String::from_utf8_lossy(&all["lightpanda/SOURCE.md"]).into_owned();
+        for needle in [
+            version.as_str(),
+            lp_sha.as_str(),
+            "AGPL-3.0-only",
+            "https://github.com/lightpanda-io/browser",
+            "not linked",
+        ] {
+            assert!(
+                note.contains(needle),
+                "{name}: SOURCE.md lacks {needle}:\n{note}"
+            );
+        }
+        assert!(
+            dockerfile.contains(&format!("dev.forge.lightpanda-version=\"{version}\"")),
+            "{name}:\n{dockerfile}"
+        );
+        assert!(
+            dockerfile.contains(&format!(
+                "dev.forge.browser-engines=\"{}\"",
+                names.join(",")
+            )),
+            "{name}:\n{dockerfile}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_lightpanda_agent_without_a_shippable_binary_fails_before_writing() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let missing = tmp.path().join("no-such-lightpanda");
+    let err = build_on(tmp.path(), &out, &[Lightpanda], Some(&missing))
+        .expect_err("a missing binary fails the build")
+        .to_string();
+    assert!(err.contains("no-such-lightpanda"), "{err}");
+    assert!(err.contains("fix:"), "{err}");
+    assert!(
+        !out.exists(),
+        "nothing is written before the binary is checked"
+    );
+    // pip's console script starts the binary on the host but cannot run in the image.
+    let script = tmp.path().join("lightpanda");
+    fs::write(
+        &script,
+        "#!/usr/bin/python3\nfrom lightpanda.cli import main\nmain()\n",
+    )
+    .unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let err = build_on(tmp.path(), &out, &[Chromium, Lightpanda], Some(&script))
+        .expect_err("a script wrapper fails the build")
+        .to_string();
+    assert!(err.contains("a script"), "{err}");
+    assert!(err.contains("find_binary()"), "{err}");
+    assert!(!out.exists());
+    // A Chromium-only agent never looks for Lightpanda.
+    build_on(tmp.path(), &out, &[Chromium], Some(&missing)).unwrap();
+}
+
+#[test]
+fn a_lightpanda_for_another_architecture_than_forge_is_warned_about() {
+    let Some(lp) = forge_testkit::require_lightpanda_program(
+        "a_lightpanda_for_another_architecture_than_forge_is_warned_about",
+    ) else {
+        return;
+    };
+    // The real Lightpanda's own ELF identification, with only the machine changed, stands in
+    // for forge builds of the same and of the other architecture.
+    let mut header = fs::read(&lp).unwrap()[..64].to_vec();
+    let machine = u16::from_le_bytes([header[18], header[19]]);
+    let other: u16 = if machine == 0xB7 { 0x3E } else { 0xB7 };
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = spec_on(tmp.path(), &[Lightpanda]);
+    let mut warnings_for = |m: u16, name: &str| -> Vec<String> {
+        header[18..20].copy_from_slice(&m.to_le_bytes());
+        let forge_bin = tmp.path().join(name);
+        fs::write(&forge_bin, &header).unwrap();
+        write_build(
+            &spec,
+            &BuildOptions {
+                output_dir: tmp.path().join(format!("out-{name}")),
+                forge_bin,
+                image_tag: "demo:1.0.0".into(),
+                timestamp: 0,
+                lightpanda_bin: Some(lp.clone()),
+            },
+        )
+        .unwrap()
+        .warnings
+    };
+    let same = warnings_for(machine, "forge-same");
+    assert!(
+        !same.iter().any(|w| w.contains("will not run in the image")),
+        "{same:?}"
+    );
+    let differs = warnings_for(other, "forge-other");
+    assert!(
+        differs
+            .iter()
+            .any(|w| w.contains("will not run in the image") && w.contains("--lightpanda-bin")),
+        "{differs:?}"
     );
 }
 
@@ -286,6 +570,7 @@ fn refuses_to_clear_a_directory_it_did_not_write() {
             forge_bin: bin,
             image_tag: "demo:1.0.0".into(),
             timestamp: 0,
+            lightpanda_bin: None,
         },
     )
     .unwrap_err();
@@ -317,6 +602,7 @@ fn audit_errors_fail_the_build_before_writing() {
             forge_bin: bin,
             image_tag: "demo:1.0.0".into(),
             timestamp: 0,
+            lightpanda_bin: None,
         },
     )
     .unwrap_err();
@@ -337,6 +623,7 @@ fn a_forge_binary_that_is_not_linux_is_warned_about() {
             forge_bin: bin,
             image_tag: "demo:1.0.0".into(),
             timestamp: 0,
+            lightpanda_bin: None,
         },
     )
     .unwrap();

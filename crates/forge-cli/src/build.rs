@@ -23,6 +23,11 @@ pub(crate) struct BuildArgs {
     /// runs on debian:bookworm-slim.
     #[arg(long)]
     forge_bin: Option<PathBuf>,
+    /// The Lightpanda binary to put in the image when the agent uses it (default:
+    /// FORGE_LIGHTPANDA_BIN, else `lightpanda` on PATH). Must be the binary itself, not pip's
+    /// `lightpanda` command.
+    #[arg(long)]
+    lightpanda_bin: Option<PathBuf>,
     /// Registry prefix for the image the manifests reference (e.g. ghcr.io/acme).
     #[arg(long)]
     registry: Option<String>,
@@ -62,6 +67,10 @@ pub(crate) struct PackageArgs {
     /// The forge binary to put in the image (default: this one).
     #[arg(long)]
     forge_bin: Option<PathBuf>,
+    /// The Lightpanda binary to put in the image when the agent uses it (default:
+    /// FORGE_LIGHTPANDA_BIN, else `lightpanda` on PATH).
+    #[arg(long)]
+    lightpanda_bin: Option<PathBuf>,
     /// Refuse configurations unfit for production (dev-open egress, uncurated browser
     /// allowlists, dev-only tools, audit errors, unnarrowed private IPs).
     #[arg(long)]
@@ -124,7 +133,13 @@ fn forge_bin(arg: Option<&Path>) -> Result<PathBuf, Reported> {
     }
 }
 
-fn write(spec: &BuildSpec, out: &Path, forge: &Path, image: &str) -> Result<(), Reported> {
+fn write(
+    spec: &BuildSpec,
+    out: &Path,
+    forge: &Path,
+    lightpanda: Option<&Path>,
+    image: &str,
+) -> Result<(), Reported> {
     if spec.egress.allow_private_ips && spec.egress.allowed_private_cidrs.is_empty() {
         eprintln!(
             "warning: {}: field `egress.allow_private_ips`: true without `allowed_private_cidrs` opens every private network to the agent (forge package --prod rejects this)",
@@ -138,23 +153,34 @@ fn write(spec: &BuildSpec, out: &Path, forge: &Path, image: &str) -> Result<(), 
             forge_bin: forge.to_path_buf(),
             image_tag: image.to_string(),
             timestamp: forge_build::build_timestamp(),
+            lightpanda_bin: lightpanda.map(Path::to_path_buf),
         },
     )
     .map_err(fail)?;
     for w in &result.warnings {
         eprintln!("warning: {w}");
     }
+    let browser = if result.browser {
+        format!("included: {}", result.engines.join(", "))
+    } else {
+        "not included".to_string()
+    };
     eprintln!(
-        "forge build: wrote {} files to {} (image {}, browser {})",
+        "forge build: wrote {} files to {} (image {}, browser {browser})",
         result.files.len(),
         result.output_dir.display(),
         result.image_tag,
-        if result.browser {
-            "included"
-        } else {
-            "not included"
-        }
     );
+    if let Some(lp) = &result.lightpanda {
+        eprintln!(
+            "forge build: shipping Lightpanda {} from {} unmodified, with its licence ({}) and \
+             source note in lightpanda/; whoever conveys the image must offer its source \
+             (docs/browser.md, \"Licence\")",
+            lp.version,
+            lp.path.display(),
+            forge_build::LIGHTPANDA_LICENSE_ID
+        );
+    }
     Ok(())
 }
 
@@ -163,7 +189,7 @@ fn do_build(args: BuildArgs) -> Result<(), Reported> {
     let out = output_dir(&spec, args.output.as_deref());
     let forge = forge_bin(args.forge_bin.as_deref())?;
     let image = spec.image_tag(args.registry.as_deref(), args.tag.as_deref());
-    write(&spec, &out, &forge, &image)?;
+    write(&spec, &out, &forge, args.lightpanda_bin.as_deref(), &image)?;
     println!("{}", out.display());
     Ok(())
 }
@@ -188,7 +214,7 @@ fn do_package(args: PackageArgs) -> Result<(), Reported> {
     {
         eprintln!("forge package: running forge build ({reason})");
         let forge = forge_bin(args.forge_bin.as_deref())?;
-        write(&spec, &out, &forge, &image)?;
+        write(&spec, &out, &forge, args.lightpanda_bin.as_deref(), &image)?;
     }
     let builder =
         forge_build::detect_builder(args.builder.map(BuilderName::as_str), &out).map_err(fail)?;

@@ -250,6 +250,7 @@ fn non_browser_agent_output_never_mentions_chromium() {
         "{found:?}"
     );
     assert_eq!(mentions(&all), Vec::<String>::new());
+    assert_eq!(files_mentioning(&all, "lightpanda"), Vec::<String>::new());
     for (name, bytes) in &all {
         let t = String::from_utf8_lossy(bytes).to_lowercase();
         assert!(!t.contains("chromium"), "{name} mentions chromium:\n{t}");
@@ -827,4 +828,330 @@ fn mcp_server_hosts_are_egress_and_prod_rejects_plain_http_outside_the_cluster()
         !log.exists(),
         "the builder must not run when --prod rejects"
     );
+}
+
+/// Builds fixture agent `dir` into `out`, shipping `lightpanda` (`--lightpanda-bin`) when given.
+fn build_with_lightpanda(dir: &Path, out: &Path, lightpanda: Option<&Path>) -> Output {
+    let mut c = forge();
+    c.arg("build")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(out)
+        .arg("--forge-bin")
+        .arg(small_forge(dir.parent().unwrap()));
+    if let Some(lp) = lightpanda {
+        c.arg("--lightpanda-bin").arg(lp);
+    }
+    run(c)
+}
+
+/// Files of an output that mention `word`, the two executables excepted (bin/forge contains all
+/// of forge's code; the Lightpanda binary is a browser and names others).
+fn files_mentioning(all: &BTreeMap<String, Vec<u8>>, word: &str) -> Vec<String> {
+    all.iter()
+        .filter(|(n, _)| *n != "bin/forge" && *n != "lightpanda/lightpanda")
+        .filter(|(_, b)| String::from_utf8_lossy(b).to_lowercase().contains(word))
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+#[test]
+fn a_lightpanda_agent_ships_lightpanda_unmodified_and_no_chromium() {
+    let Some(lp) = forge_testkit::require_lightpanda_program(
+        "a_lightpanda_agent_ships_lightpanda_unmodified_and_no_chromium",
+    ) else {
+        return;
+    };
+    let (tmp, dir) = agent("build-lightpanda");
+    let out = tmp.path().join("out");
+    let o = build_with_lightpanda(&dir, &out, Some(&lp));
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("browser included: lightpanda)"), "{t}");
+    assert!(t.contains("shipping Lightpanda"), "{t}");
+    assert!(t.contains("AGPL-3.0-only"), "{t}");
+    let all = read_all(&out);
+    assert!(all["lightpanda/lightpanda"] == fs::read(&lp).unwrap());
+    assert_eq!(files_mentioning(&all, "chromium"), Vec::<String>::new());
+    let dockerfile = fs::read_to_string(out.join("Dockerfile")).unwrap();
+    let layer = &apt_layers(&dockerfile)[0];
+    assert!(!layer.contains("fonts-liberation"), "{layer}");
+    assert!(layer.contains("      ca-certificates \\"), "{layer}");
+    assert!(
+        dockerfile.contains("COPY lightpanda/ /opt/lightpanda/"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("FORGE_LIGHTPANDA_BIN=/opt/lightpanda/lightpanda"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("dev.forge.browser-engines=\"lightpanda\""),
+        "{dockerfile}"
+    );
+    let manifest = json(&out.join("build-manifest.json"));
+    assert_eq!(
+        manifest["browser_engines"],
+        serde_json::json!(["lightpanda"])
+    );
+    assert_eq!(manifest["browser_packages"], serde_json::json!([]));
+    assert_eq!(manifest["lightpanda"]["license"], "AGPL-3.0-only");
+    // The shipped file is the program itself: it runs with nothing around it (no Python, an
+    // empty environment), as it will in the image, and says the version the manifest records.
+    let v = Command::new(out.join("lightpanda/lightpanda"))
+        .arg("version")
+        .env_clear()
+        .env("LIGHTPANDA_DISABLE_TELEMETRY", "true")
+        .output()
+        .unwrap();
+    assert!(v.status.success(), "{v:?}");
+    assert_eq!(
+        manifest["lightpanda"]["version"],
+        String::from_utf8_lossy(&v.stdout).trim()
+    );
+    // --prod accepts a curated Lightpanda agent like a curated Chromium one.
+    let bin = tmp.path().join("bin");
+    let log = tmp.path().join("docker.log");
+    fake_builder(&bin, "docker", &log);
+    let mut c = forge();
+    c.arg("package")
+        .arg("--prod")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(tmp.path().join("ctx"))
+        .arg("--forge-bin")
+        .arg(small_forge(tmp.path()))
+        .arg("--lightpanda-bin")
+        .arg(&lp)
+        .env("PATH", path_with(&bin));
+    let o = run(c);
+    assert!(o.status.success(), "{}", text(&o));
+    let im = json(&tmp.path().join("ctx/image-manifest.json"));
+    assert_eq!(im["browser_engines"], serde_json::json!(["lightpanda"]));
+    assert!(tmp.path().join("ctx/lightpanda/LICENSE").is_file());
+}
+
+#[test]
+fn two_skills_on_two_engines_ship_both_engines() {
+    let Some(lp) =
+        forge_testkit::require_lightpanda_program("two_skills_on_two_engines_ship_both_engines")
+    else {
+        return;
+    };
+    let (tmp, dir) = agent("build-two-engines");
+    let out = tmp.path().join("out");
+    let o = build_with_lightpanda(&dir, &out, Some(&lp));
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("browser included: chromium, lightpanda)"), "{t}");
+    let dockerfile = fs::read_to_string(out.join("Dockerfile")).unwrap();
+    let layers = apt_layers(&dockerfile);
+    assert_eq!(layers.len(), 1, "{dockerfile}");
+    for pkg in ["chromium", "fonts-liberation", "fonts-dejavu-core"] {
+        assert!(
+            layers[0].contains(&format!("      {pkg} \\")),
+            "{pkg}:\n{dockerfile}"
+        );
+    }
+    assert!(
+        dockerfile.contains("FORGE_BROWSER_BIN=/usr/bin/chromium"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("FORGE_LIGHTPANDA_BIN=/opt/lightpanda/lightpanda"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("dev.forge.browser-engines=\"chromium,lightpanda\""),
+        "{dockerfile}"
+    );
+    assert!(out.join("lightpanda/lightpanda").is_file());
+    // Each engine's comment names the skills it serves.
+    assert!(
+        dockerfile.contains("(capability `browser`, requested by: form-filler)"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("the browser engine of: page-reader."),
+        "{dockerfile}"
+    );
+    let agent = json(&out.join("agent.json"));
+    assert_eq!(
+        agent["browser"]["engines"],
+        serde_json::json!(["chromium", "lightpanda"])
+    );
+    let per_skill: BTreeMap<String, (String, bool)> = agent["browser"]["skill_engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["skill"].as_str().unwrap().to_string(),
+                (
+                    s["engine"].as_str().unwrap().to_string(),
+                    s["explicit"].as_bool().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(per_skill["page-reader"], ("lightpanda".to_string(), true));
+    assert_eq!(per_skill["form-filler"], ("chromium".to_string(), false));
+    let manifest = json(&out.join("build-manifest.json"));
+    assert_eq!(
+        manifest["browser_engines"],
+        serde_json::json!(["chromium", "lightpanda"])
+    );
+    assert_eq!(
+        manifest["browser_packages"],
+        serde_json::json!(["chromium", "fonts-liberation", "fonts-dejavu-core"])
+    );
+}
+
+#[test]
+fn a_chromium_agent_ships_no_lightpanda_and_never_looks_for_it() {
+    let (tmp, dir) = agent("build-curated");
+    let out = tmp.path().join("out");
+    // A PATH without lightpanda and a FORGE_LIGHTPANDA_BIN naming nothing: never consulted.
+    let mut c = forge();
+    c.arg("build")
+        .arg("-c")
+        .arg(dir.join("forge.yaml"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--forge-bin")
+        .arg(small_forge(tmp.path()))
+        .env(
+            "FORGE_LIGHTPANDA_BIN",
+            tmp.path().join("no-such-lightpanda"),
+        )
+        .env("PATH", tmp.path())
+        // The run-time override does not change what the image carries; the build says so.
+        .env("FORGE_BROWSER_ENGINE", "lightpanda");
+    let o = run(c);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("browser included: chromium)"), "{t}");
+    assert!(
+        t.contains("warning: FORGE_BROWSER_ENGINE=lightpanda is set, but forge build takes the engines from forge.yaml"),
+        "{t}"
+    );
+    let all = read_all(&out);
+    assert_eq!(files_mentioning(&all, "lightpanda"), Vec::<String>::new());
+    assert!(!out.join("lightpanda").exists());
+    let manifest = json(&out.join("build-manifest.json"));
+    assert_eq!(manifest["browser_engines"], serde_json::json!(["chromium"]));
+}
+
+#[test]
+fn lightpanda_is_found_like_forge_finds_it_or_the_build_names_the_fix() {
+    let (tmp, dir) = agent("build-lightpanda");
+    let empty = tmp.path().join("empty-bin");
+    fs::create_dir_all(&empty).unwrap();
+    let out = tmp.path().join("out");
+    let build_env = |lp_var: Option<&Path>, path: &std::ffi::OsStr| {
+        let mut c = forge();
+        c.arg("build")
+            .arg("-c")
+            .arg(dir.join("forge.yaml"))
+            .arg("-o")
+            .arg(&out)
+            .arg("--forge-bin")
+            .arg(small_forge(tmp.path()))
+            .env_remove("FORGE_LIGHTPANDA_BIN")
+            .env("PATH", path);
+        if let Some(p) = lp_var {
+            c.env("FORGE_LIGHTPANDA_BIN", p);
+        }
+        run(c)
+    };
+    // None anywhere: the error names what was searched and the fix; nothing is written.
+    let o = build_env(None, empty.as_os_str());
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("no Lightpanda binary was found"), "{t}");
+    assert!(t.contains("FORGE_LIGHTPANDA_BIN"), "{t}");
+    assert!(t.contains("pip install lightpanda"), "{t}");
+    assert!(!out.exists(), "{t}");
+    // pip's `lightpanda` command (a Python script) on PATH: refused, with the command that
+    // prints the wheel's binary.
+    let script = empty.join("lightpanda");
+    fs::write(
+        &script,
+        "#!/usr/bin/python3\nfrom lightpanda.cli import main\nmain()\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let o = build_env(None, empty.as_os_str());
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains(": a script (pip's `lightpanda` command"), "{t}");
+    assert!(
+        t.contains("from lightpanda.client import find_binary"),
+        "{t}"
+    );
+    assert!(!out.exists(), "{t}");
+    // FORGE_LIGHTPANDA_BIN naming the binary wins over PATH.
+    let Some(lp) = forge_testkit::require_lightpanda_program(
+        "lightpanda_is_found_like_forge_finds_it_or_the_build_names_the_fix",
+    ) else {
+        return;
+    };
+    let o = build_env(Some(&lp), empty.as_os_str());
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(fs::read(out.join("lightpanda/lightpanda")).unwrap() == fs::read(&lp).unwrap());
+}
+
+#[test]
+fn the_shipped_lightpanda_serves_the_agent_as_the_image_sets_it_up() {
+    let Some(lp) = forge_testkit::require_lightpanda_program(
+        "the_shipped_lightpanda_serves_the_agent_as_the_image_sets_it_up",
+    ) else {
+        return;
+    };
+    let (tmp, dir) = agent("build-lightpanda");
+    let out = tmp.path().join("out");
+    let o = build_with_lightpanda(&dir, &out, Some(&lp));
+    assert!(o.status.success(), "{}", text(&o));
+    let site = forge_testkit::site::Site::start(|_| {
+        forge_testkit::site::Response::html(
+            "<!doctype html><title>Shipped engine</title><p>Served by the copy in the context.</p>",
+        )
+    });
+    // What the image does: forge runs in /app (the context's agent/) with the Dockerfile's ENV:
+    // HOME and FORGE_LIGHTPANDA_BIN (here pointing at the context's copy), and a PATH with no
+    // Lightpanda and no Python wrapper on it.
+    let dockerfile = fs::read_to_string(out.join("Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains("FORGE_LIGHTPANDA_BIN=/opt/lightpanda/lightpanda"),
+        "{dockerfile}"
+    );
+    let home = tmp.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    let mut c = forge_testkit::cli::assert_command(env!("CARGO_BIN_EXE_forge"));
+    c.current_dir(out.join("agent"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &home)
+        .env("FORGE_LIGHTPANDA_BIN", out.join("lightpanda/lightpanda"))
+        .args([
+            "tool",
+            "call",
+            "browser_navigate",
+            "--args",
+            &format!("{{\"url\":\"{}\"}}", site.url("/")),
+        ])
+        .args(["--allow", &site.entry()])
+        .timeout(std::time::Duration::from_secs(120));
+    let o = c.output().unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("Shipped engine"), "{t}");
+    assert!(t.contains("Served by the copy in the context."), "{t}");
+    assert!(site.hits() >= 1, "{t}");
 }

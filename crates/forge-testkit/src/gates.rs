@@ -106,3 +106,43 @@ pub fn require_namespace(test: &str) -> Option<forge_egress::confine::NsKind> {
         }
     }
 }
+
+/// The Lightpanda program itself, the ELF file `forge build` ships (pip's `lightpanda` command
+/// is a Python script that starts it): `FORGE_LIGHTPANDA_BIN` when it names an ELF file, else
+/// what the PyPI wheel reports (`python3 -c 'from lightpanda.client import find_binary; ...'`,
+/// the fix `forge build`'s error names). `None` after a skip note naming `test`; panics under
+/// `FORGE_REQUIRE_BROWSER=1`.
+pub fn require_lightpanda_program(test: &str) -> Option<std::path::PathBuf> {
+    use std::io::Read;
+    let is_elf = |p: &std::path::Path| {
+        let mut magic = [0u8; 4];
+        std::fs::File::open(p)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .is_ok()
+            && magic == *b"\x7fELF"
+    };
+    if let Some(p) = std::env::var_os("FORGE_LIGHTPANDA_BIN").map(std::path::PathBuf::from) {
+        if is_elf(&p) {
+            return Some(p);
+        }
+    }
+    let asked = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "from lightpanda.client import find_binary; print(find_binary())",
+        ])
+        .stderr(std::process::Stdio::null())
+        .output();
+    let found = asked
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| std::path::PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_string()))
+        .filter(|p| is_elf(p));
+    if found.is_none() {
+        skip(&format!(
+            "{test}: no Lightpanda binary (FORGE_LIGHTPANDA_BIN naming an ELF file, or the PyPI \
+             wheel's); install it with scripts/install-deps.sh browser"
+        ));
+    }
+    found
+}

@@ -41,6 +41,9 @@ pub mod squid;
 
 #[cfg(feature = "egress")]
 pub use gates::require_namespace;
-pub use gates::{program_runs, python_has, require, required, skip, skip_unless_required_by};
+pub use gates::{
+    program_runs, python_has, require, require_lightpanda_program, required, skip,
+    skip_unless_required_by,
+};
 #[cfg(feature = "browser")]
 pub use gates::{require_browser, require_lightpanda};
