@@ -29,6 +29,13 @@ if want browser; then
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
       chromium fonts-liberation >/dev/null
   fi
+  # The Lightpanda namespace test runs curl inside its network namespace (nsenter: util-linux).
+  if ! command -v curl >/dev/null 2>&1; then
+    echo "install-deps: installing Debian's curl (apt-get)" >&2
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+      curl >/dev/null
+  fi
   if [ -z "${FORGE_LIGHTPANDA_BIN:-}" ] && ! command -v lightpanda >/dev/null 2>&1; then
     echo "install-deps: installing lightpanda 1.0.2 (pip, the PyPI wheel)" >&2
     python3 -m pip install -q --disable-pip-version-check "lightpanda==1.0.2"
