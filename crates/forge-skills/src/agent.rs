@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::aggregate::Aggregate;
+use crate::browser::{BrowserEngine, BrowserEngines, SkillEngine};
 use crate::config::ForgeConfig;
 use crate::discovery::{discover, load_skill_file};
 use crate::embedded::{embedded_names, embedded_skill};
@@ -41,6 +42,32 @@ impl Agent {
             }
         }
         out
+    }
+
+    /// The engine of each browser skill: its own `requires.browser_engine`, else forge.yaml
+    /// `browser.engine`, else chromium (see [`BrowserEngines`] for the rule).
+    pub fn browser_engines(&self) -> BrowserEngines {
+        self.browser_engines_with(None)
+    }
+
+    /// [`Self::browser_engines`] with `default_override` (the runtime passes
+    /// `FORGE_BROWSER_ENGINE`'s engine) replacing forge.yaml's `browser.engine` as the default;
+    /// a skill's own choice still stands.
+    pub fn browser_engines_with(&self, default_override: Option<BrowserEngine>) -> BrowserEngines {
+        let default = default_override
+            .or(self.config.browser.engine)
+            .unwrap_or_default();
+        let skills = self
+            .skills
+            .iter()
+            .filter(|s| s.requires_browser())
+            .map(|s| SkillEngine {
+                skill: s.name.clone(),
+                engine: s.browser_engine().unwrap_or(default),
+                explicit: s.browser_engine().is_some(),
+            })
+            .collect();
+        BrowserEngines { default, skills }
     }
 
     /// Load the agent whose forge.yaml is `config_path`. Fails on the first bad file.

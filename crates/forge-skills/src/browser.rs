@@ -126,6 +126,71 @@ impl BrowserEngine {
     }
 }
 
+/// Which engine serves each browser skill of an agent ([`crate::Agent::browser_engines`]).
+///
+/// The rule: a skill's own `requires.browser_engine` stands; a skill without one runs on the
+/// agent's default engine, which is `FORGE_BROWSER_ENGINE` when set, else forge.yaml
+/// `browser.engine`, else chromium. (The variable replaces forge.yaml's default only: a skill that
+/// asks for chromium may need drag or screenshots, so an operator's variable does not take them away.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrowserEngines {
+    /// The agent's default engine (for skills that do not choose one).
+    pub default: BrowserEngine,
+    /// Each browser skill (in the agent's skill order) and the engine that serves it.
+    pub skills: Vec<SkillEngine>,
+}
+
+/// One browser skill and its engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkillEngine {
+    /// The skill's name.
+    pub skill: String,
+    /// The engine serving its browser tool calls.
+    pub engine: BrowserEngine,
+    /// Whether the skill chose it itself (`requires.browser_engine`) rather than by default.
+    pub explicit: bool,
+}
+
+impl BrowserEngines {
+    /// The engines the agent's browser skills use, each once, chromium first. Empty for an agent
+    /// without browser skills.
+    pub fn used(&self) -> Vec<BrowserEngine> {
+        let mut out: Vec<BrowserEngine> = Vec::new();
+        for e in [BrowserEngine::Chromium, BrowserEngine::Lightpanda] {
+            if self.skills.iter().any(|s| s.engine == e) {
+                out.push(e);
+            }
+        }
+        out
+    }
+
+    /// Whether the browser skills use more than one engine (the browser tools then take a `skill`
+    /// argument that picks the engine; docs/browser.md, "Two engines in one agent").
+    pub fn is_mixed(&self) -> bool {
+        self.used().len() > 1
+    }
+
+    /// The engine serving the browser skill `skill` (`None`: no such browser skill).
+    pub fn engine_of(&self, skill: &str) -> Option<BrowserEngine> {
+        self.skills
+            .iter()
+            .find(|s| s.skill == skill)
+            .map(|s| s.engine)
+    }
+
+    /// The engine tool calls use when no skill is named: the default when some skill uses it,
+    /// else the one engine every browser skill uses (an agent whose only browser skill asks for
+    /// lightpanda runs lightpanda alone).
+    pub fn primary(&self) -> BrowserEngine {
+        let used = self.used();
+        if used.contains(&self.default) || used.is_empty() {
+            self.default
+        } else {
+            used[0]
+        }
+    }
+}
+
 /// `browser.task_model`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskModel {

@@ -5,7 +5,8 @@
 //! - [`ForgeConfig`] (forge.yaml) with [`ForgeConfig::load`]: `config.rs`
 //! - [`McpConfig`], [`McpServer`] (forge.yaml `mcp.servers`): `mcp.rs`
 //! - [`parse_duration`], [`format_duration`] (the one duration grammar): `duration.rs`
-//! - [`BrowserSettings`] (forge.yaml `browser`): `browser.rs`
+//! - [`BrowserSettings`] (forge.yaml `browser`), [`BrowserEngines`] (each browser skill's engine,
+//!   [`Agent::browser_engines`]): `browser.rs`
 //! - [`A2aSettings`] (forge.yaml `a2a`): `a2a.rs`
 //! - [`discover`] (`skills/*/SKILL.md`, `skills/*.md`, symlink rules): `discovery.rs`
 //! - [`embedded_skills`] (the repo's `skills/` folder compiled in): `embedded.rs`, listed by `build.rs`
@@ -46,7 +47,9 @@ pub use agent::Agent;
 pub use aggregate::{
     expand_domains, Aggregate, BrowserView, CliView, EnvAggregate, OneOfGroup, SHELLS,
 };
-pub use browser::{BrowserEngine, BrowserSettings, TaskModel, MAX_BROWSER_SESSIONS};
+pub use browser::{
+    BrowserEngine, BrowserEngines, BrowserSettings, SkillEngine, TaskModel, MAX_BROWSER_SESSIONS,
+};
 pub use config::{
     Confinement, EgressConfig, EgressMode, ForgeConfig, ModelConfig, ModelFallback, SecurityConfig,
     SkillsConfig, ToolConfig, WorkspacesConfig, DEFAULT_WORKSPACE_RETENTION,

@@ -106,6 +106,11 @@ impl Skill {
         self.capabilities().contains(&Capability::Browser)
     }
 
+    /// The browser engine the skill itself asks for (`requires.browser_engine`), if any.
+    pub fn browser_engine(&self) -> Option<crate::BrowserEngine> {
+        self.forge.as_ref().and_then(|f| f.requires.browser_engine)
+    }
+
     /// A skill with forge metadata and no tool sections (it still contributes requirements).
     pub fn is_instructional(&self) -> bool {
         self.tools.is_empty()
@@ -165,6 +170,10 @@ pub struct Requires {
     pub bins: Vec<BinRequirement>,
     pub env: EnvRequirements,
     pub capabilities: Vec<Capability>,
+    /// `requires.browser_engine`: the engine this skill's browser tool calls run on (`None`: the
+    /// agent's default, forge.yaml `browser.engine`). Only valid with `capabilities: [browser]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub browser_engine: Option<crate::BrowserEngine>,
 }
 
 /// A binary the skill needs: a bare name or a mapping with install hints.
@@ -431,6 +440,8 @@ struct RawRequires {
     env: EnvRequirements,
     #[serde(default)]
     capabilities: Vec<String>,
+    #[serde(default)]
+    browser_engine: Option<String>,
 }
 
 /// A `requires.bins` entry: a scalar (the name; numbers and booleans count as their text, as in
@@ -785,6 +796,43 @@ fn build_forge(
         }
     }
 
+    let browser_engine = raw.requires.browser_engine.as_deref().and_then(|e| {
+        let path = at(&[Seg::Key("requires"), Seg::Key("browser_engine")]);
+        let Some(engine) = crate::BrowserEngine::parse(e.trim()) else {
+            let names = crate::BrowserEngine::NAMES;
+            problems.push(doc.diag(
+                "forge::skill::unknown-browser-engine",
+                format!(
+                    "unknown browser engine \"{e}\" in requires.browser_engine (known: {})",
+                    names.join(", ")
+                ),
+                &path,
+                "not a known engine",
+                Some(format!(
+                    "write `browser_engine: chromium` (every browser tool) or `browser_engine: lightpanda` (fast reading and simple forms; see docs/browser.md, \"Engines\"), or remove it for forge.yaml's `browser.engine`{}",
+                    suggest(&e.trim().to_ascii_lowercase(), &names)
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default()
+                )),
+            ));
+            return None;
+        };
+        if !capabilities.contains(&Capability::Browser) {
+            problems.push(doc.diag(
+                "forge::skill::browser-engine-without-browser",
+                format!(
+                    "requires.browser_engine is {} but the skill does not require the browser",
+                    engine.name()
+                ),
+                &path,
+                "no `browser` in requires.capabilities",
+                Some("add `capabilities: [browser]` under requires, or remove browser_engine".into()),
+            ));
+            return None;
+        }
+        Some(engine)
+    });
+
     let mut bins = Vec::new();
     for (i, b) in raw.requires.bins.into_iter().enumerate() {
         let bin = match b {
@@ -919,6 +967,7 @@ fn build_forge(
             bins,
             env: raw.requires.env,
             capabilities,
+            browser_engine,
         },
         uses: raw.uses,
         egress_domains,
@@ -1119,7 +1168,10 @@ const FORGE_KEYS: &[(&[&str], &[&str])] = &[
             "version",
         ],
     ),
-    (&["requires"], &["bins", "env", "capabilities"]),
+    (
+        &["requires"],
+        &["bins", "env", "capabilities", "browser_engine"],
+    ),
     (&["requires", "env"], &["required", "one_of", "optional"]),
     (
         &["guardrails"],
