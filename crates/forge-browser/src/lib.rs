@@ -13,6 +13,8 @@
 //! - [`engine`] (`engine/mod.rs`, `engine/chromium.rs`, `engine/lightpanda.rs`): the engine seam:
 //!   [`engine::EngineKind`] (Chromium or Lightpanda), the [`engine::Engine`] trait (binary,
 //!   liveness, [`engine::Capability`]) and which tools each engine can serve.
+//! - [`routing`] (`routing.rs`): two engines in one agent: [`routing::routed_browser_tools`] send
+//!   each call to its `skill`'s engine ([`routing::EngineRoutes`]), one manager per engine.
 //! - [`BrowserConfig`] (`config.rs`): proxy address, binary, headless, limits and timeouts.
 //! - [`find_browser_binary`] (`binary.rs`): `FORGE_BROWSER_BIN` or a PATH lookup.
 //! - [`BrowserError`], `ActionError` (`error.rs`): why the browser or one action failed.
@@ -69,6 +71,7 @@ mod pointer;
 mod process;
 pub mod profile;
 pub mod refusals;
+pub mod routing;
 pub mod screencast;
 mod session;
 pub mod tools;

@@ -726,11 +726,12 @@ impl Runner {
                     s.browser_closed(key);
                 }
             });
-            b.manager()
-                .set_on_session_closed(crate::agent_loop::tool_bridge::audit_session_close(
+            for manager in b.managers() {
+                manager.set_on_session_closed(crate::agent_loop::tool_bridge::audit_session_close(
                     m.agent_loop.audit.clone(),
-                    Some(clear),
+                    Some(clear.clone()),
                 ));
+            }
         }
         let handle =
             a2a::serve(listener, store.clone(), card, token.clone()).map_err(ServeError::Server)?;

@@ -191,8 +191,9 @@ impl AssembledSessions {
     /// (idle, shutdown, crash) is audited as `browser_session_close` with its reason.
     pub(crate) fn new(tools: Arc<AssembledTools>, audit: AuditLog) -> Self {
         if let Some(b) = tools.browser() {
-            b.manager()
-                .set_on_session_closed(audit_session_close(audit.clone(), None));
+            for m in b.managers() {
+                m.set_on_session_closed(audit_session_close(audit.clone(), None));
+            }
         }
         Self {
             tools,
