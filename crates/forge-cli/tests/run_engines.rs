@@ -234,3 +234,153 @@ async fn tool_list_says_which_engine_serves_what() {
         "{shot}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_task_for_a_skill_runs_its_sub_agent_on_that_skills_engine() {
+    if !engines_available("browser_task_for_a_skill_runs_its_sub_agent_on_that_skills_engine") {
+        return;
+    }
+    let (site, seen) = ua_site();
+    let host = format!("127.0.0.1:{}", site.port());
+    let (sub_url, bad_url) = (site.url("/sub-reader"), site.url("/never"));
+    let results: Arc<Mutex<Vec<String>>> = Arc::default();
+    let rec = results.clone();
+    // One fake serves both loops, in order: the agent asks for browser_task with a skill its
+    // engine does not have, then for reader; the sub-agent navigates without naming a skill.
+    let respond: Responder = Arc::new(move |i, req| {
+        if i > 0 {
+            let r = fake_llm::openai_last_tool_result(&req.body).unwrap_or_default();
+            if let Ok(mut v) = rec.lock() {
+                v.push(r);
+            }
+        }
+        let call = |tool: &str, args: Value| {
+            Reply::Json(
+                200,
+                vec![],
+                fake_llm::openai_tool_calls(&[(&format!("call_{i}"), tool, args)]),
+            )
+        };
+        match i {
+            0 => call(
+                "browser_task",
+                json!({"intent": "read the page", "url": bad_url, "skill": "writer"}),
+            ),
+            1 => call(
+                "browser_task",
+                json!({"intent": "read the page", "url": sub_url, "skill": "reader"}),
+            ),
+            2 => call("browser_navigate", json!({"url": sub_url})),
+            3 => Reply::Json(200, vec![], fake_llm::openai_text("sub done")),
+            _ => Reply::Json(200, vec![], fake_llm::openai_text("done")),
+        }
+    });
+    let fake = fake_llm::start(respond).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = write_agent(
+        dir.path(),
+        &host,
+        &format!(
+            "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\n",
+            fake.base()
+        ),
+    );
+    let mut c = forge_testkit::forge!();
+    c.env("OPENAI_API_KEY", "sk-test-engines-0000")
+        .env_remove("FORGE_BROWSER_ENGINE")
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--once", "Read it with a helper."]);
+    let out = run(c).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let tools = fake.request(0).body["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let task = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "browser_task")
+        .expect("browser_task offered");
+    assert_eq!(
+        task["function"]["parameters"]["properties"]["skill"]["enum"],
+        json!(["former", "reader"])
+    );
+    let results = results.lock().expect("results").clone();
+    assert!(
+        results
+            .first()
+            .is_some_and(|r| r.contains("\"writer\"") && r.contains("former, reader")),
+        "an unknown skill is refused: {results:?}"
+    );
+    assert!(
+        results
+            .get(2)
+            .is_some_and(|r| r.contains("served /sub-reader")),
+        "the sub-agent's call: {results:?}"
+    );
+    let seen = seen.lock().expect("seen").clone();
+    assert!(!seen.contains_key("/never"), "{seen:?}");
+    assert!(
+        seen.get("/sub-reader")
+            .is_some_and(|ua| ua.contains("Lightpanda")),
+        "the sub-agent's call without a skill went to reader's engine: {seen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_tool_call_routes_by_skill_like_the_agent_loop() {
+    if !engines_available("forge_tool_call_routes_by_skill_like_the_agent_loop") {
+        return;
+    }
+    let (site, seen) = ua_site();
+    let host = format!("127.0.0.1:{}", site.port());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = write_agent(
+        dir.path(),
+        &host,
+        "model:\n  provider: openai\n  name: gpt-fake\n",
+    );
+    let script = dir.path().join("calls.jsonl");
+    let lines = [
+        json!({"tool": "browser_navigate", "args": {"url": site.url("/call-reader"), "skill": "reader"}}),
+        json!({"tool": "browser_navigate", "args": {"url": site.url("/call-former"), "skill": "former"}}),
+        json!({"tool": "browser_state", "args": {"skill": "reader"}}),
+    ];
+    std::fs::write(
+        &script,
+        lines
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .expect("write script");
+    let mut c = forge_testkit::forge!();
+    c.env_remove("FORGE_BROWSER_ENGINE")
+        .args(["tool", "call", "--script"])
+        .arg(&script)
+        .arg("--config")
+        .arg(&cfg);
+    let out = run(c).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    // The same session key on two engines: two sessions, each keeping its own page.
+    let last = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    assert!(
+        last.contains("/call-reader") && !last.contains("/call-former"),
+        "reader's session still shows its own page: {last}"
+    );
+    let seen = seen.lock().expect("seen").clone();
+    let ua = |p: &str| seen.get(p).cloned().unwrap_or_default();
+    assert!(ua("/call-reader").contains("Lightpanda"), "{seen:?}");
+    assert!(
+        ua("/call-former").contains("Chrome") && !ua("/call-former").contains("Lightpanda"),
+        "{seen:?}"
+    );
+}
