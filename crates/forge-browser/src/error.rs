@@ -31,9 +31,6 @@ pub enum BrowserError {
     /// Too many live sessions (each conversation keeps its own until it is closed or idle).
     #[error("{0} browser sessions are already open, the limit (forge.yaml browser.max_sessions); a session is a conversation's browser (A2A contextId) and stays open until browser_close, a message with metadata.forge.close_browser: true, or browser.idle_timeout without use; close one of them or try again later")]
     TooManySessions(usize),
-    /// The engine serves one session at a time (Lightpanda: one browser context per process).
-    #[error("browser.engine {0} serves one browser session at a time and one is open; close it (browser_close) or use browser.engine: chromium for several conversations at once")]
-    OneSessionPerEngine(crate::engine::kind::EngineKind),
     /// A session's egress scope changed while its browser context is open.
     #[error("browser session {0} is open with another egress scope (proxy); it is not reused across scopes: close it (it ends with its task) and start again")]
     ScopeChanged(String),

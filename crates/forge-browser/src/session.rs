@@ -170,9 +170,22 @@ pub struct Running {
     pub(crate) downloads: crate::downloads::Registry,
     /// Which engine this is (`engine/`).
     pub(crate) engine: crate::engine::EngineKind,
+    /// Ended on purpose with its one session (a Lightpanda process per session): its death
+    /// is no crash.
+    pub(crate) retired: AtomicBool,
 }
 
 impl Running {
+    /// End it on purpose (its session closed): killed and cleaned, and never reported as a crash.
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        self.kill_and_clean();
+    }
+
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(Ordering::SeqCst)
     }

@@ -543,7 +543,7 @@ impl SessionCloser for AssembledSessions {
         let switch = Arc::new(SwitchObserver::new(observer));
         // A confined Chromium reaches only listeners inside its own namespace: the session's
         // listener is then one of its spares, served here with the task's policy.
-        let slot = m.namespace_slot().await.map_err(|e| e.to_string())?;
+        let slot = m.namespace_slot(key).await.map_err(|e| e.to_string())?;
         let listener = match &slot {
             Some(s) => match s.listener() {
                 Ok(l) => Some(l),
