@@ -684,7 +684,7 @@ impl BrowserManager {
     {
         if running.is_dead() {
             return Err(ActionError::Browser(BrowserError::Crashed(
-                running.death_reason(),
+                running.crash_message(),
             )));
         }
         let started = Instant::now();
@@ -720,7 +720,7 @@ impl BrowserManager {
                     break;
                 }
             }
-            ActionError::Browser(BrowserError::Crashed(running.death_reason()))
+            ActionError::Browser(BrowserError::Crashed(running.crash_message()))
         };
         let op = async {
             let r = op.await;
@@ -732,7 +732,7 @@ impl BrowserManager {
             }
             match r {
                 Err(_) if running.is_dead() => Err(ActionError::Browser(BrowserError::Crashed(
-                    running.death_reason(),
+                    running.crash_message(),
                 ))),
                 other => other,
             }

@@ -199,6 +199,22 @@ impl Running {
         self.death.notify_waiters();
     }
 
+    /// What a call that the browser's death aborted says: the engine and why, and what is lost
+    /// (every session's pages on the shared Chromium; this session's on its own Lightpanda).
+    pub(crate) fn crash_message(&self) -> String {
+        let lost = match self.engine {
+            crate::engine::EngineKind::Chromium => "pages, tabs and cookies of every session are gone",
+            crate::engine::EngineKind::Lightpanda => {
+                "this session's pages and cookies are gone; other sessions run in processes of their own"
+            }
+        };
+        format!(
+            "{} {}; the call was aborted. The next browser call starts a fresh browser ({lost}; navigate again)",
+            self.engine.title(),
+            self.death_reason()
+        )
+    }
+
     pub(crate) fn death_reason(&self) -> String {
         self.why_dead
             .lock()
@@ -273,7 +289,7 @@ impl Running {
         sessions.sort();
         sessions.dedup();
         BrowserCrash {
-            reason: self.death_reason(),
+            reason: format!("{} {}", self.engine.title(), self.death_reason()),
             pid: self.pid,
             sessions,
             relaunching,
@@ -325,7 +341,7 @@ pub(crate) async fn with_timeout<T>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(e.into()),
         Err(_) => Err(BrowserError::Cdp(format!(
-            "no answer from Chromium within {limit:?}"
+            "no answer from the browser within {limit:?}"
         ))),
     }
 }

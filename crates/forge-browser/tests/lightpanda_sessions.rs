@@ -184,3 +184,36 @@ fn a_busy_page_in_one_session_does_not_stall_or_kill_another() {
         f.b.rt.block_on(f.b.manager.close_session(key));
     }
 }
+
+#[test]
+fn a_dead_lightpanda_is_named_in_what_the_session_is_told() {
+    let Some(f) = fixture() else { return };
+    let _one = one_at_a_time();
+    let ctx = f.b.context("lp-crash");
+    f.b.run_tool(
+        &ctx,
+        "browser_navigate",
+        json!({"url": f.server.url("/one.html")}),
+    )
+    .expect("a first page");
+    let Some(pid) = f.b.rt.block_on(f.b.manager.session_pid("lp-crash")) else {
+        panic!("the session has a process");
+    };
+    // SAFETY: a plain kill(2) of the Lightpanda process this test's manager started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+    // The next call either runs in a fresh process and carries the crash notice, or (when it
+    // reached the dying process first) fails saying so; both name the engine that died.
+    let msg = match f.b.run_tool(&ctx, "browser_state", json!({})) {
+        Ok(text) => text,
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        msg.contains("restarted after a crash (Lightpanda ")
+            || msg.starts_with("Lightpanda ") && msg.contains("the call was aborted"),
+        "{msg}"
+    );
+    assert!(!msg.contains("Chromium"), "{msg}");
+    f.b.rt.block_on(f.b.manager.close_session("lp-crash"));
+}
