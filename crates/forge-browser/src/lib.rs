@@ -1,7 +1,8 @@
 //! forge-browser: the Chromium manager, page observation and the browser_* tools.
 //!
-//! - [`BrowserManager`] (`manager.rs`): one Chromium per agent, launched lazily, only through the
-//!   egress proxy; one browser context per session; crash/hang detection; clean shutdown.
+//! - [`BrowserManager`] (`manager.rs`): one Chromium per agent (one Lightpanda per session),
+//!   launched lazily, only through the egress proxy; one browser context per session;
+//!   crash/hang detection; clean shutdown.
 //! - `session.rs`: the sessions side: the running browser's session table, each session's
 //!   browser context, tabs (dialogs, navigations) and the idle reaper.
 //! - `process.rs`: Chromium as an OS process: its flags and environment, spawning (confined or

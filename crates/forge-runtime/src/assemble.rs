@@ -17,8 +17,9 @@
 //!    confinement decided (forge.yaml `security.confinement`, before anything starts: `required`
 //!    without a namespace stops startup) and, when available, cli_execute, scripts and Chromium
 //!    spawned in a network namespace whose only reachable address is the proxy;
-//! 7. the browser (opt-in): Chromium binary resolved, the manager built on the proxy, the plan's
-//!    browser tools registered. No browser skill, or every browser tool denied, means no browser
+//! 7. the browser (opt-in): each engine's binary resolved (Chromium, Lightpanda, or both when
+//!    the browser skills choose both: `requires.browser_engine`), a manager per engine built on
+//!    the proxy, the plan's browser tools registered (routed by `skill` with two engines). No browser skill, or every browser tool denied, means no browser
 //!    tools, no Chromium and no proxy for it.
 //! 8. forge.yaml `mcp.servers`: each server reached (http through the egress client, its host in
 //!    the policy like the model host; stdio as a confined child) and its allowed tools registered
@@ -545,12 +546,8 @@ fn engines_serving(
     binaries: &[(forge_browser::EngineKind, &Path)],
     tool: &str,
 ) -> String {
-    let label = |k: forge_browser::EngineKind| match k {
-        forge_browser::EngineKind::Chromium => "Chromium",
-        forge_browser::EngineKind::Lightpanda => "Lightpanda",
-    };
     if let [(k, bin)] = binaries {
-        return format!("{} {} through the egress proxy", label(*k), bin.display());
+        return format!("{} {} through the egress proxy", k.title(), bin.display());
     }
     let mut parts = Vec::new();
     for (k, bin) in binaries {
@@ -568,7 +565,7 @@ fn engines_serving(
         match forge_browser::engine::absent_reason(*k, tool) {
             None => parts.push(format!(
                 "{} {} for {skills}{default}",
-                label(*k),
+                k.title(),
                 bin.display()
             )),
             Some(_) => parts.push(format!("not for {skills} ({} cannot serve it)", k.name())),

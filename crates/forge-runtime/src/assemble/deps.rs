@@ -542,7 +542,7 @@ impl BrowserParts {
             .collect()
     }
 
-    /// The Chromium binary that will be launched.
+    /// The binary of the primary engine (the one calls without a `skill` use).
     pub fn binary(&self) -> &Path {
         &self.binary
     }
@@ -675,5 +675,45 @@ mod tests {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(bad.contains("FORGE_BROWSER_ENGINE=webkit"), "{bad}");
+    }
+
+    #[test]
+    fn forge_browser_engine_replaces_the_default_and_a_skills_own_choice_stands() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(
+            dir.path().join("forge.yaml"),
+            "agent_id: e\nversion: 0.1.0\nmodel:\n  provider: openai\n  name: m\n",
+        )
+        .expect("forge.yaml");
+        for (name, engine) in [
+            ("former", "      browser_engine: chromium\n"),
+            ("reader", ""),
+        ] {
+            let d = dir.path().join("skills").join(name);
+            std::fs::create_dir_all(&d).expect("skill dir");
+            std::fs::write(
+                d.join("SKILL.md"),
+                format!("---\nname: {name}\ndescription: d\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n{engine}---\nx\n"),
+            )
+            .expect("SKILL.md");
+        }
+        let agent = Agent::load(dir.path().join("forge.yaml")).expect("agent");
+        let plain = BrowserParts::routes_for(&agent, |_| None).expect("routes");
+        assert_eq!(plain.engines(), [EngineKind::Chromium], "one engine");
+        let lp = |k: &str| (k == "FORGE_BROWSER_ENGINE").then(|| "lightpanda".to_string());
+        let mixed = BrowserParts::routes_for(&agent, lp).expect("routes");
+        assert_eq!(mixed.default, EngineKind::Lightpanda);
+        assert_eq!(
+            mixed.skills,
+            [
+                ("former".to_string(), EngineKind::Chromium),
+                ("reader".to_string(), EngineKind::Lightpanda)
+            ],
+            "the variable moves reader (no choice of its own), not former"
+        );
+        assert_eq!(
+            mixed.engines(),
+            [EngineKind::Chromium, EngineKind::Lightpanda]
+        );
     }
 }
