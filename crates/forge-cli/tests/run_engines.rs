@@ -51,8 +51,9 @@ fn ua_site() -> (Site, Arc<Mutex<HashMap<String, String>>>) {
 }
 
 /// An agent with `reader` (Lightpanda, its own choice) and `former` (forge.yaml's default,
-/// chromium), both allowlisting `site`.
-fn write_agent(dir: &Path, site: &str, model_yaml: &str) -> std::path::PathBuf {
+/// chromium), both allowlisting `sites`.
+fn write_agent(dir: &Path, sites: &[&str], model_yaml: &str) -> std::path::PathBuf {
+    let site = sites.join("\", \"");
     for (name, engine) in [
         ("former", ""),
         ("reader", "      browser_engine: lightpanda\n"),
@@ -121,7 +122,7 @@ async fn each_browser_call_goes_to_its_skills_engine() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cfg = write_agent(
         dir.path(),
-        &host,
+        &[&host],
         &format!(
             "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\n",
             fake.base()
@@ -198,7 +199,7 @@ async fn tool_list_says_which_engine_serves_what() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cfg = write_agent(
         dir.path(),
-        "127.0.0.1:9",
+        &["127.0.0.1:9"],
         "model:\n  provider: openai\n  name: gpt-fake\n",
     );
     let mut c = forge_testkit::forge!();
@@ -243,6 +244,11 @@ async fn browser_task_for_a_skill_runs_its_sub_agent_on_that_skills_engine() {
     let (site, seen) = ua_site();
     let host = format!("127.0.0.1:{}", site.port());
     let (sub_url, bad_url) = (site.url("/sub-reader"), site.url("/never"));
+    // Allowlisted by the agent, outside the sub-task's allowed_hosts.
+    let (outside, outside_seen) = ua_site();
+    let outside_host = format!("127.0.0.1:{}", outside.port());
+    let outside_url = outside.url("/outside");
+    let scope = vec![host.clone()];
     let results: Arc<Mutex<Vec<String>>> = Arc::default();
     let rec = results.clone();
     // One fake serves both loops, in order: the agent asks for browser_task with a skill its
@@ -268,10 +274,11 @@ async fn browser_task_for_a_skill_runs_its_sub_agent_on_that_skills_engine() {
             ),
             1 => call(
                 "browser_task",
-                json!({"intent": "read the page", "url": sub_url, "skill": "reader"}),
+                json!({"intent": "read the page", "url": sub_url, "skill": "reader", "allowed_hosts": scope}),
             ),
             2 => call("browser_navigate", json!({"url": sub_url})),
-            3 => Reply::Json(200, vec![], fake_llm::openai_text("sub done")),
+            3 => call("browser_navigate", json!({"url": outside_url})),
+            4 => Reply::Json(200, vec![], fake_llm::openai_text("sub done")),
             _ => Reply::Json(200, vec![], fake_llm::openai_text("done")),
         }
     });
@@ -279,7 +286,7 @@ async fn browser_task_for_a_skill_runs_its_sub_agent_on_that_skills_engine() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cfg = write_agent(
         dir.path(),
-        &host,
+        &[&host, &outside_host],
         &format!(
             "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\n",
             fake.base()
@@ -320,6 +327,16 @@ async fn browser_task_for_a_skill_runs_its_sub_agent_on_that_skills_engine() {
             .is_some_and(|r| r.contains("served /sub-reader")),
         "the sub-agent's call: {results:?}"
     );
+    // The sub-task's scope holds on the engine its calls go to (its Lightpanda session goes
+    // through the task's own proxy listener, not the agent's).
+    assert!(
+        results
+            .get(3)
+            .is_some_and(|r| r.contains("blocked by egress policy")),
+        "a host outside the sub-task's allowed_hosts is refused: {results:?}"
+    );
+    let outside_seen = outside_seen.lock().expect("seen").clone();
+    assert!(outside_seen.is_empty(), "{outside_seen:?}");
     let seen = seen.lock().expect("seen").clone();
     assert!(!seen.contains_key("/never"), "{seen:?}");
     assert!(
@@ -339,7 +356,7 @@ async fn forge_tool_call_routes_by_skill_like_the_agent_loop() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cfg = write_agent(
         dir.path(),
-        &host,
+        &[&host],
         "model:\n  provider: openai\n  name: gpt-fake\n",
     );
     let script = dir.path().join("calls.jsonl");
