@@ -159,7 +159,11 @@ impl AssembledTools {
             files_dir: self.files_dir.clone(),
             egress: self.egress.client(),
             timeout: self.timeout,
-            browser: self.browser.as_ref().map(|b| b.manager().clone()),
+            browsers: self
+                .browser
+                .iter()
+                .flat_map(|b| b.managers().cloned())
+                .collect(),
             stopped: self.stopped.clone(),
             secrets: self.secrets.clone(),
         })

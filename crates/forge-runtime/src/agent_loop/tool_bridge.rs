@@ -445,7 +445,9 @@ impl SessionCloser for AssembledSessions {
     async fn close_session(&self, key: &str) {
         self.tools.close_session(key).await;
         if let Some(b) = self.tools.browser() {
-            b.manager().set_session_proxy(key, None);
+            for m in b.managers() {
+                m.set_session_proxy(key, None);
+            }
         }
     }
 
