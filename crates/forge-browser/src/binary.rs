@@ -22,10 +22,7 @@ pub struct BrowserNotFound {
 }
 
 fn engine_title(e: crate::engine::kind::EngineKind) -> &'static str {
-    match e {
-        crate::engine::kind::EngineKind::Chromium => "Chromium",
-        crate::engine::kind::EngineKind::Lightpanda => "Lightpanda",
-    }
+    e.title()
 }
 
 /// How to install `e`'s binary (one sentence, for error messages).

@@ -20,8 +20,8 @@ pub const MAX_PENDING: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BrowserCrash {
-    /// What happened, in forge's words ("exited unexpectedly (signal: 9 (SIGKILL))", "stopped
-    /// responding ...").
+    /// What happened, in forge's words, naming the engine ("Chromium exited unexpectedly
+    /// (signal: 9 (SIGKILL))", "Lightpanda lost its DevTools connection ...").
     pub reason: String,
     /// The main process id of the dead browser.
     pub pid: u32,
@@ -39,7 +39,7 @@ pub trait CrashObserver: Send + Sync {
 /// The words a session's next result starts with after a crash.
 pub fn notice_text(reason: &str) -> String {
     format!(
-        "the browser restarted after a crash (Chromium {reason}); this session's pages, tabs and \
+        "the browser restarted after a crash ({reason}); this session's pages, tabs and \
          cookies are gone, and this call ran in a fresh browser: navigate again"
     )
 }
@@ -65,7 +65,7 @@ impl CrashBook {
         tracing::warn!(
             pid = crash.pid,
             sessions = crash.sessions.len(),
-            "Chromium {}",
+            "{}",
             crash.reason
         );
         if crash.relaunching {

@@ -46,7 +46,7 @@ async fn with_timeout<T>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(e.into()),
         Err(_) => Err(BrowserError::Cdp(format!(
-            "no answer from Chromium within {limit:?}"
+            "no answer from the browser within {limit:?}"
         ))),
     }
 }

@@ -25,15 +25,13 @@ pub enum BrowserError {
     /// The browser did not start.
     #[error("the browser ({binary}) failed to start: {reason}")]
     Launch { binary: String, reason: String },
-    /// Chromium died or hung while a call was in flight.
-    #[error("Chromium {0}; the call was aborted. The next browser call starts a fresh browser (pages, tabs and cookies of every session are gone; navigate again)")]
+    /// The browser died or hung during the call: what happened, naming the engine
+    /// (`Running::crash_message`), and what it takes with it.
+    #[error("{0}")]
     Crashed(String),
     /// Too many live sessions (each conversation keeps its own until it is closed or idle).
     #[error("{0} browser sessions are already open, the limit (forge.yaml browser.max_sessions); a session is a conversation's browser (A2A contextId) and stays open until browser_close, a message with metadata.forge.close_browser: true, or browser.idle_timeout without use; close one of them or try again later")]
     TooManySessions(usize),
-    /// The engine serves one session at a time (Lightpanda: one browser context per process).
-    #[error("browser.engine {0} serves one browser session at a time and one is open; close it (browser_close) or use browser.engine: chromium for several conversations at once")]
-    OneSessionPerEngine(crate::engine::kind::EngineKind),
     /// A session's egress scope changed while its browser context is open.
     #[error("browser session {0} is open with another egress scope (proxy); it is not reused across scopes: close it (it ends with its task) and start again")]
     ScopeChanged(String),

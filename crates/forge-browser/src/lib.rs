@@ -1,7 +1,8 @@
 //! forge-browser: the Chromium manager, page observation and the browser_* tools.
 //!
-//! - [`BrowserManager`] (`manager.rs`): one Chromium per agent, launched lazily, only through the
-//!   egress proxy; one browser context per session; crash/hang detection; clean shutdown.
+//! - [`BrowserManager`] (`manager.rs`): one Chromium per agent (one Lightpanda per session),
+//!   launched lazily, only through the egress proxy; one browser context per session;
+//!   crash/hang detection; clean shutdown.
 //! - `session.rs`: the sessions side: the running browser's session table, each session's
 //!   browser context, tabs (dialogs, navigations) and the idle reaper.
 //! - `process.rs`: Chromium as an OS process: its flags and environment, spawning (confined or
@@ -13,6 +14,8 @@
 //! - [`engine`] (`engine/mod.rs`, `engine/chromium.rs`, `engine/lightpanda.rs`): the engine seam:
 //!   [`engine::EngineKind`] (Chromium or Lightpanda), the [`engine::Engine`] trait (binary,
 //!   liveness, [`engine::Capability`]) and which tools each engine can serve.
+//! - [`routing`] (`routing.rs`): two engines in one agent: [`routing::routed_browser_tools`] send
+//!   each call to its `skill`'s engine ([`routing::EngineRoutes`]), one manager per engine.
 //! - [`BrowserConfig`] (`config.rs`): proxy address, binary, headless, limits and timeouts.
 //! - [`find_browser_binary`] (`binary.rs`): `FORGE_BROWSER_BIN` or a PATH lookup.
 //! - [`BrowserError`], `ActionError` (`error.rs`): why the browser or one action failed.
@@ -69,6 +72,7 @@ mod pointer;
 mod process;
 pub mod profile;
 pub mod refusals;
+pub mod routing;
 pub mod screencast;
 mod session;
 pub mod tools;

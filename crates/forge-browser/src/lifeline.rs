@@ -38,7 +38,7 @@ fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
                     }
                 })
                 .map(|_| tx)
-                .map_err(|e| format!("cannot start the thread that starts Chromium: {e}"))
+                .map_err(|e| format!("cannot start the thread that starts the browser: {e}"))
         })
         .as_ref()
         .map_err(|e| io::Error::other(e.clone()))
@@ -85,7 +85,7 @@ pub(crate) async fn spawn(mut cmd: tokio::process::Command) -> io::Result<tokio:
     });
     spawner()?
         .send(job)
-        .map_err(|_| io::Error::other("the thread that starts Chromium has ended"))?;
+        .map_err(|_| io::Error::other("the thread that starts the browser has ended"))?;
     rx.await
-        .map_err(|_| io::Error::other("the thread that starts Chromium dropped the request"))?
+        .map_err(|_| io::Error::other("the thread that starts the browser dropped the request"))?
 }

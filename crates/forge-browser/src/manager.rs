@@ -1,5 +1,7 @@
 //! The [`BrowserManager`]: one Chromium per agent, launched lazily through the egress proxy, with
-//! one browser context per session, crash/hang detection, relaunch and clean shutdown. The glue:
+//! one browser context per session, crash/hang detection, relaunch and clean shutdown. Lightpanda
+//! keeps one browser context per CDP connection, so on it each session gets a process of its own
+//! (same confinement), ended with the session. The glue:
 //! the OS process side (flags, environment, spawning, the process group) is in `process.rs`, the
 //! sessions side (the live browser's session table, sessions, tabs) in `session.rs`.
 //!
@@ -58,7 +60,9 @@ pub use crate::session::{
 /// One Chromium per agent, launched on first use, with one browser context per session key.
 pub struct BrowserManager {
     config: BrowserConfig,
-    running: Mutex<Option<Arc<Running>>>,
+    /// The live browser processes by slot ([`BrowserManager::slot`]): one for every Chromium
+    /// session (slot ""), one per session on Lightpanda (slot = the session key).
+    running: Mutex<HashMap<String, Arc<Running>>>,
     refusals: Option<RefusalLog>,
     launches: AtomicU64,
     crashes: CrashBook,
@@ -79,7 +83,7 @@ impl BrowserManager {
     pub fn new(config: BrowserConfig) -> Self {
         Self {
             config,
-            running: Mutex::new(None),
+            running: Mutex::new(HashMap::new()),
             refusals: None,
             launches: AtomicU64::new(0),
             crashes: CrashBook::default(),
@@ -89,6 +93,46 @@ impl BrowserManager {
             live: Default::default(),
             handoffs: Default::default(),
         }
+    }
+
+    /// Whether each session has a browser process of its own (Lightpanda: one browser context
+    /// per CDP connection) rather than a context in the one shared process (Chromium).
+    fn process_per_session(&self) -> bool {
+        self.config.engine == EngineKind::Lightpanda
+    }
+
+    /// The process slot of session `key`: "" (the shared process) or the key itself.
+    fn slot<'k>(&self, key: &'k str) -> &'k str {
+        if self.process_per_session() {
+            key
+        } else {
+            ""
+        }
+    }
+
+    /// The process serving session `key`, if one runs (nothing is launched).
+    async fn running_of(&self, key: &str) -> Option<Arc<Running>> {
+        self.running.lock().await.get(self.slot(key)).cloned()
+    }
+
+    /// A live process, preferring the shared one (for figures: pid, profile dir, launch time).
+    async fn any_running(&self) -> Option<Arc<Running>> {
+        let g = self.running.lock().await;
+        if let Some(r) = g.get("").filter(|r| !r.is_dead()) {
+            return Some(r.clone());
+        }
+        let mut live: Vec<(&String, &Arc<Running>)> =
+            g.iter().filter(|(_, r)| !r.is_dead()).collect();
+        live.sort_by(|a, b| a.0.cmp(b.0));
+        live.first().map(|(_, r)| (*r).clone())
+    }
+
+    /// The process id of the browser serving session `key` (its own process on Lightpanda),
+    /// if the session is open.
+    pub async fn session_pid(&self, key: &str) -> Option<u32> {
+        let r = self.running_of(key).await.filter(|r| !r.is_dead())?;
+        let open = r.sessions.lock().await.contains_key(key);
+        open.then_some(r.pid)
     }
 
     /// Start session `key`'s browser context from `profile` (its cookies and local storage for
@@ -116,7 +160,7 @@ impl BrowserManager {
         key: &str,
         origins: &[ProfileOrigin],
     ) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
-        let running = self.running.lock().await.clone();
+        let running = self.running_of(key).await;
         let Some(running) = running else {
             return Default::default();
         };
@@ -137,7 +181,7 @@ impl BrowserManager {
         key: &str,
         origins: &[ProfileOrigin],
     ) -> Result<Option<ProfileState>, BrowserError> {
-        let running = self.running.lock().await.clone();
+        let running = self.running_of(key).await;
         let Some(running) = running else {
             return Ok(None);
         };
@@ -156,7 +200,7 @@ impl BrowserManager {
     /// The live view of session `key`'s active tab (`screencast.rs`), if the session has a tab.
     /// Waits at most a few seconds for a browser call in flight to let go of the session.
     pub async fn live_tab(&self, key: &str) -> Option<Arc<crate::screencast::LiveTab>> {
-        let running = self.running.lock().await.clone()?;
+        let running = self.running_of(key).await?;
         let s = running.sessions.lock().await.get(key).cloned()?;
         let st = tokio::time::timeout(Duration::from_secs(5), s.state.lock())
             .await
@@ -237,7 +281,7 @@ impl BrowserManager {
     /// The main-frame documents session `key` loaded so far (URL, HTTP status), oldest first;
     /// empty when it has no session.
     pub async fn navigations(&self, key: &str) -> Vec<Navigation> {
-        let running = self.running.lock().await.clone();
+        let running = self.running_of(key).await;
         let Some(r) = running else {
             return Vec::new();
         };
@@ -274,23 +318,15 @@ impl BrowserManager {
         self.launches.load(Ordering::SeqCst)
     }
 
-    /// The live browser's main process id, if one is running.
+    /// The live browser's main process id, if one is running (on Lightpanda, one of the
+    /// sessions' processes: [`BrowserManager::session_pid`] names a session's).
     pub async fn browser_pid(&self) -> Option<u32> {
-        self.running
-            .lock()
-            .await
-            .as_ref()
-            .filter(|r| !r.is_dead())
-            .map(|r| r.pid)
+        self.any_running().await.map(|r| r.pid)
     }
 
     /// The live browser's profile dir, if one is running.
     pub async fn profile_dir(&self) -> Option<PathBuf> {
-        self.running
-            .lock()
-            .await
-            .as_ref()
-            .map(|r| r.profile_path.clone())
+        self.any_running().await.map(|r| r.profile_path.clone())
     }
 
     /// Whether Chromium is spawned in a network namespace of its own (forge-egress `confine`).
@@ -304,24 +340,26 @@ impl BrowserManager {
     pub async fn proxy_in_browser_namespace(
         &self,
     ) -> Result<Option<std::net::SocketAddr>, BrowserError> {
-        let running = self.running().await?;
+        let running = self.running_for("").await?;
         match &running.spare {
             Some(spare) => spare.serve_one().map_err(BrowserError::Cdp),
             None => Ok(None),
         }
     }
 
-    /// A proxy listener inside Chromium's network namespace for one session's own proxy
-    /// (launching Chromium when none runs). `None` when Chromium is not confined (a session's
-    /// own proxy is then a listener on forge's loopback). An error when every spare is taken.
+    /// A proxy listener inside the network namespace of the browser that will serve session
+    /// `key`, for that session's own proxy (launching the browser when none runs: on Lightpanda,
+    /// the session's own process). `None` when the browser is not confined (a session's own
+    /// proxy is then a listener on forge's loopback). An error when every spare is taken.
     pub async fn namespace_slot(
         &self,
+        key: &str,
     ) -> Result<Option<crate::devtools_relay::NamespaceSlot>, BrowserError> {
         if !self.is_confined() {
             // Nothing to launch for: the session's own proxy is on forge's loopback.
             return Ok(None);
         }
-        let running = self.running().await?;
+        let running = self.running_for(key).await?;
         match &running.spare {
             Some(spare) => spare.take().map(Some).ok_or_else(|| {
                 BrowserError::Cdp(format!(
@@ -335,19 +373,30 @@ impl BrowserManager {
 
     /// The time the current browser took from spawn to a usable CDP connection.
     pub async fn launch_duration(&self) -> Option<Duration> {
-        self.running.lock().await.as_ref().map(|r| r.launched_in)
+        self.any_running().await.map(|r| r.launched_in)
     }
 
-    /// The running browser, launching one when none is alive.
-    pub async fn running(&self) -> Result<Arc<Running>, BrowserError> {
+    /// The browser process serving session `key` (the shared one on Chromium, the session's own
+    /// on Lightpanda), launching one when none is alive.
+    pub(crate) async fn running_for(&self, key: &str) -> Result<Arc<Running>, BrowserError> {
+        let slot = self.slot(key).to_string();
         let mut guard = self.running.lock().await;
-        if let Some(r) = guard.as_ref() {
+        // Processes that ended with their session (retired) are dropped from the table.
+        let ended: Vec<String> = guard
+            .iter()
+            .filter(|(_, r)| r.is_dead() && r.is_retired())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in ended {
+            guard.remove(&k);
+        }
+        if let Some(r) = guard.get(&slot) {
             if !r.is_dead() {
                 return Ok(r.clone());
             }
             // Dead: record the crash (each of its sessions' next call says so), clean up what
             // is left, then relaunch.
-            let old = guard.take();
+            let old = guard.remove(&slot);
             if let Some(old) = old {
                 self.crashes.record(old.crash_record(true).await);
                 let keys: Vec<String> = old.sessions.lock().await.keys().cloned().collect();
@@ -357,6 +406,10 @@ impl BrowserManager {
                     .ok();
             }
         }
+        // One process per session: max_sessions bounds the processes.
+        if self.process_per_session() && guard.len() >= self.config.max_sessions {
+            return Err(BrowserError::TooManySessions(self.config.max_sessions));
+        }
         let r = Arc::new(self.launch().await?);
         self.launches.fetch_add(1, Ordering::SeqCst);
         // Idle sessions are closed on a timer, not only when the next browser call arrives. The
@@ -365,6 +418,8 @@ impl BrowserManager {
         let idle = self.config.idle_timeout;
         let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
         let hook = self.on_close.clone();
+        let per_session = self.process_per_session();
+        let born = Instant::now();
         let reaper = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
@@ -376,6 +431,13 @@ impl BrowserManager {
                 }
                 let h = hook.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 reap_idle_sessions(&running, idle, h.as_ref()).await;
+                // A session's own process ends with it (idle included); one never used by a
+                // session ends after the idle time too.
+                if per_session && born.elapsed() > idle && running.sessions.lock().await.is_empty()
+                {
+                    tokio::task::spawn_blocking(move || running.retire());
+                    return;
+                }
             }
         });
         r.tasks
@@ -389,7 +451,7 @@ impl BrowserManager {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(watcher);
-        *guard = Some(r.clone());
+        guard.insert(slot, r.clone());
         Ok(r)
     }
 
@@ -410,7 +472,7 @@ impl BrowserManager {
                 return Err(BrowserError::ProxyNotLoopback(p));
             }
         }
-        let running = self.running().await?;
+        let running = self.running_for(key).await?;
         self.reap_idle(&running).await;
         let mut sessions = running.sessions.lock().await;
         // The session's own proxy (a task's narrowed listener) if it has one, else the one
@@ -433,9 +495,13 @@ impl BrowserManager {
         if sessions.len() >= self.config.max_sessions {
             return Err(BrowserError::TooManySessions(self.config.max_sessions));
         }
-        // Lightpanda keeps one browser context per CDP connection: one session per process.
-        if running.engine == EngineKind::Lightpanda && !sessions.is_empty() {
-            return Err(BrowserError::OneSessionPerEngine(EngineKind::Lightpanda));
+        // Lightpanda keeps one browser context per CDP connection: the session's own process
+        // (`running_for` gave it one) serves no other session.
+        if self.process_per_session() && !sessions.is_empty() {
+            return Err(BrowserError::Cdp(format!(
+                "the {} process of another session was handed to session {key}; this is a bug",
+                running.engine
+            )));
         }
         let params = CreateBrowserContextParams::builder()
             .dispose_on_detach(true)
@@ -515,7 +581,7 @@ impl BrowserManager {
 
     /// Whether a live session `key` exists (nothing is launched or created).
     pub async fn has_session(&self, key: &str) -> bool {
-        let running = self.running.lock().await.clone();
+        let running = self.running_of(key).await;
         match running {
             Some(r) if !r.is_dead() => r.sessions.lock().await.contains_key(key),
             _ => false,
@@ -525,7 +591,7 @@ impl BrowserManager {
     /// The active tab's page of session `key`, if the session exists (for diagnostics and the
     /// benchmark's accessibility-tree comparison; tools never hand pages out).
     pub async fn active_page(&self, key: &str) -> Option<Page> {
-        let running = self.running.lock().await.clone()?;
+        let running = self.running_of(key).await?;
         let s = running.sessions.lock().await.get(key).cloned()?;
         let st = s.state.lock().await;
         st.active_tab().map(|t| t.page.clone())
@@ -535,7 +601,21 @@ impl BrowserManager {
     /// Returns whether a session was open.
     pub async fn close_session(&self, key: &str) -> bool {
         self.crashes.forget(key);
-        let running = self.running.lock().await.clone();
+        if self.process_per_session() {
+            // The session's own process ends with it (gone when this returns).
+            let Some(running) = self.running.lock().await.remove(key) else {
+                return false;
+            };
+            let was_open = running.sessions.lock().await.remove(key).is_some();
+            tokio::task::spawn_blocking(move || running.retire())
+                .await
+                .ok();
+            if was_open {
+                self.tell_closed(&[key.to_string()], CloseReason::Closed);
+            }
+            return was_open;
+        }
+        let running = self.running_of(key).await;
         let Some(running) = running else { return false };
         let s = running.sessions.lock().await.remove(key);
         match s {
@@ -550,11 +630,12 @@ impl BrowserManager {
 
     /// Number of open sessions.
     pub async fn session_count(&self) -> usize {
-        let running = self.running.lock().await.clone();
-        match running {
-            Some(r) if !r.is_dead() => r.sessions.lock().await.len(),
-            _ => 0,
+        let running: Vec<Arc<Running>> = self.running.lock().await.values().cloned().collect();
+        let mut n = 0;
+        for r in running.iter().filter(|r| !r.is_dead()) {
+            n += r.sessions.lock().await.len();
         }
+        n
     }
 
     async fn reap_idle(&self, running: &Arc<Running>) {
@@ -564,8 +645,11 @@ impl BrowserManager {
     /// Stop Chromium: close it, kill its process group, remove the profile dir. Idempotent; the
     /// next browser call launches a new one.
     pub async fn shutdown(&self) {
-        let r = self.running.lock().await.take();
-        if let Some(r) = r {
+        let all: Vec<Arc<Running>> = self.running.lock().await.drain().map(|(_, r)| r).collect();
+        for r in all {
+            if r.is_retired() {
+                continue;
+            }
             let keys: Vec<String> = r.sessions.lock().await.keys().cloned().collect();
             self.tell_closed(&keys, CloseReason::Shutdown);
             if r.is_dead() {
@@ -600,7 +684,7 @@ impl BrowserManager {
     {
         if running.is_dead() {
             return Err(ActionError::Browser(BrowserError::Crashed(
-                running.death_reason(),
+                running.crash_message(),
             )));
         }
         let started = Instant::now();
@@ -636,7 +720,7 @@ impl BrowserManager {
                     break;
                 }
             }
-            ActionError::Browser(BrowserError::Crashed(running.death_reason()))
+            ActionError::Browser(BrowserError::Crashed(running.crash_message()))
         };
         let op = async {
             let r = op.await;
@@ -648,7 +732,7 @@ impl BrowserManager {
             }
             match r {
                 Err(_) if running.is_dead() => Err(ActionError::Browser(BrowserError::Crashed(
-                    running.death_reason(),
+                    running.crash_message(),
                 ))),
                 other => other,
             }
@@ -899,6 +983,7 @@ impl BrowserManager {
             spare,
             downloads: crate::downloads::Registry::new(self.config.downloads),
             engine,
+            retired: AtomicBool::new(false),
         })
     }
 }
@@ -906,7 +991,7 @@ impl BrowserManager {
 impl Drop for BrowserManager {
     fn drop(&mut self) {
         if let Ok(mut g) = self.running.try_lock() {
-            if let Some(r) = g.take() {
+            for (_, r) in g.drain() {
                 r.kill_and_clean();
             }
         }

@@ -170,9 +170,22 @@ pub struct Running {
     pub(crate) downloads: crate::downloads::Registry,
     /// Which engine this is (`engine/`).
     pub(crate) engine: crate::engine::EngineKind,
+    /// Ended on purpose with its one session (a Lightpanda process per session): its death
+    /// is no crash.
+    pub(crate) retired: AtomicBool,
 }
 
 impl Running {
+    /// End it on purpose (its session closed): killed and cleaned, and never reported as a crash.
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        self.kill_and_clean();
+    }
+
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(Ordering::SeqCst)
     }
@@ -184,6 +197,22 @@ impl Running {
         }
         self.dead.store(true, Ordering::SeqCst);
         self.death.notify_waiters();
+    }
+
+    /// What a call that the browser's death aborted says: the engine and why, and what is lost
+    /// (every session's pages on the shared Chromium; this session's on its own Lightpanda).
+    pub(crate) fn crash_message(&self) -> String {
+        let lost = match self.engine {
+            crate::engine::EngineKind::Chromium => "pages, tabs and cookies of every session are gone",
+            crate::engine::EngineKind::Lightpanda => {
+                "this session's pages and cookies are gone; other sessions run in processes of their own"
+            }
+        };
+        format!(
+            "{} {}; the call was aborted. The next browser call starts a fresh browser ({lost}; navigate again)",
+            self.engine.title(),
+            self.death_reason()
+        )
     }
 
     pub(crate) fn death_reason(&self) -> String {
@@ -260,7 +289,7 @@ impl Running {
         sessions.sort();
         sessions.dedup();
         BrowserCrash {
-            reason: self.death_reason(),
+            reason: format!("{} {}", self.engine.title(), self.death_reason()),
             pid: self.pid,
             sessions,
             relaunching,
@@ -312,7 +341,7 @@ pub(crate) async fn with_timeout<T>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(e.into()),
         Err(_) => Err(BrowserError::Cdp(format!(
-            "no answer from Chromium within {limit:?}"
+            "no answer from the browser within {limit:?}"
         ))),
     }
 }

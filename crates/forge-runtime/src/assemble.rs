@@ -17,8 +17,9 @@
 //!    confinement decided (forge.yaml `security.confinement`, before anything starts: `required`
 //!    without a namespace stops startup) and, when available, cli_execute, scripts and Chromium
 //!    spawned in a network namespace whose only reachable address is the proxy;
-//! 7. the browser (opt-in): Chromium binary resolved, the manager built on the proxy, the plan's
-//!    browser tools registered. No browser skill, or every browser tool denied, means no browser
+//! 7. the browser (opt-in): each engine's binary resolved (Chromium, Lightpanda, or both when
+//!    the browser skills choose both: `requires.browser_engine`), a manager per engine built on
+//!    the proxy, the plan's browser tools registered (routed by `skill` with two engines). No browser skill, or every browser tool denied, means no browser
 //!    tools, no Chromium and no proxy for it.
 //! 8. forge.yaml `mcp.servers`: each server reached (http through the egress client, its host in
 //!    the policy like the model host; stdio as a confined child) and its allowed tools registered
@@ -158,7 +159,11 @@ impl AssembledTools {
             files_dir: self.files_dir.clone(),
             egress: self.egress.client(),
             timeout: self.timeout,
-            browser: self.browser.as_ref().map(|b| b.manager().clone()),
+            browsers: self
+                .browser
+                .iter()
+                .flat_map(|b| b.managers().cloned())
+                .collect(),
             stopped: self.stopped.clone(),
             secrets: self.secrets.clone(),
         })
@@ -295,10 +300,11 @@ pub async fn assemble(
         || mcp_stdio;
 
     // The browser binary is resolved before anything starts, so a missing browser fails fast.
-    let browser_binary = match &browser_view {
-        Some(view) => {
-            let engine = BrowserParts::engine(&agent.config.browser, |k| std::env::var(k).ok())?;
-            Some(BrowserParts::find_binary(view, engine)?)
+    let browser_binaries = match &browser_view {
+        Some(_) => {
+            let routes = BrowserParts::routes_for(agent, |k| std::env::var(k).ok())?;
+            let binaries = BrowserParts::find_binaries(&routes)?;
+            Some((routes, binaries))
         }
         None => None,
     };
@@ -385,43 +391,47 @@ pub async fn assemble(
     // 7. The browser, opt-in.
     let browser = match &browser_view {
         Some(view) => {
-            let binary = browser_binary
-                .clone()
-                .ok_or_else(|| AssembleError::Browser {
-                    skills: view.skills.join(", "),
-                    message: "no browser binary was resolved".into(),
-                })?;
+            let (routes, binaries) =
+                browser_binaries
+                    .clone()
+                    .ok_or_else(|| AssembleError::Browser {
+                        skills: view.skills.join(", "),
+                        message: "no browser binary was resolved".into(),
+                    })?;
             let parts = BrowserParts::build(
                 view,
                 &agent.config.browser,
-                binary,
+                routes,
+                binaries,
                 &egress,
                 refusals.clone(),
                 opts.deps.browser_crash.clone(),
                 confiner.clone(),
             )?;
-            let engine = parts.manager().config().engine;
-            let how = format!(
-                "; {} {} through the egress proxy{}",
-                match engine {
-                    forge_browser::EngineKind::Chromium => "Chromium",
-                    forge_browser::EngineKind::Lightpanda => "Lightpanda",
-                },
-                parts.binary().display(),
-                if view.allow_sensitive_fill {
-                    "; sensitive fill allowed by a browser skill"
-                } else {
-                    ""
-                }
-            );
+            let sensitive = if view.allow_sensitive_fill {
+                "; sensitive fill allowed by a browser skill"
+            } else {
+                ""
+            };
+            let binaries = parts.binaries();
+            let engine = parts.routes().default;
             for tool in parts.tools() {
                 if let Some(p) = plan.get(tool.name()).filter(|p| p.present) {
-                    note(&mut reasons, p, true, format!("{}{how}", p.reason));
+                    let how = engines_serving(parts.routes(), &binaries, tool.name());
+                    note(
+                        &mut reasons,
+                        p,
+                        true,
+                        format!("{}; {how}{sensitive}", p.reason),
+                    );
                     registry.register(tool.clone());
                 }
             }
-            // The planned browser tools this engine cannot serve: absent, with the reason.
+            // The planned browser tools no engine in use can serve: absent, with the reason.
             for (name, _) in forge_browser::engine::TOOL_NEEDS {
+                if parts.tools().iter().any(|t| t.name() == *name) {
+                    continue;
+                }
                 if let (Some(p), Some(why)) = (
                     plan.get(name).filter(|p| p.present),
                     forge_browser::engine::absent_reason(engine, name),
@@ -530,6 +540,45 @@ pub async fn assemble(
         confinement,
         secrets,
     })
+}
+
+/// How `forge tool list` says which engine serves browser tool `tool`: with one engine, the
+/// engine and its binary; with two, each engine that can serve it and its skills, or the one
+/// that can and why the other cannot.
+fn engines_serving(
+    routes: &forge_browser::routing::EngineRoutes,
+    binaries: &[(forge_browser::EngineKind, &Path)],
+    tool: &str,
+) -> String {
+    if let [(k, bin)] = binaries {
+        return format!("{} {} through the egress proxy", k.title(), bin.display());
+    }
+    let mut parts = Vec::new();
+    for (k, bin) in binaries {
+        let skills = routes.skills_of(*k);
+        let skills = if skills.is_empty() {
+            "no skill".to_string()
+        } else {
+            format!("skill {}", skills.join(", "))
+        };
+        let default = if *k == routes.default {
+            ", the default"
+        } else {
+            ""
+        };
+        match forge_browser::engine::absent_reason(*k, tool) {
+            None => parts.push(format!(
+                "{} {} for {skills}{default}",
+                k.title(),
+                bin.display()
+            )),
+            Some(_) => parts.push(format!("not for {skills} ({} cannot serve it)", k.name())),
+        }
+    }
+    format!(
+        "{} through the egress proxy; pick with `skill`",
+        parts.join("; ")
+    )
 }
 
 fn miette_report(e: forge_skills::Error) -> forge_skills::miette::Report {

@@ -726,11 +726,12 @@ impl Runner {
                     s.browser_closed(key);
                 }
             });
-            b.manager()
-                .set_on_session_closed(crate::agent_loop::tool_bridge::audit_session_close(
+            for manager in b.managers() {
+                manager.set_on_session_closed(crate::agent_loop::tool_bridge::audit_session_close(
                     m.agent_loop.audit.clone(),
-                    Some(clear),
+                    Some(clear.clone()),
                 ));
+            }
         }
         let handle =
             a2a::serve(listener, store.clone(), card, token.clone()).map_err(ServeError::Server)?;
@@ -1184,6 +1185,17 @@ fn build_model(
     let loop_tools: Arc<dyn LoopTools> = if tools.browser().is_some()
         && forge_skills::denied_by(agent, crate::agent_loop::browser_task::NAME).is_empty()
     {
+        // With two engines, browser_task takes a `skill` too: its sub-agent's calls go to that
+        // skill's engine unless they name another.
+        let mixed_skills = tools
+            .browser()
+            .map(|b| b.routes())
+            .filter(|r| r.engines().len() > 1)
+            .map(|r| r.skills.iter().map(|(s, _)| s.clone()).collect())
+            .unwrap_or_default();
+        let task_skills = Arc::new(crate::agent_loop::browser_task::SubTaskSkills::new(
+            mixed_skills,
+        ));
         let sub_provider = match &task_model {
             Some(m) => build_provider(m, &agent.dir, transport.clone(), retry.clone(), env)
                 .map_err(|e| StartError::Model(Box::new(e)))?,
@@ -1193,6 +1205,7 @@ fn build_model(
             provider: sub_provider,
             tools: Arc::new(crate::agent_loop::browser_task::BrowserOnly(
                 assembled_tools.clone(),
+                task_skills.clone(),
             )),
             system_prompt: format!(
                 "{}{}",
@@ -1208,6 +1221,7 @@ fn build_model(
         Arc::new(crate::agent_loop::browser_task::WithBrowserTask::new(
             assembled_tools,
             sub,
+            task_skills,
         ))
     } else {
         assembled_tools

@@ -34,6 +34,14 @@ impl EngineKind {
         }
     }
 
+    /// Its name in messages (`Chromium`, `Lightpanda`).
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Chromium => "Chromium",
+            Self::Lightpanda => "Lightpanda",
+        }
+    }
+
     /// The engine's implementation.
     pub fn engine(self) -> &'static dyn Engine {
         match self {

@@ -35,24 +35,81 @@ const FIELDS: SpecFields = SpecFields {
     max_seconds: "browser_task.max_seconds",
 };
 
+/// For an agent whose browser skills use two engines: the browser skills, and the skill each
+/// running sub-task was started for (by its session key). A sub-task's browser calls that name
+/// no `skill` go to that skill's engine (docs/browser.md, "Two engines in one agent").
+#[derive(Default)]
+pub(crate) struct SubTaskSkills {
+    /// The browser skill names (empty: one engine, no `skill` argument).
+    names: Vec<String>,
+    by_session: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+impl SubTaskSkills {
+    /// For an agent with these browser skills on two engines (empty `names`: one engine).
+    pub(crate) fn new(names: Vec<String>) -> Self {
+        Self {
+            names,
+            by_session: Default::default(),
+        }
+    }
+
+    fn set(&self, key: &str, skill: Option<String>) {
+        let mut m = self.by_session.lock().unwrap_or_else(|p| p.into_inner());
+        match skill {
+            Some(s) => m.insert(key.to_string(), s),
+            None => m.remove(key),
+        };
+    }
+
+    fn get(&self, key: &str) -> Option<String> {
+        let m = self.by_session.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(key).cloned()
+    }
+}
+
 /// The calling loop's tools plus `browser_task`.
 pub(crate) struct WithBrowserTask {
     inner: Arc<dyn LoopTools>,
     sub: Arc<AgentLoop>,
     seq: AtomicU64,
+    skills: Arc<SubTaskSkills>,
 }
 
 impl WithBrowserTask {
-    /// `inner`'s tools plus `browser_task`, whose sub-tasks run on `sub`.
-    pub(crate) fn new(inner: Arc<dyn LoopTools>, sub: Arc<AgentLoop>) -> Self {
+    /// `inner`'s tools plus `browser_task`, whose sub-tasks run on `sub` (whose tools share
+    /// `skills`).
+    pub(crate) fn new(
+        inner: Arc<dyn LoopTools>,
+        sub: Arc<AgentLoop>,
+        skills: Arc<SubTaskSkills>,
+    ) -> Self {
         Self {
             inner,
             sub,
             seq: AtomicU64::new(1),
+            skills,
         }
     }
 
-    fn spec() -> ToolSpec {
+    fn spec(&self) -> ToolSpec {
+        let mut spec = Self::base_spec();
+        if !self.skills.names.is_empty() {
+            if let Some(props) = spec
+                .input_schema
+                .get_mut("properties")
+                .and_then(Value::as_object_mut)
+            {
+                props.insert(
+                    "skill".into(),
+                    json!({"type": "string", "enum": self.skills.names, "description": "the skill it works for (its browser engine)"}),
+                );
+            }
+        }
+        spec
+    }
+
+    fn base_spec() -> ToolSpec {
         ToolSpec {
             name: NAME.into(),
             description: "Do a web task in the browser with a separate helper and get back only \
@@ -105,6 +162,22 @@ impl WithBrowserTask {
                 ))
             }
         };
+        let skill = match input.get("skill") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if self.skills.names.iter().any(|n| n == s.trim()) => {
+                Some(s.trim().to_string())
+            }
+            Some(other) => {
+                return Err(ToolError::InvalidInput(if self.skills.names.is_empty() {
+                    "browser_task takes no `skill` here (the agent's browser skills use one engine); leave it out".into()
+                } else {
+                    format!(
+                        "`skill` is {other}, which is not one of this agent's browser skills ({}); name one of them, or leave it out for the default engine",
+                        self.skills.names.join(", ")
+                    )
+                }))
+            }
+        };
         let budget = |k: &str| match input.get(k) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => v.as_u64().map(Some).ok_or_else(|| {
@@ -127,6 +200,7 @@ impl WithBrowserTask {
             Some(u) => format!("{intent}\n\nStart at: {u}"),
             None => intent.to_string(),
         };
+        self.skills.set(&key, skill);
         let run = self
             .sub
             .run_task_with(
@@ -141,6 +215,7 @@ impl WithBrowserTask {
                 &resolved,
             )
             .await;
+        self.skills.set(&key, None);
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
@@ -152,7 +227,7 @@ impl WithBrowserTask {
 impl LoopTools for WithBrowserTask {
     fn specs(&self) -> Vec<ToolSpec> {
         let mut v = self.inner.specs();
-        v.push(Self::spec());
+        v.push(self.spec());
         v
     }
 
@@ -178,8 +253,9 @@ impl LoopTools for WithBrowserTask {
     }
 }
 
-/// The sub-agent's tools: only the `browser_*` tools of `inner` (never `browser_task` itself).
-pub(crate) struct BrowserOnly(pub Arc<dyn LoopTools>);
+/// The sub-agent's tools: only the `browser_*` tools of `inner` (never `browser_task` itself);
+/// with two engines, a call naming no `skill` gets its sub-task's (`SubTaskSkills`).
+pub(crate) struct BrowserOnly(pub Arc<dyn LoopTools>, pub Arc<SubTaskSkills>);
 
 #[async_trait]
 impl LoopTools for BrowserOnly {
@@ -201,6 +277,12 @@ impl LoopTools for BrowserOnly {
             return Err(ToolError::InvalidInput(format!(
                 "the browser sub-agent has only the browser tools; {name} is not one"
             )));
+        }
+        let mut input = input;
+        if let (Some(skill), Some(m)) = (self.1.get(&ctx.session_key), input.as_object_mut()) {
+            if m.get("skill").is_none_or(Value::is_null) {
+                m.insert("skill".into(), Value::String(skill));
+            }
         }
         self.0.run(ctx, name, input).await
     }

@@ -191,8 +191,9 @@ impl AssembledSessions {
     /// (idle, shutdown, crash) is audited as `browser_session_close` with its reason.
     pub(crate) fn new(tools: Arc<AssembledTools>, audit: AuditLog) -> Self {
         if let Some(b) = tools.browser() {
-            b.manager()
-                .set_on_session_closed(audit_session_close(audit.clone(), None));
+            for m in b.managers() {
+                m.set_on_session_closed(audit_session_close(audit.clone(), None));
+            }
         }
         Self {
             tools,
@@ -246,12 +247,37 @@ impl AssembledSessions {
     }
 }
 
+/// Whether any engine's manager has a live session `key`.
+async fn any_session(b: &crate::assemble::BrowserParts, key: &str) -> bool {
+    for m in b.managers() {
+        if m.has_session(key).await {
+            return true;
+        }
+    }
+    false
+}
+
+/// Stop session `key`'s own proxy listeners (every engine's) and forget them in the managers.
+async fn end_scoped(b: &crate::assemble::BrowserParts, key: &str, v: ScopedProxy) {
+    for m in b.managers() {
+        m.set_session_proxy(key, None);
+    }
+    for (handle, slot) in v.listeners {
+        handle.shutdown().await;
+        drop(slot);
+    }
+}
+
 /// A session's own proxy listener (the scope of the task that opened it) and the tasks using it.
 struct ScopedProxy {
-    handle: ProxyHandle,
-    /// The listener inside a confined Chromium's namespace the handle serves; given back to
-    /// the spares when dropped, after the handle stopped serving it.
-    slot: Option<forge_browser::devtools_relay::NamespaceSlot>,
+    /// One listener per engine the agent runs (two when its browser skills use both: each
+    /// engine's session of this key goes through its own), each with the listener inside that
+    /// confined browser's namespace it serves, if any; a slot is given back to the spares when
+    /// dropped, after its handle stopped serving it.
+    listeners: Vec<(
+        ProxyHandle,
+        Option<forge_browser::devtools_relay::NamespaceSlot>,
+    )>,
     /// The policy the listener serves now (the first task's, narrowed by later ones).
     policy: Arc<EgressPolicy>,
     scope: Option<Vec<String>>,
@@ -419,7 +445,9 @@ impl SessionCloser for AssembledSessions {
     async fn close_session(&self, key: &str) {
         self.tools.close_session(key).await;
         if let Some(b) = self.tools.browser() {
-            b.manager().set_session_proxy(key, None);
+            for m in b.managers() {
+                m.set_session_proxy(key, None);
+            }
         }
     }
 
@@ -441,7 +469,7 @@ impl SessionCloser for AssembledSessions {
 
     async fn has_session(&self, key: &str) -> bool {
         match self.tools.browser() {
-            Some(b) => b.manager().has_session(key).await,
+            Some(b) => any_session(b, key).await,
             None => false,
         }
     }
@@ -472,9 +500,13 @@ impl SessionCloser for AssembledSessions {
     /// Live sessions count: a conversation's browser stays open between its messages.
     async fn at_capacity(&self) -> Option<usize> {
         let b = self.tools.browser()?;
-        let m = b.manager();
-        let cap = m.config().max_sessions;
-        (m.session_count().await >= cap).then_some(cap)
+        let cap = b.manager().config().max_sessions;
+        for m in b.managers() {
+            if m.session_count().await >= cap {
+                return Some(cap);
+            }
+        }
+        None
     }
 
     async fn open_scoped_proxy(
@@ -486,21 +518,18 @@ impl SessionCloser for AssembledSessions {
         let Some(b) = self.tools.browser() else {
             return Ok(());
         };
-        let m = b.manager();
         let mut kept = self.scoped.lock().await;
         // Listeners of sessions that ended on their own (idle, shutdown, crash) with no task
         // left in them stop here.
         let mut gone = Vec::new();
         for (k, v) in kept.iter() {
-            if v.users == 0 && !m.has_session(k).await {
+            if v.users == 0 && !any_session(b, k).await {
                 gone.push(k.clone());
             }
         }
         for k in gone {
             if let Some(v) = kept.remove(&k) {
-                m.set_session_proxy(&k, None);
-                v.handle.shutdown().await;
-                drop(v.slot);
+                end_scoped(b, &k, v).await;
             }
         }
         // Entries in any order name the same scope.
@@ -531,7 +560,9 @@ impl SessionCloser for AssembledSessions {
                         )
                     })?;
                 let narrowed = Arc::new(narrowed);
-                v.handle.narrow_to(narrowed.clone());
+                for (handle, _) in &v.listeners {
+                    handle.narrow_to(narrowed.clone());
+                }
                 v.policy = narrowed;
                 v.scope = Some(asked.clone());
             }
@@ -540,47 +571,65 @@ impl SessionCloser for AssembledSessions {
             return Ok(());
         }
         let switch = Arc::new(SwitchObserver::new(observer));
-        // A confined Chromium reaches only listeners inside its own namespace: the session's
-        // listener is then one of its spares, served here with the task's policy.
-        let slot = m.namespace_slot().await.map_err(|e| e.to_string())?;
-        let listener = match &slot {
-            Some(s) => match s.listener() {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    return Err(format!(
-                        "cannot use a proxy listener inside the browser's namespace: {e}"
-                    ))
+        // Each engine's session of this key gets a listener serving the task's policy: a
+        // confined browser reaches only listeners inside its own namespace, so there it is one
+        // of that browser's spares (on Lightpanda, of the session's own process).
+        let mut listeners = Vec::new();
+        for m in b.managers() {
+            let made = async {
+                let slot = m.namespace_slot(key).await.map_err(|e| e.to_string())?;
+                let listener = match &slot {
+                    Some(s) => Some(s.listener().map_err(|e| {
+                        format!("cannot use a proxy listener inside the browser's namespace: {e}")
+                    })?),
+                    None => None,
+                };
+                match self
+                    .tools
+                    .egress()
+                    .serve_task_proxy(policy.clone(), switch.clone(), listener)
+                    .await
+                {
+                    None => Ok(None),
+                    Some(Err(e)) => Err(format!(
+                        "cannot start the task's egress proxy listener: {e}"
+                    )),
+                    Some(Ok(handle)) => Ok(Some((handle, slot))),
                 }
-            },
-            None => None,
-        };
-        match self
-            .tools
-            .egress()
-            .serve_task_proxy(policy.clone(), switch.clone(), listener)
-            .await
-        {
-            None => Ok(()),
-            Some(Err(e)) => Err(format!(
-                "cannot start the task's egress proxy listener: {e}"
-            )),
-            Some(Ok(handle)) => {
-                let addr = slot.as_ref().map(|s| s.addr).unwrap_or(handle.addr());
-                m.set_session_proxy(key, Some(addr));
-                kept.insert(
-                    key.to_string(),
-                    ScopedProxy {
-                        handle,
-                        slot,
-                        policy,
-                        scope,
-                        observer: switch,
-                        users: 1,
-                    },
-                );
-                Ok(())
+            }
+            .await;
+            match made {
+                Ok(Some((handle, slot))) => {
+                    let addr = slot.as_ref().map(|s| s.addr).unwrap_or(handle.addr());
+                    m.set_session_proxy(key, Some(addr));
+                    listeners.push((handle, slot));
+                }
+                // The agent runs no proxy: nothing to scope.
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    // The listeners made for the other engine stop: no half-scoped session.
+                    for m in b.managers() {
+                        m.set_session_proxy(key, None);
+                    }
+                    for (handle, slot) in listeners {
+                        handle.shutdown().await;
+                        drop(slot);
+                    }
+                    return Err(e);
+                }
             }
         }
+        kept.insert(
+            key.to_string(),
+            ScopedProxy {
+                listeners,
+                policy,
+                scope,
+                observer: switch,
+                users: 1,
+            },
+        );
+        Ok(())
     }
 
     async fn release_scoped_proxy(&self, key: &str) {
@@ -592,11 +641,9 @@ impl SessionCloser for AssembledSessions {
             return;
         };
         v.users = v.users.saturating_sub(1);
-        if v.users == 0 && !b.manager().has_session(key).await {
+        if v.users == 0 && !any_session(b, key).await {
             if let Some(v) = kept.remove(key) {
-                b.manager().set_session_proxy(key, None);
-                v.handle.shutdown().await;
-                drop(v.slot);
+                end_scoped(b, key, v).await;
             }
         }
     }
@@ -605,14 +652,19 @@ impl SessionCloser for AssembledSessions {
         let Some(b) = self.tools.browser() else {
             return Vec::new();
         };
-        b.manager()
-            .navigations(key)
-            .await
-            .into_iter()
-            .map(|n| NavigationRecord {
-                url: n.url,
-                status: n.status,
-            })
-            .collect()
+        // Every engine's session of this key (the default engine's first).
+        let mut out = Vec::new();
+        for m in b.managers() {
+            out.extend(
+                m.navigations(key)
+                    .await
+                    .into_iter()
+                    .map(|n| NavigationRecord {
+                        url: n.url,
+                        status: n.status,
+                    }),
+            );
+        }
+        out
     }
 }

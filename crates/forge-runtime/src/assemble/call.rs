@@ -93,7 +93,8 @@ pub(crate) struct CallEnv {
     pub files_dir: PathBuf,
     pub egress: Option<Arc<EgressClient>>,
     pub timeout: Option<Duration>,
-    pub browser: Option<Arc<BrowserManager>>,
+    /// Every engine's manager (two when the browser skills use both engines).
+    pub browsers: Vec<Arc<BrowserManager>>,
     /// Set when the assembled tools were shut down: calls are refused from then on (a call
     /// would otherwise relaunch Chromium on a proxy that no longer listens).
     pub stopped: Arc<AtomicBool>,
@@ -251,7 +252,7 @@ impl ToolRunner {
     /// End session `session_key`: its browser context (cookies, pages) is closed. A no-op for a
     /// session that never used the browser, or an agent without one.
     pub async fn close_session(&self, session_key: &str) {
-        if let Some(b) = &self.env.browser {
+        for b in &self.env.browsers {
             b.close_session(session_key).await;
         }
     }

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use forge_browser::routing::EngineRoutes;
 use forge_browser::{
     browser_tools, find_browser_binary, BrowserConfig, BrowserManager, BrowserToolOptions,
     CrashObserver, EngineKind, RefusalLog,
@@ -355,19 +356,41 @@ pub(crate) fn browser_config(
     if let Some(n) = settings.download_max_files {
         c.downloads.max_files = n;
     }
-    if let Some(forge_skills::BrowserEngine::Lightpanda) = settings.engine {
-        c.engine = EngineKind::Lightpanda;
+    if let Some(e) = settings.engine {
+        c.engine = engine_kind(e);
     }
     c.apply_env_from(env)
 }
 
-/// The browser manager and its tools.
+/// The browser managers (one per engine the agent's browser skills use) and the tools.
 pub struct BrowserParts {
     binary: PathBuf,
+    /// The manager of the agent's primary engine (`BrowserEngines::primary`): calls that name no
+    /// skill, the form tools, profiles, hand-off and the live view run on it.
     manager: Arc<BrowserManager>,
+    /// The other engine's manager, when the browser skills use two (`routing.rs`).
+    other: Option<(EngineKind, PathBuf, Arc<BrowserManager>)>,
+    /// Which engine serves each browser skill.
+    routes: EngineRoutes,
     tools: Vec<Arc<dyn Tool>>,
     /// The form tools (`browser_form_*`), which the form skills call (not the model).
     form_tools: Vec<Arc<dyn Tool>>,
+}
+
+/// forge-skills' engine name as forge-browser's.
+pub(crate) fn engine_kind(e: forge_skills::BrowserEngine) -> EngineKind {
+    match e {
+        forge_skills::BrowserEngine::Chromium => EngineKind::Chromium,
+        forge_skills::BrowserEngine::Lightpanda => EngineKind::Lightpanda,
+    }
+}
+
+/// forge-browser's engine name as forge-skills'.
+fn skills_engine(e: EngineKind) -> forge_skills::BrowserEngine {
+    match e {
+        EngineKind::Chromium => forge_skills::BrowserEngine::Chromium,
+        EngineKind::Lightpanda => forge_skills::BrowserEngine::Lightpanda,
+    }
 }
 
 impl BrowserParts {
@@ -377,22 +400,51 @@ impl BrowserParts {
         settings: &BrowserSettings,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<EngineKind, AssembleError> {
-        let from_yaml = match settings.engine {
-            Some(forge_skills::BrowserEngine::Lightpanda) => EngineKind::Lightpanda,
-            Some(forge_skills::BrowserEngine::Chromium) | None => EngineKind::Chromium,
-        };
+        let from_yaml = settings.engine.map(engine_kind).unwrap_or_default();
         Ok(forge_browser::engine::engine_from_env(env)
             .map_err(AssembleError::BrowserEngine)?
             .unwrap_or(from_yaml))
     }
 
-    /// Resolve the engine's binary (before anything else, so a missing browser fails startup
+    /// Which engine serves each browser skill: its own `requires.browser_engine`, else the
+    /// default ([`Self::engine`]: `FORGE_BROWSER_ENGINE`, else forge.yaml, else chromium), and
+    /// the engine of calls that name no skill (docs/browser.md, "Per skill").
+    pub(super) fn routes_for(
+        agent: &Agent,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<EngineRoutes, AssembleError> {
+        let default = Self::engine(&agent.config.browser, env)?;
+        let engines = agent.browser_engines_with(Some(skills_engine(default)));
+        Ok(EngineRoutes {
+            default: engine_kind(engines.primary()),
+            skills: engines
+                .skills
+                .iter()
+                .map(|s| (s.skill.clone(), engine_kind(s.engine)))
+                .collect(),
+        })
+    }
+
+    /// Resolve each engine's binary (before anything else, so a missing browser fails startup
     /// promptly with the skills that asked, what was searched and the fixes).
-    pub(super) fn find_binary(
-        view: &BrowserView,
-        engine: EngineKind,
-    ) -> Result<PathBuf, AssembleError> {
-        let skills = view.skills.join(", ");
+    pub(super) fn find_binaries(
+        routes: &EngineRoutes,
+    ) -> Result<Vec<(EngineKind, PathBuf)>, AssembleError> {
+        routes
+            .engines()
+            .into_iter()
+            .map(|engine| {
+                let mut skills = routes.skills_of(engine);
+                if skills.is_empty() {
+                    skills = routes.skills.iter().map(|(s, _)| s.as_str()).collect();
+                }
+                Self::find_binary(&skills.join(", "), engine).map(|b| (engine, b))
+            })
+            .collect()
+    }
+
+    fn find_binary(skills: &str, engine: EngineKind) -> Result<PathBuf, AssembleError> {
+        let skills = skills.to_string();
         match engine {
             EngineKind::Chromium => {
                 find_browser_binary().map_err(|e| AssembleError::BrowserMissing {
@@ -412,12 +464,15 @@ impl BrowserParts {
         }
     }
 
-    /// Build the manager on the running proxy (Chromium itself starts lazily on the first call),
-    /// with forge.yaml `browser:` applied ([`browser_config`]).
+    /// Build one manager per engine on the running proxy (each browser starts lazily on its
+    /// first call), with forge.yaml `browser:` applied ([`browser_config`]); with two engines,
+    /// the tools route each call to its skill's engine (`forge_browser::routing`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn build(
         view: &BrowserView,
         settings: &BrowserSettings,
-        binary: PathBuf,
+        routes: EngineRoutes,
+        binaries: Vec<(EngineKind, PathBuf)>,
         egress: &EgressParts,
         refusals: RefusalLog,
         crash: Option<Arc<dyn CrashObserver>>,
@@ -427,28 +482,67 @@ impl BrowserParts {
             skills: view.skills.join(", "),
             message: "the egress proxy is not running; the browser never runs unproxied".into(),
         })?;
-        let mut config = browser_config(proxy, settings, |k| std::env::var(k).ok());
-        config.binary = Some(binary.clone());
-        config.confine = confine;
-        let mut manager = BrowserManager::new(config).with_refusals(refusals);
-        if let Some(observer) = crash {
-            manager = manager.with_crash_observer(observer);
+        let mut managers: Vec<(EngineKind, PathBuf, Arc<BrowserManager>)> = Vec::new();
+        for (engine, binary) in binaries {
+            let mut config = browser_config(proxy, settings, |k| std::env::var(k).ok());
+            config.engine = engine;
+            config.binary = Some(binary.clone());
+            config.confine = confine.clone();
+            let mut manager = BrowserManager::new(config).with_refusals(refusals.clone());
+            if let Some(observer) = &crash {
+                manager = manager.with_crash_observer(observer.clone());
+            }
+            managers.push((engine, binary, Arc::new(manager)));
         }
-        let manager = Arc::new(manager);
+        let at = managers
+            .iter()
+            .position(|(k, _, _)| *k == routes.default)
+            .ok_or_else(|| AssembleError::Browser {
+                skills: view.skills.join(", "),
+                message: format!("no binary was resolved for engine {}", routes.default),
+            })?;
+        let (_, binary, manager) = managers.remove(at);
+        let other = managers.pop();
         let options = BrowserToolOptions {
             allow_sensitive_fill: view.allow_sensitive_fill,
         };
-        let tools = browser_tools(manager.clone(), options.clone());
+        let tools = match &other {
+            None => browser_tools(manager.clone(), options.clone()),
+            Some((k, _, m)) => forge_browser::routing::routed_browser_tools(
+                &[(routes.default, manager.clone()), (*k, m.clone())],
+                &routes,
+                options.clone(),
+            ),
+        };
         let form_tools = forge_browser::forms::form_tools(manager.clone(), options);
         Ok(Self {
             binary,
             manager,
+            other,
+            routes,
             tools,
             form_tools,
         })
     }
 
-    /// The Chromium binary that will be launched.
+    /// Which engine serves each browser skill.
+    pub fn routes(&self) -> &EngineRoutes {
+        &self.routes
+    }
+
+    /// Every manager: the primary one first, then the other engine's (when two are used).
+    pub fn managers(&self) -> impl Iterator<Item = &Arc<BrowserManager>> {
+        std::iter::once(&self.manager).chain(self.other.iter().map(|(_, _, m)| m))
+    }
+
+    /// Each engine in use and its binary, the primary first.
+    pub fn binaries(&self) -> Vec<(EngineKind, &Path)> {
+        std::iter::once((self.routes.default, self.binary.as_path()))
+            .chain(self.other.iter().map(|(k, b, _)| (*k, b.as_path())))
+            .collect()
+    }
+
+    /// The binary of the primary engine (the one calls without a `skill` use).
     pub fn binary(&self) -> &Path {
         &self.binary
     }
@@ -469,11 +563,15 @@ impl BrowserParts {
     }
 
     pub(super) async fn close_session(&self, session_key: &str) {
-        self.manager.close_session(session_key).await;
+        for m in self.managers() {
+            m.close_session(session_key).await;
+        }
     }
 
     pub(super) async fn shutdown(&self) {
-        self.manager.shutdown().await;
+        for m in self.managers() {
+            m.shutdown().await;
+        }
     }
 }
 
@@ -577,5 +675,45 @@ mod tests {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(bad.contains("FORGE_BROWSER_ENGINE=webkit"), "{bad}");
+    }
+
+    #[test]
+    fn forge_browser_engine_replaces_the_default_and_a_skills_own_choice_stands() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(
+            dir.path().join("forge.yaml"),
+            "agent_id: e\nversion: 0.1.0\nmodel:\n  provider: openai\n  name: m\n",
+        )
+        .expect("forge.yaml");
+        for (name, engine) in [
+            ("former", "      browser_engine: chromium\n"),
+            ("reader", ""),
+        ] {
+            let d = dir.path().join("skills").join(name);
+            std::fs::create_dir_all(&d).expect("skill dir");
+            std::fs::write(
+                d.join("SKILL.md"),
+                format!("---\nname: {name}\ndescription: d\nmetadata:\n  forge:\n    requires:\n      capabilities: [browser]\n{engine}---\nx\n"),
+            )
+            .expect("SKILL.md");
+        }
+        let agent = Agent::load(dir.path().join("forge.yaml")).expect("agent");
+        let plain = BrowserParts::routes_for(&agent, |_| None).expect("routes");
+        assert_eq!(plain.engines(), [EngineKind::Chromium], "one engine");
+        let lp = |k: &str| (k == "FORGE_BROWSER_ENGINE").then(|| "lightpanda".to_string());
+        let mixed = BrowserParts::routes_for(&agent, lp).expect("routes");
+        assert_eq!(mixed.default, EngineKind::Lightpanda);
+        assert_eq!(
+            mixed.skills,
+            [
+                ("former".to_string(), EngineKind::Chromium),
+                ("reader".to_string(), EngineKind::Lightpanda)
+            ],
+            "the variable moves reader (no choice of its own), not former"
+        );
+        assert_eq!(
+            mixed.engines(),
+            [EngineKind::Chromium, EngineKind::Lightpanda]
+        );
     }
 }
