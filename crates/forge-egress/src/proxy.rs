@@ -554,6 +554,7 @@ impl Drop for DrainOnDrop {
 /// the client gets its answer without waiting for the audit write, and nothing else is woken.
 /// Refusals and failures are still reported before their answer is sent.
 async fn serve_connection(sock: tokio::net::TcpStream, shared: Arc<Shared>) {
+    crate::thread::watch_for_spin(&sock);
     // Declared before `conn`, so dropped after it: the decisions of bodies dropped with the
     // connection are reported too.
     let deferred = DrainOnDrop {
@@ -1068,6 +1069,7 @@ async fn open_upstream(
         .await
         .map_err(|(e, v)| (e, v.resolved))?;
     let host = &connected.validated.allowed.host;
+    crate::thread::watch_for_spin(&connected.stream);
     let (sender, conn) =
         match hyper::client::conn::http1::handshake(TokioIo::new(connected.stream)).await {
             Ok(x) => x,
