@@ -16,7 +16,7 @@
 //!   over loopback TCP with blocking I/O (each round trip wakes two sleeping threads). A proxy at
 //!   one connection adds two such wakes per request (its own, on the request and on the answer),
 //!   so this is the machine's floor for "added p50" of any proxy process.
-//! - `FORGE_PROXY_BENCH_SPIN_US=N` (default 50; 0 leaves them out) adds `forge egress serve` and
+//! - `FORGE_PROXY_BENCH_SPIN_US=N` (default 100; 0 leaves them out) adds `forge egress serve` and
 //!   `forge run` with `FORGE_PROXY_SPIN_US=N` (the proxy thread polls its sockets for up to N µs
 //!   before it parks; forge-egress thread.rs).
 //! - Load: in-process hyper clients on keep-alive connections through the proxy: 1 connection
@@ -148,12 +148,12 @@ fn forge_bin() -> &'static str {
     env!("CARGO_BIN_EXE_forge")
 }
 
-/// The spin budget of the extra columns (`FORGE_PROXY_BENCH_SPIN_US`, default 50 µs; 0: none).
+/// The spin budget of the extra columns (`FORGE_PROXY_BENCH_SPIN_US`, default 100 µs; 0: none).
 fn spin_us() -> u64 {
     std::env::var("FORGE_PROXY_BENCH_SPIN_US")
         .ok()
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(50)
+        .unwrap_or(100)
 }
 
 /// `forge egress serve --allow 127.0.0.1:PORT` in an empty directory (deny-all plus the upstream).
