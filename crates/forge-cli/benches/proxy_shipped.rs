@@ -7,7 +7,18 @@
 //! Run: `cargo bench -p forge-cli --bench proxy_shipped` (release profile). Prints a markdown table
 //! for docs/benchmarks.md. Everything runs on loopback.
 //!
-//! - The upstream is a hyper server in this process answering every request with a 1 KiB body.
+//! - The upstream is a hyper server in this process answering every request with a 1 KiB body, on
+//!   a thread and single-threaded runtime of its own (like a server process: a request to it wakes
+//!   it, as a real server is woken). "direct" is the load sent to it without a proxy. The row
+//!   "direct, one runtime" sends it to a second upstream on the load's own runtime, where client and
+//!   server hand over without ever sleeping (the baseline of the earlier runs in docs/benchmarks.md).
+//! - "wake round trip": the p50 of a one-byte ping-pong between this process and a child process
+//!   over loopback TCP with blocking I/O (each round trip wakes two sleeping threads). A proxy at
+//!   one connection adds two such wakes per request (its own, on the request and on the answer),
+//!   so this is the machine's floor for "added p50" of any proxy process.
+//! - `FORGE_PROXY_BENCH_SPIN_US=N` (default 100; 0 leaves them out) adds `forge egress serve` and
+//!   `forge run` with `FORGE_PROXY_SPIN_US=N` (the proxy thread polls its sockets for up to N µs
+//!   before it parks; forge-egress thread.rs).
 //! - Load: in-process hyper clients on keep-alive connections through the proxy: 1 connection
 //!   (sequential requests) and 50 connections (each sequential, all at once). Reported: requests per
 //!   second, p50/p99 latency, direct p50 (no proxy), and the proxy's CPU per request (the sum over
@@ -137,11 +148,30 @@ fn forge_bin() -> &'static str {
     env!("CARGO_BIN_EXE_forge")
 }
 
+/// The spin budget of the extra columns (`FORGE_PROXY_BENCH_SPIN_US`, default 100 µs; 0: none).
+fn spin_us() -> u64 {
+    std::env::var("FORGE_PROXY_BENCH_SPIN_US")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(100)
+}
+
 /// `forge egress serve --allow 127.0.0.1:PORT` in an empty directory (deny-all plus the upstream).
 fn spawn_serve(upstream: SocketAddr, extra: &[&str]) -> ProxyProc {
+    spawn_serve_with(upstream, extra, 0)
+}
+
+/// The same with `FORGE_PROXY_SPIN_US=spin` (0: unset).
+fn spawn_serve_with(upstream: SocketAddr, extra: &[&str], spin: u64) -> ProxyProc {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
-    let mut child = Command::new(forge_bin())
+    let mut cmd = Command::new(forge_bin());
+    if spin > 0 {
+        cmd.env("FORGE_PROXY_SPIN_US", spin.to_string());
+    } else {
+        cmd.env_remove("FORGE_PROXY_SPIN_US");
+    }
+    let mut child = cmd
         .current_dir(dir.path())
         .args(["egress", "serve", "--allow", &upstream.to_string()])
         .args(extra)
@@ -152,7 +182,11 @@ fn spawn_serve(upstream: SocketAddr, extra: &[&str]) -> ProxyProc {
         .expect("spawn forge egress serve");
     let addr = address_line(&mut child, "proxy listening on ");
     ProxyProc {
-        name: "forge egress serve",
+        name: if spin > 0 {
+            "forge egress serve, spin"
+        } else {
+            "forge egress serve"
+        },
         addr,
         child,
         _dir: dir,
@@ -161,7 +195,7 @@ fn spawn_serve(upstream: SocketAddr, extra: &[&str]) -> ProxyProc {
 
 /// `forge run` serving A2A for an agent with `cli_execute` (so its proxy runs) and the upstream
 /// allowed; audit log to a file.
-fn spawn_run(upstream: SocketAddr) -> ProxyProc {
+fn spawn_run(upstream: SocketAddr, spin: u64) -> ProxyProc {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(
         dir.path().join("forge.yaml"),
@@ -171,7 +205,13 @@ fn spawn_run(upstream: SocketAddr) -> ProxyProc {
     .expect("forge.yaml");
     std::fs::write(dir.path().join("s.yaml"), "turns:\n  - text: done\n").expect("s.yaml");
     let log = std::fs::File::create(dir.path().join("run.log")).expect("log file");
-    let mut child = Command::new(forge_bin())
+    let mut cmd = Command::new(forge_bin());
+    if spin > 0 {
+        cmd.env("FORGE_PROXY_SPIN_US", spin.to_string());
+    } else {
+        cmd.env_remove("FORGE_PROXY_SPIN_US");
+    }
+    let mut child = cmd
         .current_dir(dir.path())
         .args([
             "run",
@@ -189,7 +229,11 @@ fn spawn_run(upstream: SocketAddr) -> ProxyProc {
         .expect("spawn forge run");
     let addr = address_line(&mut child, "forge: egress proxy on ");
     ProxyProc {
-        name: "forge run (agent proxy)",
+        name: if spin > 0 {
+            "forge run (agent proxy), spin"
+        } else {
+            "forge run (agent proxy)"
+        },
         addr,
         child,
         _dir: dir,
@@ -207,6 +251,28 @@ fn loadavg() -> String {
 
 // ---------------------------------------------------------------- upstream and load
 
+/// The upstream on a thread of its own with a single-threaded runtime (it lives as long as the
+/// bench process).
+fn upstream_thread() -> SocketAddr {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("upstream".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("upstream runtime");
+            rt.block_on(async move {
+                tx.send(upstream().await)
+                    .expect("send the upstream address");
+                std::future::pending::<()>().await;
+            });
+        })
+        .expect("upstream thread");
+    rx.recv().expect("the upstream address")
+}
+
+/// The upstream served on the current runtime.
 async fn upstream() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0")
         .await
@@ -319,18 +385,73 @@ impl Figures {
     }
 }
 
+/// Set in the child process of [`wake_round_trip`]: the address to connect to and echo on.
+const ECHO_ENV: &str = "FORGE_PROXY_BENCH_ECHO";
+/// Round trips of the ping-pong.
+const PINGS: usize = 2_000;
+
+/// The child's side: echo each byte back, until the parent closes (at most [`PINGS`] + 100).
+fn echo_child(addr: &str) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the parent");
+    s.set_nodelay(true).ok();
+    let mut b = [0u8; 1];
+    for _ in 0..PINGS + 100 {
+        if s.read_exact(&mut b).is_err() || s.write_all(&b).is_err() {
+            return;
+        }
+    }
+}
+
+/// p50 of a one-byte round trip to a child process over loopback TCP, blocking I/O on both sides.
+fn wake_round_trip() -> Duration {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind ping");
+    let addr = l.local_addr().expect("ping address");
+    let mut child = Command::new(std::env::current_exe().expect("this bench"))
+        .env(ECHO_ENV, addr.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn the echo child");
+    let (mut s, _) = l.accept().expect("the echo child connects");
+    s.set_nodelay(true).ok();
+    let mut b = [7u8; 1];
+    let mut lat = Vec::with_capacity(PINGS);
+    for _ in 0..PINGS {
+        let t = Instant::now();
+        s.write_all(&b).expect("ping");
+        s.read_exact(&mut b).expect("pong");
+        lat.push(t.elapsed());
+    }
+    drop(s);
+    let _ = child.wait();
+    lat.sort();
+    percentile(&lat, 0.5)
+}
+
 fn main() {
+    if let Ok(addr) = std::env::var(ECHO_ENV) {
+        echo_child(&addr);
+        return;
+    }
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing special: a quick pass
     // either way is fine, the plan comes from the environment.
     let plan = plan();
+    let spin = spin_us();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("bench runtime");
     rt.block_on(async move {
-        let up = upstream().await;
-        let mut procs = vec![spawn_serve(up, &[]), spawn_run(up)];
+        let up = upstream_thread();
+        let up_local = upstream().await;
+        let mut procs = vec![spawn_serve(up, &[]), spawn_run(up, 0)];
+        if spin > 0 {
+            procs.push(spawn_serve_with(up, &[], spin));
+            procs.push(spawn_run(up, spin));
+        }
         match spawn_squid() {
             Some(s) => procs.push(s),
             None => eprintln!("squid: not found on PATH or in /usr/sbin; no squid column"),
@@ -342,7 +463,11 @@ fn main() {
         }
         load(up, "/one-kib", CONNS, CONNS * 20, None).await;
 
-        let names: Vec<&str> = std::iter::once("direct")
+        load(up_local, "/one-kib", CONNS, CONNS * 20, None).await;
+        let wake_before = wake_round_trip();
+
+        let names: Vec<&str> = ["direct", "direct, one runtime"]
+            .into_iter()
             .chain(procs.iter().map(|p| p.name))
             .collect();
         let mut seq: Vec<Figures> = names.iter().map(|_| Figures::default()).collect();
@@ -351,13 +476,16 @@ fn main() {
         for _ in 0..plan.rounds {
             seq[0].add(&load(up, "/one-kib", 1, plan.seq, None).await);
             par[0].add(&load(up, "/one-kib", CONNS, plan.par, None).await);
+            seq[1].add(&load(up_local, "/one-kib", 1, plan.seq, None).await);
+            par[1].add(&load(up_local, "/one-kib", CONNS, plan.par, None).await);
             for (i, p) in procs.iter().enumerate() {
                 let pid = Some(p.child.id());
-                seq[i + 1].add(&load(p.addr, &uri, 1, plan.seq, pid).await);
-                par[i + 1].add(&load(p.addr, &uri, CONNS, plan.par, pid).await);
+                seq[i + 2].add(&load(p.addr, &uri, 1, plan.seq, pid).await);
+                par[i + 2].add(&load(p.addr, &uri, CONNS, plan.par, pid).await);
             }
         }
         let load_after = loadavg();
+        let wake_after = wake_round_trip();
 
         println!(
             "\n{} rounds; 1 conn: {} requests, {CONNS} conns: {} requests; 1 KiB bodies; \
@@ -367,6 +495,15 @@ fn main() {
             plan.par,
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
+        println!(
+            "wake round trip (one byte to a child process and back, loopback TCP, blocking I/O): \
+             p50 {:.0} µs before the rounds, {:.0} µs after\n",
+            us(wake_before),
+            us(wake_after)
+        );
+        if spin > 0 {
+            println!("spin rows: FORGE_PROXY_SPIN_US={spin}\n");
+        }
         println!("| path | conns | req/s | p50 µs | p99 µs | added p50 µs | proxy CPU/req µs |");
         println!("|---|---|---|---|---|---|---|");
         for (figs, conns) in [(&seq, 1), (&par, CONNS)] {
@@ -382,7 +519,7 @@ fn main() {
                     "| {name} | {conns} | {:.0} | {p50:.0} | {:.0} | {} | {cpu} |",
                     median(f.rps.clone()),
                     median(f.p99.clone()),
-                    if *name == "direct" {
+                    if name.starts_with("direct") {
                         "-".to_string()
                     } else {
                         format!("{:+.0}", p50 - direct_p50)

@@ -27,7 +27,8 @@
 //!   CONNECT) with limits and an [`proxy::EgressObserver`] for audit events.
 //! - `pool.rs`: the proxy's keep-alive pool of upstream connections, keyed by policy decision.
 //! - `thread.rs`: [`thread::ProxyThread`], a thread with a single-threaded runtime of its own that a
-//!   proxy can serve on (`forge egress serve`, `forge run`).
+//!   proxy can serve on (`forge egress serve`, `forge run`); optionally it polls the proxy's own
+//!   sockets for a bounded time before it parks (`FORGE_PROXY_SPIN_US`, off by default).
 //! - `confine.rs` (Linux; `confine_other.rs` elsewhere: always proxy-only): [`confine::install`] runs a child in a network namespace whose only
 //!   reachable address is a listener forge's proxy serves ([`proxy::ProxyEntry`]); the probe and
 //!   [`confine::availability`] (namespace or proxy-only, with the reason).

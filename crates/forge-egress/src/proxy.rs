@@ -516,12 +516,58 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: Cancellat
     .await;
 }
 
+/// The decisions of a client connection's forwarded requests, reported to the observer after the
+/// response has been handed to the client rather than before (see [`serve_connection`]).
+#[derive(Clone, Default)]
+struct Deferred(Arc<std::sync::Mutex<Vec<Decision>>>);
+
+impl Deferred {
+    fn push(&self, d: Decision) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(d);
+    }
+
+    /// Report what has gathered, in order.
+    fn drain(&self, shared: &Shared) {
+        let ready = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        for d in ready {
+            shared.report(d);
+        }
+    }
+}
+
+/// Reports a connection's gathered decisions when its task ends, however it ends (dropped by the
+/// runtime included), so that every decision still reaches the observer.
+struct DrainOnDrop {
+    deferred: Deferred,
+    shared: Arc<Shared>,
+}
+
+impl Drop for DrainOnDrop {
+    fn drop(&mut self) {
+        self.deferred.drain(&self.shared);
+    }
+}
+
+/// Serve one client connection. A forwarded request's decision (the observer's work: an audit
+/// event, a log line) is reported right after hyper's poll that wrote the response, on the same
+/// thread and task, instead of between reading the upstream's answer and writing it to the client:
+/// the client gets its answer without waiting for the audit write, and nothing else is woken.
+/// Refusals and failures are still reported before their answer is sent.
 async fn serve_connection(sock: tokio::net::TcpStream, shared: Arc<Shared>) {
+    crate::thread::watch_for_spin(&sock);
+    // Declared before `conn`, so dropped after it: the decisions of bodies dropped with the
+    // connection are reported too.
+    let deferred = DrainOnDrop {
+        deferred: Deferred::default(),
+        shared: shared.clone(),
+    };
     let io = TokioIo::new(sock);
     let s = shared.clone();
+    let d = deferred.deferred.clone();
     let svc = service_fn(move |req| {
         let s = s.clone();
-        async move { Ok::<_, Infallible>(handle(s, req).await) }
+        let d = d.clone();
+        async move { Ok::<_, Infallible>(handle(s, req, d).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -536,7 +582,13 @@ async fn serve_connection(sock: tokio::net::TcpStream, shared: Arc<Shared>) {
     tokio::pin!(conn);
     let generation = shared.generation();
     tokio::select! {
-        r = conn.as_mut() => {
+        // Each poll of the connection, then the decisions it completed (hyper writes a response
+        // in the poll that finished its body).
+        r = std::future::poll_fn(|cx| {
+            let r = std::future::Future::poll(conn.as_mut(), cx);
+            deferred.deferred.drain(&shared);
+            r
+        }) => {
             if let Err(e) = r {
                 tracing::debug!("egress proxy connection ended: {e}");
             }
@@ -651,7 +703,11 @@ fn malformed(
     text_response(status, "malformed", msg, close)
 }
 
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBody> {
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    deferred: Deferred,
+) -> Response<ProxyBody> {
     let start = Instant::now();
     let is_connect = req.method() == Method::CONNECT;
     let target_len = target_len(req.uri());
@@ -680,7 +736,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBo
     if is_connect {
         handle_connect(shared, req, pending).await
     } else {
-        handle_http(shared, req, pending).await
+        handle_http(shared, req, pending, deferred).await
     }
 }
 
@@ -1013,6 +1069,7 @@ async fn open_upstream(
         .await
         .map_err(|(e, v)| (e, v.resolved))?;
     let host = &connected.validated.allowed.host;
+    crate::thread::watch_for_spin(&connected.stream);
     let (sender, conn) =
         match hyper::client::conn::http1::handshake(TokioIo::new(connected.stream)).await {
             Ok(x) => x,
@@ -1038,6 +1095,7 @@ async fn handle_http(
     shared: Arc<Shared>,
     req: Request<Incoming>,
     mut pending: Pending,
+    deferred: Deferred,
 ) -> Response<ProxyBody> {
     match req.uri().scheme_str() {
         Some("http") => {}
@@ -1178,7 +1236,8 @@ async fn handle_http(
         );
         d.bytes_up = up_bytes.load(Ordering::Relaxed);
         d.bytes_down = down;
-        s.report(d);
+        // Reported by the connection's task once this poll (which writes the response) is done.
+        deferred.push(d);
         // Only a connection whose response was read to its end, without error, carries another
         // request; the pool checks at checkout that hyper agrees it is ready.
         if clean {

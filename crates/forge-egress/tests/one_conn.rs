@@ -1,0 +1,192 @@
+//! The proxy at one client connection, as `forge egress serve` and `forge run` run it (on a
+//! [`ProxyThread`]): the answer is written before the observer's work for the decision (an audit
+//! event) and, with a spin budget, the thread polls its own sockets before it parks. In a test
+//! binary of their own: shipped.rs counts this process's proxy threads. Everything on loopback.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use forge_egress::policy::EgressPolicy;
+use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, Outcome, ProxyOptions};
+use forge_egress::thread::ProxyThread;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// A keep-alive upstream answering `ok` to every request (at most 1,000 per connection).
+async fn keep_alive_upstream() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                for _ in 0..1000 {
+                    let Ok(Ok(_)) = tokio::time::timeout(STEP, read_head(&mut s)).await else {
+                        return;
+                    };
+                    if s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Records every decision.
+#[derive(Default)]
+struct Decisions(Mutex<Vec<Decision>>);
+
+impl EgressObserver for Decisions {
+    fn on_decision(&self, d: &Decision) {
+        self.0.lock().unwrap().push(d.clone());
+    }
+}
+
+/// Holds the first allowed decision until released (at most [`STEP`]), then records every
+/// decision: an audit log that is slow to write.
+struct SlowObserver {
+    release: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    seen: Mutex<Vec<Decision>>,
+}
+
+impl EgressObserver for SlowObserver {
+    fn on_decision(&self, d: &Decision) {
+        if d.outcome == Outcome::Allowed {
+            if let Some(rx) = self.release.lock().unwrap().take() {
+                let _ = rx.recv_timeout(STEP);
+            }
+        }
+        self.seen.lock().unwrap().push(d.clone());
+    }
+}
+
+#[tokio::test]
+async fn the_client_gets_its_answer_before_the_observer_has_finished_with_the_decision() {
+    let up = keep_alive_upstream().await;
+    let entry = format!("127.0.0.1:{}", up.port());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let observer = Arc::new(SlowObserver {
+        release: Mutex::new(Some(rx)),
+        seen: Mutex::new(Vec::new()),
+    });
+    let opts = ProxyOptions {
+        observer: Some(observer.clone()),
+        dialer: Arc::new(LoopbackDialer::default()),
+        thread: Some(ProxyThread::start().unwrap()),
+        ..Default::default()
+    };
+    let policy = EgressPolicy::allowlist([entry.as_str()]).unwrap();
+    let (proxy, handle) = EgressProxy::serve(Arc::new(policy), opts).await.unwrap();
+
+    // The observer holds the proxy thread for up to STEP once the exchange is done; the answer
+    // must already be on its way (before the change it was written after the observer returned).
+    let ok = tokio::time::timeout(
+        STEP / 2,
+        get_via(proxy, &format!("http://{entry}/a"), "ignored"),
+    )
+    .await
+    .expect("the answer arrives while the observer is still busy");
+    assert_eq!((ok.status, ok.body.as_str()), (200, "ok"));
+    assert!(
+        observer.seen.lock().unwrap().is_empty(),
+        "the observer is still holding the decision"
+    );
+    tx.send(()).unwrap();
+    // Every decision still reaches the observer, with its byte count.
+    let mut seen = Vec::new();
+    for _ in 0..200 {
+        seen = observer.seen.lock().unwrap().clone();
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        (seen[0].outcome, seen[0].status, seen[0].bytes_down),
+        (Outcome::Allowed, 200, 2)
+    );
+    tokio::time::timeout(STEP, handle.shutdown())
+        .await
+        .expect("shutdown within the step limit");
+}
+
+#[tokio::test]
+async fn a_spinning_proxy_thread_sees_its_own_sockets_become_ready_and_serves_every_request() {
+    const REQUESTS: usize = 100;
+    let up = keep_alive_upstream().await;
+    let entry = format!("127.0.0.1:{}", up.port());
+    let names = Arc::new(Decisions::default());
+    let thread = ProxyThread::start_with_spin(Duration::from_millis(1)).unwrap();
+    let opts = ProxyOptions {
+        observer: Some(names.clone()),
+        dialer: Arc::new(LoopbackDialer::default()),
+        thread: Some(thread.clone()),
+        ..Default::default()
+    };
+    let policy = EgressPolicy::allowlist([entry.as_str()]).unwrap();
+    let (proxy, handle) = EgressProxy::serve(Arc::new(policy), opts).await.unwrap();
+
+    // One keep-alive client, one request at a time: the proxy thread waits for the upstream and
+    // for the client in turn, spinning first.
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    let req = format!("GET http://{entry}/k HTTP/1.1\r\nHost: ignored\r\n\r\n");
+    for i in 0..REQUESTS {
+        s.write_all(req.as_bytes()).await.unwrap();
+        let r = tokio::time::timeout(STEP, read_response(&mut s))
+            .await
+            .expect("an answer within the step limit")
+            .unwrap();
+        assert_eq!((r.status, r.body.as_str()), (200, "ok"), "request {i}");
+    }
+    // Refusals, and a listener added from this (another) thread, still work while it spins.
+    let refused = get_via(proxy, "http://169.254.169.254/latest", "ignored").await;
+    assert_eq!(refused.status, 403);
+    let extra = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let extra_addr = extra.local_addr().unwrap();
+    let guard = handle.entry().serve_listener(extra).unwrap();
+    let via_extra = get_via(extra_addr, &format!("http://{entry}/b"), "ignored").await;
+    assert_eq!(via_extra.status, 200);
+
+    for _ in 0..200 {
+        if names.0.lock().unwrap().len() >= REQUESTS + 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(names.0.lock().unwrap().len(), REQUESTS + 2);
+    // The spin watched the proxy's sockets: some waits ended because one became ready, without
+    // the thread sleeping (with no socket in the spin set, every spin would run out).
+    let (ready, expired) = thread.spin_counts();
+    assert!(ready > 0, "ready {ready}, expired {expired}");
+    drop(guard);
+    tokio::time::timeout(STEP, handle.shutdown())
+        .await
+        .expect("shutdown within the step limit");
+}
+
+#[test]
+fn without_a_spin_budget_the_thread_never_spins() {
+    let thread = ProxyThread::start_with_spin(Duration::ZERO).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A few parks of the proxy thread: timers on it.
+    rt.block_on(async {
+        let h = thread
+            .handle()
+            .spawn(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        tokio::time::timeout(STEP, h).await.unwrap().unwrap();
+    });
+    assert_eq!(thread.spin_counts(), (0, 0));
+}
