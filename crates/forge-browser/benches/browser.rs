@@ -31,8 +31,8 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use common::{
-    all_pids, corpus_dir, median, ms, proc_kb, readability_pages, stat_fields, static_server_handler,
-    tool,
+    all_pids, corpus_dir, fenced, median, ms, proc_kb, readability_pages, stat_fields,
+    static_server_handler, tool,
 };
 
 /// Sum of PSS and RSS (kB) over the processes of group `pgid`.
@@ -575,16 +575,15 @@ async fn run(corpus: &Path, binary: &Path) {
         };
         let o = state.execute(&ctx, json!({})).await.expect("state").text;
         let o2 = state.execute(&ctx, json!({})).await.expect("state").text;
-        let body = |s: &str| {
-            s.split_once("instructions.]\n")
-                .map(|(_, b)| {
-                    b.rsplit_once("\n<<<")
-                        .map(|(a, _)| a.to_string())
-                        .unwrap_or_default()
-                })
-                .unwrap_or_default()
-        };
-        assert_eq!(body(&o), body(&o2), "{name}: observation is deterministic");
+        assert!(
+            !fenced(&o).is_empty(),
+            "{name}: an observation in the fence: {o}"
+        );
+        assert_eq!(
+            fenced(&o),
+            fenced(&o2),
+            "{name}: observation is deterministic"
+        );
         let naive = naive_ax_dump(&m, "bench").await;
         rows.push(format!(
             "| {name} | {} | {} | {:.0} |",

@@ -42,8 +42,8 @@ use forge_tools::ToolContext;
 use serde_json::json;
 
 use common::{
-    all_pids, corpus_dir, median, ms, proc_kb, readability_pages, stat_fields, static_server_handler,
-    tool,
+    all_pids, corpus_dir, fenced, median, ms, proc_kb, readability_pages, stat_fields,
+    static_server_handler, tool,
 };
 
 /// The corpus's playwright pages measured besides the readability pages (18 pages in all).
@@ -221,16 +221,9 @@ fn manager_for(
     Arc::new(BrowserManager::new(cfg).with_refusals(log))
 }
 
-/// The observation inside the untrusted-content fence of a tool result.
-fn fenced(s: &str) -> &str {
-    s.split_once("instructions.]\n")
-        .and_then(|(_, b)| b.rsplit_once("\n<<<").map(|(a, _)| a))
-        .unwrap_or("")
-}
-
 /// Element lines and text characters of an observation (what differs between engines).
 fn shape(obs: &str) -> (usize, usize) {
-    let (head, text) = obs.split_once("\ntext:\n").unwrap_or((obs, ""));
+    let (head, text) = obs.split_once("\ntext:").unwrap_or((obs, ""));
     let elements = head
         .split_once("elements (")
         .map(|(_, rest)| {
@@ -306,7 +299,9 @@ async fn start_once(
                 start.cpu_ms.push(u.ticks as f64 / ticks_per_sec() * 1000.0);
             }
         }
-        Ok(out) => start.failed.push(format!("empty observation: {}", out.text)),
+        Ok(out) => start
+            .failed
+            .push(format!("empty observation: {}", out.text)),
         Err(err) => start.failed.push(err.to_string()),
     }
     m.shutdown().await;
@@ -556,7 +551,11 @@ async fn run(corpus: &Path, engines: &[Engine; 2]) {
     }
     for (e, s) in engines.iter().zip(&starts) {
         for f in &s.failed {
-            println!("\n{} start failed: {}", e.kind, f.lines().next().unwrap_or(""));
+            println!(
+                "\n{} start failed: {}",
+                e.kind,
+                f.lines().next().unwrap_or("")
+            );
         }
     }
     let start_ratio = median(&mut starts[0].ms.clone()) / median(&mut starts[1].ms.clone());
@@ -578,7 +577,12 @@ async fn run(corpus: &Path, engines: &[Engine; 2]) {
             Ok(_) => "empty".to_string(),
             Err(err) => format!(
                 "error: {}",
-                err.lines().next().unwrap_or("").chars().take(80).collect::<String>()
+                err.lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(80)
+                    .collect::<String>()
             ),
         };
         let read = |r: &PageRow| matches!(&r.result, Ok(t) if readable(fenced(t)));

@@ -64,6 +64,23 @@ pub(crate) fn readability_pages(corpus: &std::path::Path) -> Vec<String> {
     names
 }
 
+/// The observation inside the untrusted-content fence of a tool result: the lines after the
+/// fence's `[forge: ...]` notice, up to its end marker (empty when there is no fence).
+pub(crate) fn fenced(s: &str) -> &str {
+    let Some((_, rest)) = s.split_once("<<<UNTRUSTED_CONTENT_START") else {
+        return "";
+    };
+    let Some((_, rest)) = rest.split_once("\n[forge: ") else {
+        return "";
+    };
+    let Some((_, body)) = rest.split_once('\n') else {
+        return "";
+    };
+    body.split_once("<<<UNTRUSTED_CONTENT_END")
+        .map(|(b, _)| b.strip_suffix('\n').unwrap_or(b))
+        .unwrap_or("")
+}
+
 /// The middle value (upper middle for an even count); 0 for none. Sorts `v`.
 pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
