@@ -1,7 +1,8 @@
 //! The observation on Lightpanda for what the engines bench (`benches/engines.rs`) found on the
 //! shared corpus: an open shadow root failed the whole observation (Lightpanda's ShadowRoot has no
 //! `elementFromPoint`), its synthetic boxes called links "clipped by its container", and with
-//! nothing known to be in view every long page's list filled the budget. The real Lightpanda
+//! nothing known to be in view every long page's list filled the budget; a same-origin frame
+//! whose document Lightpanda does not expose was called cross-origin. The real Lightpanda
 //! binary, confined where the machine allows, through the real egress proxy, loopback pages.
 // Printing is allowed here (test output: skip notices and diagnostics).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -40,13 +41,16 @@ window.addEventListener('DOMContentLoaded', () => {
             }
             s
         }
+        // A same-origin frame (the corpus's playwright/frames pages, in short).
+        "/framed.html" => r#"<!doctype html><title>Framed page</title><p>Outer text.</p><iframe src="/inner.html" name="inner"></iframe>"#.to_string(),
+        "/inner.html" => "<!doctype html><title>Inner</title><p>Inner frame text.</p>".to_string(),
         _ => return Response::not_found(),
     };
     Response::html(html)
 }
 
 #[test]
-fn shadow_roots_clipping_and_long_pages_observe_on_lightpanda() {
+fn shadow_roots_long_pages_and_frames_observe_on_lightpanda() {
     let server = Site::start(|r: &Request| page(r.path.split('?').next().unwrap_or("")));
     let Some(b) = Shared::start_engine(
         "forge-browser lightpanda_observe",
@@ -91,5 +95,22 @@ fn shadow_roots_clipping_and_long_pages_observe_on_lightpanda() {
         .expect("state with room for every element");
     assert!(all.contains("link \"Far link 299\" -> /far/299"), "{all}");
     assert!(!all.contains("more not listed"), "{all}");
+
+    // A same-origin frame is never called cross-origin: its content is read, or the observation
+    // says its document is not reachable.
+    let framed = b
+        .run_tool(
+            &ctx,
+            "browser_navigate",
+            json!({"url": server.url("/framed.html")}),
+        )
+        .expect("navigate to the framed page");
+    assert!(framed.contains("iframe \"inner\" same-origin"), "{framed}");
+    assert!(!framed.contains("cross-origin"), "{framed}");
+    assert!(
+        framed.contains("Inner frame text.")
+            || framed.contains("(its document is not reachable on this engine)"),
+        "{framed}"
+    );
     b.rt.block_on(b.manager.close_session("lp-observe"));
 }

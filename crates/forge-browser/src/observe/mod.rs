@@ -231,6 +231,11 @@ pub struct Frame {
     /// redirect to such a scheme, say).
     #[serde(default)]
     pub blocked: Option<String>,
+    /// Same origin as its page by URL and not sandboxed, yet the engine gives no document to
+    /// read (Lightpanda 1.0.2): rendered as same-origin with its content unreachable, never as
+    /// cross-origin.
+    #[serde(default)]
+    pub unreachable: bool,
     /// A cross-origin frame whose content forge walked through the frame's own context
     /// (`frames.rs`); set on the Rust side, never by the page library.
     #[serde(skip)]

@@ -150,7 +150,8 @@ pub fn render(obs: &Observation, budget: usize) -> String {
     let mut out = String::new();
     out.push_str(&format!("page: {}\nurl: {}\n", obs.title, obs.url));
     if obs.layout_unknown {
-        out.push_str("layout: none on this engine: whether an element is in view or covered is unknown; elements are listed in reading order\n");
+        // As short as the `viewport:` line it replaces (every observation carries it).
+        out.push_str("layout: none on this engine (what is in view or covered is unknown)\n");
     } else {
         out.push_str(&format!(
             "viewport: {}x{}, scrolled {} of {}px\n",
@@ -316,6 +317,11 @@ fn frame_line(f: &Frame) -> String {
         s.push_str(&format!(" blocked {} ({why})", quote(&f.src)));
     } else if f.same_origin {
         s.push_str(&format!(" same-origin {}", f.origin));
+    } else if f.unreachable && !f.walked {
+        s.push_str(&format!(
+            " same-origin {} (its document is not reachable on this engine)",
+            f.origin
+        ));
     } else if f.walked {
         s.push_str(&format!(" cross-origin {}", f.origin));
     } else {
@@ -611,5 +617,32 @@ mod tests {
             "{all}"
         );
         assert!(all.contains("e199 link \"Item 199\""), "{all}");
+    }
+
+    #[test]
+    fn a_same_origin_frame_without_a_document_is_not_called_cross_origin() {
+        let f = Frame {
+            frame: "f1".into(),
+            name: "uno".into(),
+            origin: "http://127.0.0.1:8080".into(),
+            same_origin: false,
+            src: "./frame.html".into(),
+            at: None,
+            blocked: None,
+            unreachable: true,
+            walked: false,
+        };
+        assert_eq!(
+            frame_line(&f),
+            "f1: iframe \"uno\" same-origin http://127.0.0.1:8080 (its document is not reachable on this engine)"
+        );
+        let cross = Frame {
+            unreachable: false,
+            ..f
+        };
+        assert_eq!(
+            frame_line(&cross),
+            "f1: iframe \"uno\" cross-origin http://127.0.0.1:8080 (content not walked)"
+        );
     }
 }
