@@ -2,8 +2,9 @@
 //! driven by forge's real `BrowserManager` and tools through forge's real egress proxy (confined
 //! in a network namespace where the machine offers one, as `forge run` does):
 //!
-//! - start to first observation: a fresh manager, the first `browser_navigate` (launch, session,
-//!   load, observation) of a small page; several repetitions, engines alternating;
+//! - start to first observation: a fresh manager, then launch, session and `browser_navigate`
+//!   (load and observation) of a small page, each step timed, then one more observation alone;
+//!   several repetitions, engines alternating;
 //! - the 18 corpus pages (the 12 readability pages and 6 playwright pages: a form, select,
 //!   checkboxes, shadow DOM twice, nested frames) in one session per engine: per page the
 //!   navigate's wall time and the CPU (utime+stime) the engine's process tree spent on navigate
@@ -252,6 +253,9 @@ fn is_script(p: &Path) -> bool {
 struct Start {
     ms: Vec<f64>,
     launch_ms: Vec<f64>,
+    session_ms: Vec<f64>,
+    navigate_ms: Vec<f64>,
+    observe_ms: Vec<f64>,
     cpu_ms: Vec<f64>,
     failed: Vec<String>,
 }
@@ -282,27 +286,43 @@ async fn start_once(
 ) {
     let m = manager_for(e, net.addr, net.proxy, net.log.clone(), tmp, net.ns);
     let ctx = ToolContext::new("start", files);
+    // The same path as a first browser_navigate (launch, session, navigate + observe), in steps
+    // so that each is timed; then one more observation on its own.
     let t = Instant::now();
+    let launched = m.running().await.map(|_| ms(t.elapsed()));
+    let t1 = Instant::now();
+    let session = m.session("start").await.map(|_| ms(t1.elapsed()));
+    let t2 = Instant::now();
     let r = tool(&m, "browser_navigate")
         .execute(&ctx, json!({"url": server.url(&format!("/{START_PAGE}"))}))
         .await;
+    let navigated = ms(t2.elapsed());
     let took = ms(t.elapsed());
-    match r {
-        Ok(out) if readable(fenced(&out.text)) => {
+    match (launched, session, r) {
+        (Ok(l), Ok(s), Ok(out)) if readable(fenced(&out.text)) => {
             start.ms.push(took);
-            start
-                .launch_ms
-                .push(ms(m.launch_duration().await.unwrap_or_default()));
+            start.launch_ms.push(l);
+            start.session_ms.push(s);
+            start.navigate_ms.push(navigated);
             if let Some(pid) = m.browser_pid().await {
                 let profile = m.profile_dir().await;
                 let u = usage(pid as i32, profile.as_deref(), false);
                 start.cpu_ms.push(u.ticks as f64 / ticks_per_sec() * 1000.0);
             }
+            let t3 = Instant::now();
+            if tool(&m, "browser_state")
+                .execute(&ctx, json!({}))
+                .await
+                .is_ok()
+            {
+                start.observe_ms.push(ms(t3.elapsed()));
+            }
         }
-        Ok(out) => start
+        (Err(err), _, _) | (_, Err(err), _) => start.failed.push(err.to_string()),
+        (_, _, Ok(out)) => start
             .failed
             .push(format!("empty observation: {}", out.text)),
-        Err(err) => start.failed.push(err.to_string()),
+        (_, _, Err(err)) => start.failed.push(err.to_string()),
     }
     m.shutdown().await;
 }
@@ -480,6 +500,9 @@ async fn run(corpus: &Path, engines: &[Engine; 2]) {
         .map(|_| Start {
             ms: Vec::new(),
             launch_ms: Vec::new(),
+            session_ms: Vec::new(),
+            navigate_ms: Vec::new(),
+            observe_ms: Vec::new(),
             cpu_ms: Vec::new(),
             failed: Vec::new(),
         })
@@ -537,14 +560,17 @@ async fn run(corpus: &Path, engines: &[Engine; 2]) {
     );
 
     println!("\n### Start to first observation ({reps} runs each, `{START_PAGE}`)\n");
-    println!("| engine | median ms | spread ms | of which launch (median ms) | engine CPU to first observation (median ms) | failures |\n|---|---|---|---|---|---|");
+    println!("| engine | median ms | spread ms | launch (median ms) | session | navigate + observation | a second observation alone | engine CPU to first observation (median ms) | failures |\n|---|---|---|---|---|---|---|---|---|");
     for (e, s) in engines.iter().zip(&starts) {
         println!(
-            "| {} | {:.0} | {} | {:.0} | {:.0} | {} |",
+            "| {} | {:.0} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |",
             e.kind,
             median(&mut s.ms.clone()),
             spread(&s.ms),
             median(&mut s.launch_ms.clone()),
+            median(&mut s.session_ms.clone()),
+            median(&mut s.navigate_ms.clone()),
+            median(&mut s.observe_ms.clone()),
             median(&mut s.cpu_ms.clone()),
             s.failed.len()
         );
