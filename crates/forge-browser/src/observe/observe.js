@@ -680,10 +680,13 @@
           let scheme = '';
           try { scheme = new URL(el.getAttribute('src') || 'about:blank', doc.baseURI).protocol; } catch (_) { scheme = ''; }
           const blocked = scheme && !FRAME_SCHEMES.has(scheme) ? scheme + ' pages do not load in frames' : undefined;
-          // Same origin by its URL and not sandboxed, yet no document to read: the engine does
-          // not expose it (Lightpanda 1.0.2's frames); it is not cross-origin.
+          // Same origin by its URL, not sandboxed, and neither a document nor a window: the
+          // engine does not expose the frame (Lightpanda 1.0.2); it is not cross-origin. (A frame
+          // that went cross-origin, by a redirect say, still has a window in Chromium.)
           const ownOrigin = doc.defaultView && doc.defaultView.location ? doc.defaultView.location.origin : '';
-          const unreachable = !child && !blocked && !el.hasAttribute('sandbox') && !!ownOrigin && origin === ownOrigin ? true : undefined;
+          let win0 = null;
+          try { win0 = el.contentWindow; } catch (_) { win0 = null; }
+          const unreachable = !child && !win0 && !blocked && !el.hasAttribute('sandbox') && !!ownOrigin && origin === ownOrigin ? true : undefined;
           frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100), at: elements.length, blocked, unreachable });
           if (blocked) return false;
           if (child && child.documentElement) {
