@@ -34,7 +34,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use forge_browser::{BrowserConfig, BrowserManager, EngineKind};
+use chromiumoxide::cdp::browser_protocol::page::{CreateIsolatedWorldParams, NavigateParams};
+use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+use forge_browser::{observe, BrowserConfig, BrowserManager, EngineKind};
 use forge_egress::confine::{Availability, Confiner, NsKind};
 use forge_egress::proxy::ProxyHandle;
 use forge_testkit::browser::{processes_mentioning, proxy};
@@ -59,6 +61,8 @@ const PLAYWRIGHT_PAGES: [&str; 6] = [
 
 /// The page of the start-to-first-observation figure (the browser bench's cold-start page).
 const START_PAGE: &str = "playwright/input/button.html";
+/// A second small page, loaded without forge's navigate to show the floor under it.
+const FLOOR_PAGE: &str = "playwright/input/checkbox.html";
 
 /// How often the memory sampler reads the tree, and the longest it runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
@@ -256,6 +260,8 @@ struct Start {
     session_ms: Vec<f64>,
     navigate_ms: Vec<f64>,
     observe_ms: Vec<f64>,
+    bare_load_ms: Vec<f64>,
+    library_ms: Vec<f64>,
     cpu_ms: Vec<f64>,
     failed: Vec<String>,
 }
@@ -316,6 +322,44 @@ async fn start_once(
                 .is_ok()
             {
                 start.observe_ms.push(ms(t3.elapsed()));
+            }
+            // Under forge's navigate: a bare Page.navigate of another small page until its
+            // document is complete (polled in the page's own world), then the page library
+            // (`observe.js`, about 100 KB) evaluated in a new isolated world, as forge installs it
+            // in every new document before the document's first observation.
+            if let Some(page) = m.active_page("start").await {
+                let url = server.url(&format!("/{FLOOR_PAGE}"));
+                let t4 = Instant::now();
+                let loaded = tokio::time::timeout(Duration::from_secs(10), async {
+                    page.execute(NavigateParams::new(url)).await.ok()?;
+                    // At most 10 s (the timeout) at 10 ms a poll.
+                    loop {
+                        let v = page
+                            .execute(
+                                EvaluateParams::builder()
+                                    .expression("document.readyState + ' ' + location.pathname")
+                                    .return_by_value(true)
+                                    .build()
+                                    .ok()?,
+                            )
+                            .await
+                            .ok()?;
+                        let v = v.result.result.value.clone().unwrap_or_default();
+                        let v = v.as_str().unwrap_or_default();
+                        if v.starts_with("complete") && v.ends_with(FLOOR_PAGE) {
+                            return Some(());
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                })
+                .await;
+                if let Ok(Some(())) = loaded {
+                    start.bare_load_ms.push(ms(t4.elapsed()));
+                    let t5 = Instant::now();
+                    if install_library(&page).await.is_some() {
+                        start.library_ms.push(ms(t5.elapsed()));
+                    }
+                }
             }
         }
         (Err(err), _, _) | (_, Err(err), _) => start.failed.push(err.to_string()),
@@ -419,6 +463,35 @@ async fn corpus_pass(
     }
 }
 
+/// The page library, as forge evaluates it in each new document's isolated world.
+const LIBRARY: &str = include_str!("../src/observe/observe.js");
+
+/// Evaluate the page library in a new isolated world of the page's main frame.
+async fn install_library(page: &chromiumoxide::Page) -> Option<()> {
+    let frame = observe::main_frame(page).await.ok()?;
+    let world = page
+        .execute(
+            CreateIsolatedWorldParams::builder()
+                .frame_id(frame)
+                .world_name("forge-bench")
+                .build()
+                .ok()?,
+        )
+        .await
+        .ok()?;
+    let r = page
+        .execute(
+            EvaluateParams::builder()
+                .expression(LIBRARY)
+                .context_id(world.result.execution_context_id)
+                .build()
+                .ok()?,
+        )
+        .await
+        .ok()?;
+    r.result.exception_details.is_none().then_some(())
+}
+
 fn slug(page: &str) -> String {
     page.trim_end_matches("/source.html")
         .trim_end_matches(".html")
@@ -503,6 +576,8 @@ async fn run(corpus: &Path, engines: &[Engine; 2]) {
             session_ms: Vec::new(),
             navigate_ms: Vec::new(),
             observe_ms: Vec::new(),
+            bare_load_ms: Vec::new(),
+            library_ms: Vec::new(),
             cpu_ms: Vec::new(),
             failed: Vec::new(),
         })
@@ -573,6 +648,16 @@ async fn run(corpus: &Path, engines: &[Engine; 2]) {
             median(&mut s.observe_ms.clone()),
             median(&mut s.cpu_ms.clone()),
             s.failed.len()
+        );
+    }
+    println!("\nUnder forge's navigate (then, in the same session, `{FLOOR_PAGE}`): a bare `Page.navigate` until the document is complete, and the page library (observe.js) evaluated in a new isolated world, as forge installs it in each new document (median ms):\n");
+    println!("| engine | bare load | page library install |\n|---|---|---|");
+    for (e, s) in engines.iter().zip(&starts) {
+        println!(
+            "| {} | {:.0} | {:.0} |",
+            e.kind,
+            median(&mut s.bare_load_ms.clone()),
+            median(&mut s.library_ms.clone())
         );
     }
     for (e, s) in engines.iter().zip(&starts) {
