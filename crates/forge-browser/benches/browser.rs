@@ -9,7 +9,9 @@
 // Printing is allowed here (a figures run: its results are its output).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,96 +23,29 @@ use chromiumoxide::cdp::browser_protocol::page::CreateIsolatedWorldParams;
 use chromiumoxide::cdp::browser_protocol::target::GetTargetsParams;
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::{Browser, Page};
-use forge_browser::{browser_tools, observe, BrowserManager, BrowserToolOptions};
+use forge_browser::{observe, BrowserManager};
 use forge_testkit::browser::*;
-use forge_testkit::site::{Handler, Request, Response, Site};
-use forge_tools::{Tool, ToolContext};
+use forge_testkit::site::Site;
+use forge_tools::ToolContext;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-fn static_server_handler(root: PathBuf) -> Handler {
-    Arc::new(move |r: &Request| {
-        let rel = r
-            .path
-            .split('?')
-            .next()
-            .unwrap_or("/")
-            .trim_start_matches('/');
-        let path = root.join(rel);
-        if rel.contains("..") || !path.starts_with(&root) {
-            return Response::with(403, "text/plain", "no");
-        }
-        match std::fs::read(&path) {
-            Ok(body) => {
-                let ct = match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
-                    "html" => "text/html; charset=utf-8",
-                    "js" => "text/javascript",
-                    "css" => "text/css",
-                    "png" => "image/png",
-                    "json" => "application/json",
-                    _ => "application/octet-stream",
-                };
-                Response::bytes(200, ct, body)
-            }
-            Err(_) => Response::not_found(),
-        }
-    })
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    if v.is_empty() {
-        return 0.0;
-    }
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn tool(m: &Arc<BrowserManager>, name: &str) -> Arc<dyn Tool> {
-    browser_tools(m.clone(), BrowserToolOptions::default())
-        .into_iter()
-        .find(|t| t.name() == name)
-        .expect("tool")
-}
-
-/// Kilobytes of a /proc status-like field.
-fn proc_kb(pid: i32, file: &str, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
+use common::{
+    all_pids, corpus_dir, fenced, median, ms, proc_kb, readability_pages, stat_fields,
+    static_server_handler, tool,
+};
 
 /// Sum of PSS and RSS (kB) over the processes of group `pgid`.
 fn group_memory(pgid: i32) -> (u64, u64, usize) {
     let (mut pss, mut rss, mut n) = (0, 0, 0);
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r.to_string()) else {
-                continue;
-            };
-            let pgrp: i32 = rest
-                .split_whitespace()
-                .nth(2)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            if pgrp == pgid {
-                pss += proc_kb(pid, "smaps_rollup", "Pss:");
-                rss += proc_kb(pid, "status", "VmRSS:");
-                n += 1;
-            }
+    for pid in all_pids() {
+        let pgrp: i32 = stat_fields(pid)
+            .and_then(|f| f.get(2).and_then(|s| s.parse().ok()))
+            .unwrap_or(0);
+        if pgrp == pgid {
+            pss += proc_kb(pid, "smaps_rollup", "Pss:");
+            rss += proc_kb(pid, "status", "VmRSS:");
+            n += 1;
         }
     }
     (pss, rss, n)
@@ -330,17 +265,9 @@ const BARE_READ: &str = "[...document.querySelectorAll('input,select,textarea,bu
 /// Processes of group `pgid` by kind (`browser`, `renderer`, `gpu-process`, `utility <sub>`...).
 fn group_kinds(pgid: i32) -> Vec<String> {
     let mut kinds = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return kinds;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let pgrp: i32 = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().nth(2).and_then(|s| s.parse().ok()))
+    for pid in all_pids() {
+        let pgrp: i32 = stat_fields(pid)
+            .and_then(|f| f.get(2).and_then(|s| s.parse().ok()))
             .unwrap_or(0);
         if pgrp != pgid {
             continue;
@@ -562,12 +489,7 @@ async fn click_breakdown(m: &Arc<BrowserManager>, session: &str) -> Vec<(String,
 }
 
 fn main() {
-    let corpus = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("FORGE_CORPUS").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("/work/shared/corpus"));
+    let corpus = corpus_dir();
     let Some(binary) = forge_testkit::require_browser("browser bench") else {
         return;
     };
@@ -636,13 +558,7 @@ async fn run(corpus: &Path, binary: &Path) {
     let state = tool(&m, "browser_state");
 
     // Observation size on the readability pages vs the naive dump.
-    let mut names: Vec<String> = std::fs::read_dir(corpus.join("readability"))
-        .expect("readability dir")
-        .flatten()
-        .filter(|e| e.path().join("source.html").exists())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .collect();
-    names.sort();
+    let names = readability_pages(corpus);
     let mut rows = Vec::new();
     let (mut obs_sizes, mut naive_sizes, mut nav_times) = (Vec::new(), Vec::new(), Vec::new());
     for name in &names {
@@ -659,16 +575,15 @@ async fn run(corpus: &Path, binary: &Path) {
         };
         let o = state.execute(&ctx, json!({})).await.expect("state").text;
         let o2 = state.execute(&ctx, json!({})).await.expect("state").text;
-        let body = |s: &str| {
-            s.split_once("instructions.]\n")
-                .map(|(_, b)| {
-                    b.rsplit_once("\n<<<")
-                        .map(|(a, _)| a.to_string())
-                        .unwrap_or_default()
-                })
-                .unwrap_or_default()
-        };
-        assert_eq!(body(&o), body(&o2), "{name}: observation is deterministic");
+        assert!(
+            !fenced(&o).is_empty(),
+            "{name}: an observation in the fence: {o}"
+        );
+        assert_eq!(
+            fenced(&o),
+            fenced(&o2),
+            "{name}: observation is deterministic"
+        );
         let naive = naive_ax_dump(&m, "bench").await;
         rows.push(format!(
             "| {name} | {} | {} | {:.0} |",

@@ -128,9 +128,7 @@ fn navigate_state_extract_on_lightpanda() {
     assert!(state.contains("Create account"), "{state}");
     // No layout: the observation says what it cannot know instead of inventing it.
     assert!(
-        state.contains(
-            "layout: none on this engine: whether an element is in view or covered is unknown"
-        ),
+        state.contains("layout: none on this engine (what is in view or covered is unknown)"),
         "{state}"
     );
     assert!(!state.contains("viewport:"), "{state}");

@@ -79,6 +79,7 @@ mod render;
 mod world;
 
 pub(crate) use listeners::{mark_click_listeners, mark_frame_click_listeners};
+pub(crate) use render::DEFAULT_BUDGET;
 pub use render::{element_line, render};
 pub use world::{call, forget, let_page_run, main_frame, wait_ready};
 pub(crate) use world::{element_object, evaluate_isolated, isolated_context};
@@ -140,13 +141,30 @@ pub struct Observation {
     pub layout_unknown: bool,
 }
 
+/// The element states measured from boxes: a scroll container's position and the items it
+/// holds beyond its visible part.
+const LAYOUT_STATES: [&str; 6] = [
+    "scroll",
+    "scrollX",
+    "itemsBelow",
+    "itemsAbove",
+    "itemsRight",
+    "itemsLeft",
+];
+
 /// Drop what an engine without layout cannot know: every element's place (its synthetic
-/// boxes would call far-down elements out of view) and cover; mark the observation so.
+/// boxes would call far-down elements out of view), cover, clipping by a container (Lightpanda's
+/// synthetic boxes called most links of a corpus page "clipped by its container") and scroll
+/// positions; mark the observation so.
 pub fn forget_layout(obs: &mut Observation) {
     obs.layout_unknown = true;
     for e in &mut obs.elements {
         e.location = "in".into();
         e.covered_by = None;
+        e.clipped = None;
+        for k in LAYOUT_STATES {
+            e.state.remove(k);
+        }
     }
 }
 
@@ -213,6 +231,11 @@ pub struct Frame {
     /// redirect to such a scheme, say).
     #[serde(default)]
     pub blocked: Option<String>,
+    /// Same origin as its page by URL and not sandboxed, yet the engine gives no document to
+    /// read (Lightpanda 1.0.2): rendered as same-origin with its content unreachable, never as
+    /// cross-origin.
+    #[serde(default)]
+    pub unreachable: bool,
     /// A cross-origin frame whose content forge walked through the frame's own context
     /// (`frames.rs`); set on the Rust side, never by the page library.
     #[serde(skip)]

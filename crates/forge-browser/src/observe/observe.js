@@ -478,6 +478,13 @@
     return s;
   }
 
+  // The element of shadow root `root` at (x, y), or null when the engine offers no hit test
+  // there (Lightpanda 1.0.2's ShadowRoot has no elementFromPoint): the host is then the innermost
+  // hit, and an engine without layout has its cover and clip facts dropped anyway.
+  function shadowHit(root, x, y) {
+    return typeof root.elementFromPoint === 'function' ? root.elementFromPoint(x, y) : null;
+  }
+
   // What covers `el` at its centre (in its own document), or '' when the centre hits `el`.
   function coverOf(el, r, p) {
     const doc = el.ownerDocument;
@@ -488,7 +495,7 @@
     let hit = doc.elementFromPoint(cx, cy);
     // Descend through open shadow roots to the innermost element.
     for (let i = 0; hit && hit.shadowRoot && i < 16; i++) {
-      const inner = hit.shadowRoot.elementFromPoint(cx, cy);
+      const inner = shadowHit(hit.shadowRoot, cx, cy);
       if (!inner || inner === hit) break;
       hit = inner;
     }
@@ -673,7 +680,14 @@
           let scheme = '';
           try { scheme = new URL(el.getAttribute('src') || 'about:blank', doc.baseURI).protocol; } catch (_) { scheme = ''; }
           const blocked = scheme && !FRAME_SCHEMES.has(scheme) ? scheme + ' pages do not load in frames' : undefined;
-          frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100), at: elements.length, blocked });
+          // Same origin by its URL, not sandboxed, and neither a document nor a window: the
+          // engine does not expose the frame (Lightpanda 1.0.2); it is not cross-origin. (A frame
+          // that went cross-origin, by a redirect say, still has a window in Chromium.)
+          const ownOrigin = doc.defaultView && doc.defaultView.location ? doc.defaultView.location.origin : '';
+          let win0 = null;
+          try { win0 = el.contentWindow; } catch (_) { win0 = null; }
+          const unreachable = !child && !win0 && !blocked && !el.hasAttribute('sandbox') && !!ownOrigin && origin === ownOrigin ? true : undefined;
+          frames.push({ frame: 'f' + fnum, name: clip(el.title || el.name || el.getAttribute('aria-label') || '', 60), origin, sameOrigin: !!child, src: clip(el.getAttribute('src') || '', 100), at: elements.length, blocked, unreachable });
           if (blocked) return false;
           if (child && child.documentElement) {
             pushText('\n');
@@ -1061,7 +1075,7 @@
   function hitAt(doc, x, y) {
     let hit = doc.elementFromPoint(x, y);
     for (let i = 0; hit && hit.shadowRoot && i < 16; i++) {
-      const inner = hit.shadowRoot.elementFromPoint(x, y);
+      const inner = shadowHit(hit.shadowRoot, x, y);
       if (!inner || inner === hit) break;
       hit = inner;
     }
@@ -1713,7 +1727,7 @@
       const lx = px - p.off.x, ly = py - p.off.y;
       let hit = doc.elementFromPoint(lx, ly);
       for (let i = 0; hit && hit !== fe && hit.shadowRoot && i < 16; i++) {
-        const deeper = hit.shadowRoot.elementFromPoint(lx, ly);
+        const deeper = shadowHit(hit.shadowRoot, lx, ly);
         if (!deeper || deeper === hit) break;
         hit = deeper;
       }
@@ -1861,7 +1875,7 @@
     if (tx < 0 || ty < 0 || tx >= vw || ty >= vh) return { inView: false, cover: '' };
     let hit = doc.elementFromPoint(x, y);
     for (let i = 0; hit && hit.shadowRoot && i < 16; i++) {
-      const inner = hit.shadowRoot.elementFromPoint(x, y);
+      const inner = shadowHit(hit.shadowRoot, x, y);
       if (!inner || inner === hit) break;
       hit = inner;
     }

@@ -5,6 +5,9 @@ use serde_json::Value;
 
 use super::{Element, Frame, Observation};
 
+/// The budget the tools render with when no max_chars is given (`tools::DEFAULT_BUDGET`).
+pub(crate) const DEFAULT_BUDGET: usize = 6000;
+
 fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("\"{s}\""))
 }
@@ -147,7 +150,8 @@ pub fn render(obs: &Observation, budget: usize) -> String {
     let mut out = String::new();
     out.push_str(&format!("page: {}\nurl: {}\n", obs.title, obs.url));
     if obs.layout_unknown {
-        out.push_str("layout: none on this engine: whether an element is in view or covered is unknown; every element is listed in reading order\n");
+        // As short as the `viewport:` line it replaces (every observation carries it).
+        out.push_str("layout: none on this engine (what is in view or covered is unknown)\n");
     } else {
         out.push_str(&format!(
             "viewport: {}x{}, scrolled {} of {}px\n",
@@ -157,7 +161,18 @@ pub fn render(obs: &Observation, budget: usize) -> String {
             obs.scroll.height as i64
         ));
     }
-    let element_budget = budget * 7 / 10;
+    // With layout the list holds what is in view, within 70% of the budget. Without it nothing
+    // is known to be in view, and a list filling 70% would make every observation of a long
+    // page budget-sized (Lightpanda's were 6.0-6.3 KB on all 12 readability pages of the corpus
+    // against Chromium's 2.6-6.3 KB, median 3.9 KB): of the default budget the list gets, after
+    // the header, the share an in-view list takes (a median of 1,420 of 6,000 characters in
+    // Chromium on those pages, about a quarter), and 70% of any room asked for beyond it, so a
+    // larger max_chars lists more; the rest is counted.
+    let element_budget = if obs.layout_unknown {
+        out.len() + budget.min(DEFAULT_BUDGET) / 4 + budget.saturating_sub(DEFAULT_BUDGET) * 7 / 10
+    } else {
+        budget * 7 / 10
+    };
     let mut above = 0usize;
     let mut below = 0usize;
     let mut cut = 0usize;
@@ -259,8 +274,14 @@ pub fn render(obs: &Observation, budget: usize) -> String {
             parts.push(format!("{above} above"));
         }
         out.push_str(&format!(
-            "{} (browser_state with scroll=1/-1, scroll_to=<ref> or a larger max_chars to see them)\n",
-            parts.join(", ")
+            "{} ({})\n",
+            parts.join(", "),
+            if obs.layout_unknown {
+                // No layout: scrolling changes nothing in the list; more room does.
+                "browser_state with a larger max_chars to see them"
+            } else {
+                "browser_state with scroll=1/-1, scroll_to=<ref> or a larger max_chars to see them"
+            }
         ));
     }
     // The excerpt gets at most a third of the budget: the element list is what the model acts
@@ -296,6 +317,11 @@ fn frame_line(f: &Frame) -> String {
         s.push_str(&format!(" blocked {} ({why})", quote(&f.src)));
     } else if f.same_origin {
         s.push_str(&format!(" same-origin {}", f.origin));
+    } else if f.unreachable && !f.walked {
+        s.push_str(&format!(
+            " same-origin {} (its document is not reachable on this engine)",
+            f.origin
+        ));
     } else if f.walked {
         s.push_str(&format!(" cross-origin {}", f.origin));
     } else {
@@ -505,6 +531,118 @@ mod tests {
                 "e10 row \"From Jane: Lunch?\"\n  e1 button hint=\"star\"\n  e2 button hint=\"trash\"\ne11 row \"From Bob: Report\"\n  e3 button hint=\"star\"\n  e4 button hint=\"trash\"\ne5 link \"Next\"\n"
             ),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn without_layout_layout_facts_are_dropped_and_the_list_takes_a_quarter_of_the_budget() {
+        // What Lightpanda's synthetic boxes gave on a long page: far-down links "below", some
+        // "clipped by its container", a scroll container with a position.
+        let mut elements = vec![el(
+            "e1",
+            "scrollable",
+            "",
+            "in",
+            serde_json::json!({"scroll": {"y": 0, "max": 1450}, "itemsBelow": 12}),
+        )];
+        for i in 2..200 {
+            let mut e = el(
+                &format!("e{i}"),
+                "link",
+                &format!("Item {i}"),
+                if i < 20 { "in" } else { "below" },
+                serde_json::json!({}),
+            );
+            if i % 3 == 0 {
+                e.clipped = Some("clip".into());
+            }
+            if i == 5 {
+                e.covered_by = Some("div#banner".into());
+            }
+            elements.push(e);
+        }
+        let mut obs = Observation {
+            layout_unknown: false,
+            url: "http://127.0.0.1/".into(),
+            title: "T".into(),
+            viewport: Viewport {
+                width: 1280.0,
+                height: 800.0,
+            },
+            scroll: Scroll {
+                y: 0.0,
+                height: 9000.0,
+            },
+            elements,
+            frames: vec![],
+            rows: vec![],
+            text: "word ".repeat(5000),
+        };
+        crate::observe::forget_layout(&mut obs);
+        let out = render(&obs, 6000);
+        for invented in [
+            "[clipped",
+            "[covered",
+            "scroll 0/",
+            "items below",
+            "viewport:",
+        ] {
+            assert!(!out.contains(invented), "{invented} in:\n{out}");
+        }
+        assert!(out.contains("layout: none on this engine"), "{out}");
+        let list = out
+            .split_once("elements (reading order):\n")
+            .and_then(|(_, rest)| rest.split_once(" more not listed"))
+            .and_then(|(list, _)| list.rsplit_once('\n'))
+            .map(|(list, _count)| list)
+            .unwrap_or_else(|| panic!("a list and a count in:\n{out}"));
+        assert!(
+            list.len() <= 6000 / 4 && list.len() > 6000 / 5,
+            "{} chars of elements",
+            list.len()
+        );
+        assert!(
+            out.contains("more not listed (browser_state with a larger max_chars to see them)"),
+            "{out}"
+        );
+        assert!(!out.contains("more below"), "{out}");
+        // The text excerpt keeps its third of the budget.
+        let text = out.split_once("\ntext:\n").map(|(_, t)| t).unwrap_or("");
+        assert!(text.len() > 6000 / 3 - 200, "{} chars of text", text.len());
+        // More room lists every element, in reading order.
+        let all = render(&obs, 60_000);
+        assert!(!all.contains("more not listed"), "{all}");
+        assert!(
+            all.contains("e2 link \"Item 2\"\ne3 link \"Item 3\"\n"),
+            "{all}"
+        );
+        assert!(all.contains("e199 link \"Item 199\""), "{all}");
+    }
+
+    #[test]
+    fn a_same_origin_frame_without_a_document_is_not_called_cross_origin() {
+        let f = Frame {
+            frame: "f1".into(),
+            name: "uno".into(),
+            origin: "http://127.0.0.1:8080".into(),
+            same_origin: false,
+            src: "./frame.html".into(),
+            at: None,
+            blocked: None,
+            unreachable: true,
+            walked: false,
+        };
+        assert_eq!(
+            frame_line(&f),
+            "f1: iframe \"uno\" same-origin http://127.0.0.1:8080 (its document is not reachable on this engine)"
+        );
+        let cross = Frame {
+            unreachable: false,
+            ..f
+        };
+        assert_eq!(
+            frame_line(&cross),
+            "f1: iframe \"uno\" cross-origin http://127.0.0.1:8080 (content not walked)"
         );
     }
 }

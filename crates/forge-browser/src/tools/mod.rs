@@ -50,7 +50,7 @@ mod tabs;
 mod upload;
 
 /// Default observation budget in characters.
-pub const DEFAULT_BUDGET: usize = 6000;
+pub const DEFAULT_BUDGET: usize = crate::observe::DEFAULT_BUDGET;
 /// Largest `max_chars` accepted.
 pub(crate) const MAX_BUDGET: usize = 40_000;
 
