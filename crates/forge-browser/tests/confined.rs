@@ -3,25 +3,10 @@
 //! the proxy, and spare proxy listeners inside its namespace can be handed out.
 //! (The page canary under confinement is in lifecycle.rs.)
 
-use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 
 use forge_testkit::browser::*;
 use forge_testkit::site::{Request, Response, Site};
-
-/// Ports in LISTEN state on 127.0.0.1 in the network namespace of `pid` (`self` for ours).
-fn loopback_listeners(pid: &str) -> HashSet<u16> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (local, state) = (f.get(1)?, f.get(3)?);
-            let (ip, port) = local.split_once(':')?;
-            (*state == "0A" && ip == "0100007F").then(|| u16::from_str_radix(port, 16).ok())?
-        })
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chromium_runs_in_its_own_network_namespace_with_devtools_inside() {

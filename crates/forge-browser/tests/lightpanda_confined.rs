@@ -11,7 +11,6 @@
 // Printing is allowed here (test output: skip notices and diagnostics).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -21,20 +20,6 @@ use forge_browser::EngineKind;
 use forge_testkit::browser::*;
 use forge_testkit::site::{Canary, Request, Response, Site};
 use serde_json::json;
-
-/// Ports in LISTEN state on 127.0.0.1 in the network namespace of `pid` (`self` for ours).
-fn loopback_listeners(pid: &str) -> HashSet<u16> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
-    text.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (local, state) = (f.get(1)?, f.get(3)?);
-            let (ip, port) = local.split_once(':')?;
-            (*state == "0A" && ip == "0100007F").then(|| u16::from_str_radix(port, 16).ok())?
-        })
-        .collect()
-}
 
 /// The Lightpanda processes whose HOME is under `root` (forge gives each Lightpanda a throwaway
 /// HOME under the manager's temp root, so these are this fixture's), by pid.

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,31 +12,7 @@ use forge_egress::policy::EgressPolicy;
 use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, Outcome, ProxyOptions};
 use forge_egress::thread::ProxyThread;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
-
-/// A keep-alive upstream answering `ok` to every request (at most 1,000 per connection).
-async fn keep_alive_upstream() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = l.accept().await {
-            tokio::spawn(async move {
-                for _ in 0..1000 {
-                    let Ok(Ok(_)) = tokio::time::timeout(STEP, read_head(&mut s)).await else {
-                        return;
-                    };
-                    if s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
+use tokio::net::TcpStream;
 
 /// Records the name of the thread each decision was reported on.
 #[derive(Default)]

@@ -207,3 +207,17 @@ pub fn processes_mentioning(needle: &str) -> Vec<i32> {
     }
     out
 }
+
+/// Ports in LISTEN state on 127.0.0.1 in the network namespace of `pid` (`self` for ours).
+pub fn loopback_listeners(pid: &str) -> std::collections::HashSet<u16> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, state) = (f.get(1)?, f.get(3)?);
+            let (ip, port) = local.split_once(':')?;
+            (*state == "0A" && ip == "0100007F").then(|| u16::from_str_radix(port, 16).ok())?
+        })
+        .collect()
+}

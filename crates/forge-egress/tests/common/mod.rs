@@ -299,3 +299,27 @@ pub(crate) fn test_roots() -> Arc<rustls::RootCertStore> {
     roots.add(ca).unwrap();
     Arc::new(roots)
 }
+
+/// A keep-alive upstream answering `ok` to every request (at most 1,000 per connection).
+pub(crate) async fn keep_alive_upstream() -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                for _ in 0..1000 {
+                    let Ok(Ok(_)) = tokio::time::timeout(STEP, read_head(&mut s)).await else {
+                        return;
+                    };
+                    if s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
