@@ -295,7 +295,7 @@ async fn start_once(
     // The same path as a first browser_navigate (launch, session, navigate + observe), in steps
     // so that each is timed; then one more observation on its own.
     let t = Instant::now();
-    let launched = m.running().await.map(|_| ms(t.elapsed()));
+    let launched = m.launch_for("start").await.map(|_| ms(t.elapsed()));
     let t1 = Instant::now();
     let session = m.session("start").await.map(|_| ms(t1.elapsed()));
     let t2 = Instant::now();
@@ -394,7 +394,7 @@ async fn corpus_pass(
     let began = Instant::now();
     let tps = ticks_per_sec();
     // Launch first, so the sampler watches the tree from its start.
-    let mut root = match m.running().await {
+    let mut root = match m.launch_for("corpus").await {
         Ok(_) => m.browser_pid().await.map(|p| p as i32),
         Err(err) => {
             eprintln!("{}: launch failed: {err}", e.kind);

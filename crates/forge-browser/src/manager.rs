@@ -376,6 +376,13 @@ impl BrowserManager {
         self.any_running().await.map(|r| r.launched_in)
     }
 
+    /// Launch the browser process that will serve session `key` (the shared one on Chromium,
+    /// the session's own on Lightpanda) when none is alive, without creating the session: lets
+    /// a caller (the benches) time the launch apart from the session set-up.
+    pub async fn launch_for(&self, key: &str) -> Result<(), BrowserError> {
+        self.running_for(key).await.map(|_| ())
+    }
+
     /// The browser process serving session `key` (the shared one on Chromium, the session's own
     /// on Lightpanda), launching one when none is alive.
     pub(crate) async fn running_for(&self, key: &str) -> Result<Arc<Running>, BrowserError> {
