@@ -939,6 +939,10 @@ impl BrowserManager {
         let (browser, mut handler) = Browser::connect_with_config(ws.clone(), handler_config)
             .await
             .map_err(|e| launch_err(&binary, format!("cannot connect to {ws}: {e}")))?;
+        // chromiumoxide leaves Nagle on: turn it off on the connection just opened (`nodelay.rs`).
+        if let Some(peer) = crate::nodelay::ws_peer(&ws) {
+            crate::nodelay::on_connections_to(peer);
+        }
         let h_dead = dead.clone();
         let h_death = death.clone();
         let h_why = why_dead.clone();
