@@ -376,6 +376,15 @@ impl BrowserManager {
         self.any_running().await.map(|r| r.launched_in)
     }
 
+    /// Whether Nagle is off on every one of forge's CDP connections to the process serving
+    /// session `key` (`nodelay.rs`; on a confined engine, the connections to its DevTools relay);
+    /// `None` when no process runs or no connection to it is found.
+    pub async fn cdp_nagle_off(&self, key: &str) -> Option<bool> {
+        let running = self.running_of(key).await?;
+        let peer = crate::nodelay::ws_peer(running.browser.websocket_address())?;
+        crate::nodelay::all_off_to(peer)
+    }
+
     /// Launch the browser process that will serve session `key` (the shared one on Chromium,
     /// the session's own on Lightpanda) when none is alive, without creating the session: lets
     /// a caller (the benches) time the launch apart from the session set-up.

@@ -30,10 +30,25 @@ pub(crate) fn ws_peer(ws: &str) -> Option<SocketAddr> {
 /// Turn Nagle off on every TCP socket of this process connected to `peer`. Returns how many
 /// sockets were set.
 pub(crate) fn on_connections_to(peer: SocketAddr) -> usize {
+    connections_to(peer)
+        .into_iter()
+        .filter(|fd| set_nodelay(*fd))
+        .count()
+}
+
+/// Whether Nagle is off on every TCP socket of this process connected to `peer`; `None` when
+/// there is none.
+pub(crate) fn all_off_to(peer: SocketAddr) -> Option<bool> {
+    let fds = connections_to(peer);
+    (!fds.is_empty()).then(|| fds.into_iter().all(nodelay_of))
+}
+
+/// The TCP sockets of this process connected to `peer`.
+fn connections_to(peer: SocketAddr) -> Vec<RawFd> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return 0;
+        return Vec::new();
     };
-    let mut set = 0;
+    let mut found = Vec::new();
     for entry in dir.flatten().take(MAX_FDS) {
         let Some(fd) = entry
             .file_name()
@@ -45,11 +60,11 @@ pub(crate) fn on_connections_to(peer: SocketAddr) -> usize {
         let is_socket = std::fs::read_link(entry.path())
             .map(|t| t.to_string_lossy().starts_with("socket:"))
             .unwrap_or(false);
-        if is_socket && peer_of(fd) == Some(peer) && set_nodelay(fd) {
-            set += 1;
+        if is_socket && peer_of(fd) == Some(peer) {
+            found.push(fd);
         }
     }
-    set
+    found
 }
 
 /// The peer address of socket `fd`, if it is a connected TCP (stream, IPv4/IPv6) socket.
@@ -117,8 +132,7 @@ fn set_nodelay(fd: RawFd) -> bool {
     }
 }
 
-/// Whether Nagle is off on socket `fd` (for tests).
-#[cfg(test)]
+/// Whether Nagle is off on socket `fd`.
 fn nodelay_of(fd: RawFd) -> bool {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -150,6 +164,8 @@ mod tests {
         let n = on_connections_to(a.local_addr().expect("addr"));
         assert_eq!(n, 1, "one socket is connected to a");
         assert!(nodelay_of(to_a.as_raw_fd()));
+        assert_eq!(all_off_to(a.local_addr().expect("addr")), Some(true));
+        assert_eq!(all_off_to(b.local_addr().expect("addr")), Some(false));
         assert!(
             !nodelay_of(to_b.as_raw_fd()),
             "a socket to another peer is left alone"
