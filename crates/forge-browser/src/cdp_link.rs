@@ -51,6 +51,10 @@ impl CdpLink {
                     "cannot open forge's frame connection to Chromium at {ws}: {e}"
                 ))
             })?;
+        // Nagle off, as on the main connection (`nodelay.rs`).
+        if let Some(peer) = crate::nodelay::ws_peer(ws) {
+            crate::nodelay::on_connections_to(peer);
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(drive(conn, rx));
         Ok(CdpLink {

@@ -231,6 +231,10 @@ async fn relay_one(
         return Ok(());
     };
     let mut upstream = confine::connect_inside(sock, port).await?;
+    // CDP is small messages both ways, each awaited: Nagle would hold a message's tail for the
+    // peer's delayed ACK (about 40 ms; `nodelay.rs`).
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
     // The request line forge's client sent is `expected`; the engine gets its own path.
     let rest = &head[expected.len()..];
     upstream.write_all(inside_line.as_bytes()).await?;

@@ -30,6 +30,8 @@
 //! - `observe/` (`mod.rs`, `world.rs`, `listeners.rs`, `render.rs`) + `observe/observe.js`: the
 //!   page library run in an isolated world (the world cache), click-listener marking, and the
 //!   compact observation text (refs like `e12`, `f1e3`).
+//! - `nodelay.rs`: Nagle off on forge's own CDP connections (chromiumoxide leaves it on; a
+//!   large command's tail then waited ~40 ms for the engine's delayed ACK).
 //! - `cdp_link.rs`: forge's second CDP connection to the browser, for commands on iframe
 //!   targets' sessions (used by `frames.rs`, kept per browser by the manager).
 //! - `frames.rs`: cross-origin iframes (in-process and out-of-process) walked and driven through
@@ -67,6 +69,7 @@ pub mod keys;
 mod lifeline;
 pub mod manager;
 mod navwatch;
+mod nodelay;
 pub mod observe;
 mod pointer;
 mod process;

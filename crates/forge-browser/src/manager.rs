@@ -376,8 +376,18 @@ impl BrowserManager {
         self.any_running().await.map(|r| r.launched_in)
     }
 
-    /// Start the browser process that will serve session `key` (the shared one on Chromium, the
-    /// session's own on Lightpanda) without opening the session (benches time the launch apart).
+    /// Whether Nagle is off on every one of forge's CDP connections to the process serving
+    /// session `key` (`nodelay.rs`; on a confined engine, the connections to its DevTools relay);
+    /// `None` when no process runs or no connection to it is found.
+    pub async fn cdp_nagle_off(&self, key: &str) -> Option<bool> {
+        let running = self.running_of(key).await?;
+        let peer = crate::nodelay::ws_peer(running.browser.websocket_address())?;
+        crate::nodelay::all_off_to(peer)
+    }
+
+    /// Launch the browser process that will serve session `key` (the shared one on Chromium,
+    /// the session's own on Lightpanda) when none is alive, without creating the session: lets
+    /// a caller (the benches) time the launch apart from the session set-up.
     pub async fn launch_for(&self, key: &str) -> Result<(), BrowserError> {
         self.running_for(key).await.map(|_| ())
     }
@@ -938,6 +948,10 @@ impl BrowserManager {
         let (browser, mut handler) = Browser::connect_with_config(ws.clone(), handler_config)
             .await
             .map_err(|e| launch_err(&binary, format!("cannot connect to {ws}: {e}")))?;
+        // chromiumoxide leaves Nagle on: turn it off on the connection just opened (`nodelay.rs`).
+        if let Some(peer) = crate::nodelay::ws_peer(&ws) {
+            crate::nodelay::on_connections_to(peer);
+        }
         let h_dead = dead.clone();
         let h_death = death.clone();
         let h_why = why_dead.clone();

@@ -346,6 +346,13 @@ fn hostile_page_cannot_spoof_or_break_the_observation() {
     assert!(obs.contains("button \"Real Button\""), "{obs}");
     assert!(obs.contains("link \"Real link\" -> /target.html"), "{obs}");
     assert!(!obs.contains("FORGED") && !obs.contains("FAKE"), "{obs}");
+    // Nagle is off on forge's CDP connections (else a large command's tail waits ~40 ms for
+    // the browser's delayed ACK; docs/benchmarks.md).
+    assert_eq!(
+        f.b.rt.block_on(f.b.manager.cdp_nagle_off("hostile")),
+        Some(true),
+        "TCP_NODELAY on forge's CDP sockets"
+    );
     let r = ref_of(&obs, "Real link");
     let out = f.ok("hostile", "browser_click", json!({"ref": r}));
     assert!(

@@ -121,6 +121,13 @@ fn navigate_state_extract_on_lightpanda() {
         .expect("navigate");
     eprintln!("{nav}");
     assert!(nav.contains("Form page"), "{nav}");
+    // Nagle is off on forge's CDP connection (else a large command's tail waits ~40 ms for
+    // the engine's delayed ACK; docs/benchmarks.md).
+    assert_eq!(
+        f.b.rt.block_on(f.b.manager.cdp_nagle_off("lp-read")),
+        Some(true),
+        "TCP_NODELAY on forge's CDP sockets"
+    );
     assert!(nav.contains("Sign up"), "{nav}");
     let state =
         f.b.run_tool(&ctx, "browser_state", json!({}))
