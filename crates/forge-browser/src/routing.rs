@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use forge_tools::{Tool, ToolContext, ToolError, ToolOutput};
 use serde_json::{json, Value};
 
-use crate::engine::{absent_reason, EngineKind};
+use crate::engine::{lacks, EngineKind};
 use crate::manager::BrowserManager;
 use crate::tools::{browser_tools, BrowserToolOptions};
 
@@ -170,11 +170,7 @@ impl Tool for Routed {
                 Some(s) => format!("skill {s} runs on {engine}"),
                 None => format!("the default engine is {engine}"),
             };
-            let why = absent_reason(engine, &self.name)
-                .and_then(|r| {
-                    r.split_once(", which has ")
-                        .map(|(_, rest)| rest.split(';').next().unwrap_or(rest).to_string())
-                })
+            let why = lacks(engine, &self.name)
                 .map(|has| format!(", which has {has}"))
                 .unwrap_or_default();
             let others = self

@@ -457,6 +457,59 @@ fn list_under_lightpanda_says_why_tools_are_absent() {
     }
 }
 
+/// When the browser skill chose Lightpanda itself (forge.yaml says nothing), the reason points
+/// at the skill's `requires.browser_engine`, not at forge.yaml's `browser.engine`.
+#[test]
+fn list_when_the_skill_chose_lightpanda_points_at_the_skill() {
+    let Some(lp) = forge_testkit::require_lightpanda(
+        "list_when_the_skill_chose_lightpanda_points_at_the_skill",
+    ) else {
+        return;
+    };
+    let dir = agent_copy("tools-browser");
+    let skill = dir.path().join("skills/shelf-reader/SKILL.md");
+    let text = std::fs::read_to_string(&skill).unwrap();
+    let chosen = text.replacen(
+        "      capabilities: [browser]\n",
+        "      capabilities: [browser]\n      browser_engine: lightpanda\n",
+        1,
+    );
+    assert_ne!(chosen, text, "the fixture's requires block was found");
+    std::fs::write(&skill, chosen).unwrap();
+    let out = forge()
+        .current_dir(dir.path())
+        .env_remove("FORGE_BROWSER_ENGINE")
+        .env("FORGE_LIGHTPANDA_BIN", &lp)
+        .args(["tool", "list", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools = v["tools"].as_array().unwrap();
+    let shot = tools
+        .iter()
+        .find(|t| t["name"] == "browser_screenshot")
+        .unwrap();
+    assert_eq!(shot["present"], false, "{shot}");
+    let r = shot["reason"].as_str().unwrap();
+    assert!(
+        r.contains(
+            "(shelf-reader) chose lightpanda in requires.browser_engine, which has no screenshots"
+        ) && r.contains("browser_engine: chromium")
+            && !r.contains("browser.engine is"),
+        "{r}"
+    );
+    let nav = tools
+        .iter()
+        .find(|t| t["name"] == "browser_navigate")
+        .unwrap();
+    assert_eq!(nav["present"], true, "{nav}");
+}
+
 #[test]
 fn missing_lightpanda_and_a_bad_engine_are_actionable_startup_errors() {
     let dir = agent_copy("tools-browser");

@@ -427,14 +427,28 @@ pub async fn assemble(
                     registry.register(tool.clone());
                 }
             }
-            // The planned browser tools no engine in use can serve: absent, with the reason.
+            // The planned browser tools no engine in use can serve: absent, with the reason. When
+            // every browser skill chose its engine itself, the fix is in a skill, not forge.yaml.
+            let browser_skills: Vec<&forge_skills::Skill> = agent
+                .skills
+                .iter()
+                .filter(|s| s.requires_browser())
+                .collect();
+            let chosen_by: Option<Vec<&str>> = (!browser_skills.is_empty()
+                && browser_skills.iter().all(|s| s.browser_engine().is_some()))
+            .then(|| browser_skills.iter().map(|s| s.name.as_str()).collect());
             for (name, _) in forge_browser::engine::TOOL_NEEDS {
                 if parts.tools().iter().any(|t| t.name() == *name) {
                     continue;
                 }
                 if let (Some(p), Some(why)) = (
                     plan.get(name).filter(|p| p.present),
-                    forge_browser::engine::absent_reason(engine, name),
+                    match &chosen_by {
+                        Some(skills) => {
+                            forge_browser::engine::absent_reason_by_skills(engine, name, skills)
+                        }
+                        None => forge_browser::engine::absent_reason(engine, name),
+                    },
                 ) {
                     note(&mut reasons, p, false, why);
                 }

@@ -124,8 +124,9 @@ pub const TOOL_NEEDS: &[(&str, &[Capability])] = &[
     ("browser_handoff", &[Capability::Screencast]),
 ];
 
-/// Why `tool` is not registered on `kind`, or `None` when the engine can serve it.
-pub fn absent_reason(kind: EngineKind, tool: &str) -> Option<String> {
+/// What `kind` lacks to serve `tool` (`no screenshots`, `no drag or layout`), or `None` when it
+/// can serve it.
+pub fn lacks(kind: EngineKind, tool: &str) -> Option<String> {
     let engine = kind.engine();
     let needs = TOOL_NEEDS.iter().find(|(n, _)| *n == tool)?.1;
     let missing: Vec<&str> = needs
@@ -133,12 +134,25 @@ pub fn absent_reason(kind: EngineKind, tool: &str) -> Option<String> {
         .filter(|c| !engine.can(**c))
         .map(|c| c.name())
         .collect();
-    if missing.is_empty() {
-        return None;
-    }
+    (!missing.is_empty()).then(|| format!("no {}", missing.join(" or ")))
+}
+
+/// Why `tool` is not registered on `kind` (chosen by forge.yaml `browser.engine` or
+/// `FORGE_BROWSER_ENGINE`), or `None` when the engine can serve it.
+pub fn absent_reason(kind: EngineKind, tool: &str) -> Option<String> {
+    let lacks = lacks(kind, tool)?;
     Some(format!(
-        "browser.engine is {kind}, which has no {}; use engine: chromium for this tool (docs/browser.md, \"Engines\")",
-        missing.join(" or ")
+        "browser.engine is {kind}, which has {lacks}; use engine: chromium for this tool (docs/browser.md, \"Engines\")"
+    ))
+}
+
+/// Why `tool` is not registered when every browser skill (`skills`) chose `kind` in its own
+/// `requires.browser_engine`: the fix is in a skill, not in forge.yaml.
+pub fn absent_reason_by_skills(kind: EngineKind, tool: &str, skills: &[&str]) -> Option<String> {
+    let lacks = lacks(kind, tool)?;
+    Some(format!(
+        "the browser skills ({}) chose {kind} in requires.browser_engine, which has {lacks}; give the skill that needs this tool browser_engine: chromium (docs/browser.md, \"Engines\")",
+        skills.join(", ")
     ))
 }
 
@@ -162,6 +176,17 @@ mod tests {
         let why = absent_reason(EngineKind::Lightpanda, "browser_drag").unwrap_or_default();
         assert!(why.contains("no drag or layout"), "{why}");
         assert!(absent_reason(EngineKind::Lightpanda, "browser_select_text").is_some());
+        let why =
+            absent_reason_by_skills(EngineKind::Lightpanda, "browser_screenshot", &["reader"])
+                .unwrap_or_default();
+        assert!(
+            why.contains("(reader) chose lightpanda") && why.contains("no screenshots"),
+            "{why}"
+        );
+        assert_eq!(
+            absent_reason_by_skills(EngineKind::Chromium, "browser_screenshot", &["reader"]),
+            None
+        );
         for basic in [
             "browser_navigate",
             "browser_state",
