@@ -34,25 +34,8 @@ fn require(what: &str, ok: bool) -> bool {
     )
 }
 
-/// Kills the server when the test ends, however it ends (SIGTERM first, so Chromium goes too).
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// Stops the server when the test ends, however it ends (SIGTERM first, so Chromium goes too).
+use forge_testkit::cli::Terminating as Server;
 
 /// The sign-up form; with `renamed` its email field is called `mail`. `/evil` posts to `steal`.
 fn form_page(renamed: bool) -> String {

@@ -42,25 +42,8 @@ fn sdk_available() -> bool {
     forge_testkit::python_has("import a2a.client, httpx")
 }
 
-/// Kills the server when the test ends, however it ends (SIGTERM first, so Chromium goes too).
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// Stops the server when the test ends, however it ends (SIGTERM first, so Chromium goes too).
+use forge_testkit::cli::Terminating as Server;
 
 /// A loopback site: `/visit` counts visits in a `visits` cookie and shows the cookie it got.
 /// Bounded: at most 200 connections.

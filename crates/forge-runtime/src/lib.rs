@@ -89,7 +89,7 @@ pub use profiles::{
     PROFILE_KEY_FILE_ENV,
 };
 pub use runner::{
-    AuditTarget, EnvFn, McpHttpOptions, McpServeOptions, ModelChoice, RunError, Runner,
+    A2aServer, AuditTarget, EnvFn, McpHttpOptions, McpServeOptions, ModelChoice, RunError, Runner,
     RunnerOptions, ServeError, ServeOptions, StartError, TokenOrigin,
 };
 pub use task_scope::{ResultStatus, SpecFields, TaskSpec};

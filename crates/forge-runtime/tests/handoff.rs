@@ -213,6 +213,48 @@ async fn wait_task(
 }
 
 /// The test's code: computed from the site's port, so no two runs share one.
+/// The hand-off agent (its model script navigating `navigations` times, `handoff_timeout`,
+/// skill line `hint`) allowed to reach `site_port`, running and serving A2A on loopback, its
+/// audit log to `audit` when given.
+async fn serve_agent(
+    site_port: u16,
+    navigations: usize,
+    handoff_timeout: &str,
+    hint: &str,
+    audit: Option<AuditTarget>,
+) -> (
+    fake_llm::FakeLlm,
+    tempfile::TempDir,
+    Runner,
+    forge_runtime::A2aServer,
+) {
+    let fake = fake_llm::start(model_script(
+        format!("http://127.0.0.1:{site_port}/"),
+        navigations,
+    ))
+    .await;
+    let (dir, agent) = agent(&fake.base(), handoff_timeout, hint);
+    let mut options = RunnerOptions {
+        allow: vec![format!("127.0.0.1:{site_port}")],
+        model: Some(ModelChoice::default()),
+        env: env(),
+        ..Default::default()
+    };
+    if let Some(audit) = audit {
+        options.audit = audit;
+    }
+    let runner = Runner::start(&agent, options).await.expect("runner");
+    let server = runner
+        .serve_a2a(ServeOptions {
+            host: IpAddr::from([127, 0, 0, 1]),
+            port: 0,
+            probe_port: None,
+        })
+        .await
+        .expect("serve");
+    (fake, dir, runner, server)
+}
+
 fn code_for(port: u16) -> String {
     format!("{:06}", (u64::from(port) * 7919 + 12345) % 1_000_000)
 }
@@ -231,32 +273,17 @@ fn a_person_opens_the_link_types_the_code_presses_done_and_the_task_completes() 
     let audit = Buf::default();
     let (fake, runner, server, _dir) = {
         let audit = audit.clone();
-        let url = format!("http://127.0.0.1:{}/", site.port());
-        let allow = format!("127.0.0.1:{}", site.port());
+        let port = site.port();
         match rt.block_on(async move {
             forge_testkit::require_browser("handoff: agent side")?;
-            let fake = fake_llm::start(model_script(url, 1)).await;
-            let (dir, agent) = agent(&fake.base(), "10m", "");
-            let runner = Runner::start(
-                &agent,
-                RunnerOptions {
-                    allow: vec![allow],
-                    model: Some(ModelChoice::default()),
-                    env: env(),
-                    audit: AuditTarget::Log(AuditLog::to_writer(Box::new(audit))),
-                    ..Default::default()
-                },
+            let (fake, dir, runner, server) = serve_agent(
+                port,
+                1,
+                "10m",
+                "",
+                Some(AuditTarget::Log(AuditLog::to_writer(Box::new(audit)))),
             )
-            .await
-            .expect("runner");
-            let server = runner
-                .serve_a2a(ServeOptions {
-                    host: IpAddr::from([127, 0, 0, 1]),
-                    port: 0,
-                    probe_port: None,
-                })
-                .await
-                .expect("serve");
+            .await;
             Some((fake, runner, server, dir))
         }) {
             Some(v) => v,
@@ -464,32 +491,9 @@ fn a_handoff_left_alone_times_out_with_an_error_the_model_sees() {
         if forge_testkit::require_browser("handoff timeout").is_none() {
             return;
         }
-        let fake = fake_llm::start(model_script(
-            format!("http://127.0.0.1:{}/", site.port()),
-            2,
-        ))
-        .await;
         // A 2 s timeout_hint (meant for actions) does not cut the 4 s hand-off short.
-        let (_dir, agent) = agent(&fake.base(), "4s", "    timeout_hint: 2\n");
-        let runner = Runner::start(
-            &agent,
-            RunnerOptions {
-                allow: vec![format!("127.0.0.1:{}", site.port())],
-                model: Some(ModelChoice::default()),
-                env: env(),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("runner");
-        let server = runner
-            .serve_a2a(ServeOptions {
-                host: IpAddr::from([127, 0, 0, 1]),
-                port: 0,
-                probe_port: None,
-            })
-            .await
-            .expect("serve");
+        let (_fake, _dir, runner, server) =
+            serve_agent(site.port(), 2, "4s", "    timeout_hint: 2\n", None).await;
         let addr = server.addr;
         let id = start_task(addr, "log in").await;
         let t = wait_task(addr, &id, "input-required", |t| {
@@ -529,31 +533,7 @@ fn cancel_ends_the_handoff_with_an_error_and_a_page_of_another_origin_cannot_pos
         if forge_testkit::require_browser("handoff cancel").is_none() {
             return;
         }
-        let fake = fake_llm::start(model_script(
-            format!("http://127.0.0.1:{}/", site.port()),
-            1,
-        ))
-        .await;
-        let (_dir, agent) = agent(&fake.base(), "10m", "");
-        let runner = Runner::start(
-            &agent,
-            RunnerOptions {
-                allow: vec![format!("127.0.0.1:{}", site.port())],
-                model: Some(ModelChoice::default()),
-                env: env(),
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("runner");
-        let server = runner
-            .serve_a2a(ServeOptions {
-                host: IpAddr::from([127, 0, 0, 1]),
-                port: 0,
-                probe_port: None,
-            })
-            .await
-            .expect("serve");
+        let (_fake, _dir, runner, server) = serve_agent(site.port(), 1, "10m", "", None).await;
         let addr = server.addr;
         let id = start_task(addr, "log in").await;
         let t = wait_task(addr, &id, "input-required", |t| {

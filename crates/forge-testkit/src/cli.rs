@@ -64,3 +64,24 @@ pub fn url_port(line: &str) -> u16 {
         .and_then(|port| port.parse().ok())
         .unwrap_or_else(|| panic!("a URL with a port in {line:?}"))
 }
+
+/// A started `forge` (or other) process that is stopped when the test ends, however it ends:
+/// SIGTERM first (so forge shuts its Chromium down), up to 10 s for it to exit, then SIGKILL.
+pub struct Terminating(pub std::process::Child);
+
+impl Drop for Terminating {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
