@@ -232,17 +232,24 @@ impl Running {
                 libc::killpg(self.pgid, libc::SIGKILL);
             }
         }
-        // Reap our direct child if it is a zombie, then wait for the group to disappear.
+        // Wait until the group has no live process and our direct child is reaped (a zombie
+        // keeps its /proc entry and pid until then; `group_alive` does not count zombies, so
+        // the child may die between a `waitpid` and the group check: loop until it is reaped).
         let deadline = Instant::now() + Duration::from_secs(3);
+        let mut reaped = self.pid == 0;
         loop {
-            unsafe {
+            if !reaped {
                 let mut status = 0;
-                libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG);
+                // SAFETY: plain syscall on our own child's pid. tokio's wait (the exit task) may
+                // reap it first; then ECHILD says so (a new child of ours would need the kernel
+                // to wrap its pid counter round to this very pid in between).
+                let r = unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
+                reaped = r == self.pid as i32 || r == -1;
             }
-            if !group_alive(self.pgid) || Instant::now() > deadline {
+            if (reaped && !group_alive(self.pgid)) || Instant::now() > deadline {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(5));
         }
         // Its crash handlers run outside the group: shutdown returns when they are gone too.
         end_strays(&self.profile_path, deadline);
