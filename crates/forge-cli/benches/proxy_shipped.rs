@@ -16,9 +16,9 @@
 //!   over loopback TCP with blocking I/O (each round trip wakes two sleeping threads). A proxy at
 //!   one connection adds two such wakes per request (its own, on the request and on the answer),
 //!   so this is the machine's floor for "added p50" of any proxy process.
-//! - `FORGE_PROXY_BENCH_SPIN_US=N` (default 100; 0 leaves them out) adds `forge egress serve` and
-//!   `forge run` with `FORGE_PROXY_SPIN_US=N` (the proxy thread polls its sockets for up to N µs
-//!   before it parks; forge-egress thread.rs).
+//! - The plain rows run forge as shipped (its default spin while a request waits for its upstream;
+//!   forge-egress thread.rs). `FORGE_PROXY_BENCH_SPIN_US=N` (default 0: the spin off; `none`
+//!   leaves them out) adds `forge egress serve` and `forge run` with `FORGE_PROXY_SPIN_US=N`.
 //! - Load: in-process hyper clients on keep-alive connections through the proxy: 1 connection
 //!   (sequential requests) and 50 connections (each sequential, all at once). Reported: requests per
 //!   second, p50/p99 latency, direct p50 (no proxy), and the proxy's CPU per request (the sum over
@@ -144,33 +144,39 @@ fn address_line(child: &mut Child, marker: &str) -> SocketAddr {
     panic!("no line with {marker:?} on the process's stdout");
 }
 
+/// `FORGE_PROXY_SPIN_US` for a forge process: `spin` µs, or unset (the shipped default).
+fn set_spin(cmd: &mut Command, spin: Option<u64>) {
+    match spin {
+        Some(us) => cmd.env("FORGE_PROXY_SPIN_US", us.to_string()),
+        None => cmd.env_remove("FORGE_PROXY_SPIN_US"),
+    };
+}
+
 fn forge_bin() -> &'static str {
     env!("CARGO_BIN_EXE_forge")
 }
 
-/// The spin budget of the extra columns (`FORGE_PROXY_BENCH_SPIN_US`, default 100 µs; 0: none).
-fn spin_us() -> u64 {
-    std::env::var("FORGE_PROXY_BENCH_SPIN_US")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(100)
+/// The `FORGE_PROXY_SPIN_US` of the extra rows (`FORGE_PROXY_BENCH_SPIN_US`: a number of µs,
+/// default 0 (the spin off, against the shipped default of the plain rows); `none`: no extra rows).
+fn spin_us() -> Option<u64> {
+    match std::env::var("FORGE_PROXY_BENCH_SPIN_US") {
+        Ok(v) if v.trim() == "none" => None,
+        Ok(v) => Some(v.trim().parse().unwrap_or(0)),
+        Err(_) => Some(0),
+    }
 }
 
 /// `forge egress serve --allow 127.0.0.1:PORT` in an empty directory (deny-all plus the upstream).
 fn spawn_serve(upstream: SocketAddr, extra: &[&str]) -> ProxyProc {
-    spawn_serve_with(upstream, extra, 0)
+    spawn_serve_with(upstream, extra, None)
 }
 
-/// The same with `FORGE_PROXY_SPIN_US=spin` (0: unset).
-fn spawn_serve_with(upstream: SocketAddr, extra: &[&str], spin: u64) -> ProxyProc {
+/// The same with `FORGE_PROXY_SPIN_US=spin` (`None`: unset, the shipped default).
+fn spawn_serve_with(upstream: SocketAddr, extra: &[&str], spin: Option<u64>) -> ProxyProc {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
     let mut cmd = Command::new(forge_bin());
-    if spin > 0 {
-        cmd.env("FORGE_PROXY_SPIN_US", spin.to_string());
-    } else {
-        cmd.env_remove("FORGE_PROXY_SPIN_US");
-    }
+    set_spin(&mut cmd, spin);
     let mut child = cmd
         .current_dir(dir.path())
         .args(["egress", "serve", "--allow", &upstream.to_string()])
@@ -182,8 +188,8 @@ fn spawn_serve_with(upstream: SocketAddr, extra: &[&str], spin: u64) -> ProxyPro
         .expect("spawn forge egress serve");
     let addr = address_line(&mut child, "proxy listening on ");
     ProxyProc {
-        name: if spin > 0 {
-            "forge egress serve, spin"
+        name: if spin.is_some() {
+            "forge egress serve, spin set"
         } else {
             "forge egress serve"
         },
@@ -195,7 +201,7 @@ fn spawn_serve_with(upstream: SocketAddr, extra: &[&str], spin: u64) -> ProxyPro
 
 /// `forge run` serving A2A for an agent with `cli_execute` (so its proxy runs) and the upstream
 /// allowed; audit log to a file.
-fn spawn_run(upstream: SocketAddr, spin: u64) -> ProxyProc {
+fn spawn_run(upstream: SocketAddr, spin: Option<u64>) -> ProxyProc {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(
         dir.path().join("forge.yaml"),
@@ -206,11 +212,7 @@ fn spawn_run(upstream: SocketAddr, spin: u64) -> ProxyProc {
     std::fs::write(dir.path().join("s.yaml"), "turns:\n  - text: done\n").expect("s.yaml");
     let log = std::fs::File::create(dir.path().join("run.log")).expect("log file");
     let mut cmd = Command::new(forge_bin());
-    if spin > 0 {
-        cmd.env("FORGE_PROXY_SPIN_US", spin.to_string());
-    } else {
-        cmd.env_remove("FORGE_PROXY_SPIN_US");
-    }
+    set_spin(&mut cmd, spin);
     let mut child = cmd
         .current_dir(dir.path())
         .args([
@@ -229,8 +231,8 @@ fn spawn_run(upstream: SocketAddr, spin: u64) -> ProxyProc {
         .expect("spawn forge run");
     let addr = address_line(&mut child, "forge: egress proxy on ");
     ProxyProc {
-        name: if spin > 0 {
-            "forge run (agent proxy), spin"
+        name: if spin.is_some() {
+            "forge run (agent proxy), spin set"
         } else {
             "forge run (agent proxy)"
         },
@@ -447,8 +449,8 @@ fn main() {
     rt.block_on(async move {
         let up = upstream_thread();
         let up_local = upstream().await;
-        let mut procs = vec![spawn_serve(up, &[]), spawn_run(up, 0)];
-        if spin > 0 {
+        let mut procs = vec![spawn_serve(up, &[]), spawn_run(up, None)];
+        if spin.is_some() {
             procs.push(spawn_serve_with(up, &[], spin));
             procs.push(spawn_run(up, spin));
         }
@@ -501,8 +503,10 @@ fn main() {
             us(wake_before),
             us(wake_after)
         );
-        if spin > 0 {
-            println!("spin rows: FORGE_PROXY_SPIN_US={spin}\n");
+        if let Some(spin) = spin {
+            println!(
+                "plain rows: the shipped spin default; \"spin set\" rows: FORGE_PROXY_SPIN_US={spin}\n"
+            );
         }
         println!("| path | conns | req/s | p50 µs | p99 µs | added p50 µs | proxy CPU/req µs |");
         println!("|---|---|---|---|---|---|---|");

@@ -1183,6 +1183,8 @@ async fn handle_http(
     *out.headers_mut() = parts.headers;
     let timeout = shared.limits.upstream_response_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
+    // Until the answer's head is here, this thread's next work is most likely that answer.
+    let awaiting = crate::thread::awaiting_upstream();
     let sent = match tokio::time::timeout_at(deadline, sender.try_send_request(out)).await {
         Ok(Err(mut e)) if reused => match e.take_message() {
             // The pooled connection closed before the request was written (the upstream's
@@ -1205,6 +1207,7 @@ async fn handle_http(
         Ok(r) => Ok(r.map_err(|e| e.into_error())),
         Err(elapsed) => Err(elapsed),
     };
+    drop(awaiting);
     let resp = match sent {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {

@@ -12,15 +12,29 @@
 //! stops when the last [`ProxyThread`] clone is dropped (each running proxy holds one), dropping
 //! whatever tasks are left on it.
 //!
-//! Optional bounded spin before parking (`FORGE_PROXY_SPIN_US`, 0-1000 µs, default 0: off). With
-//! one client connection every request parks the thread twice (waiting for the client, waiting for
-//! the upstream), and on an idle VM each wake of a parked thread costs tens of µs. With a spin
-//! budget, the thread first polls the readiness of the proxy's own sockets (a second epoll set
-//! holding every client and upstream socket, checked without blocking) for up to that long, and
-//! parks only if nothing became ready. A cross-thread wake (a task spawned from another thread, a
-//! policy narrowed) or a due timer waits at most the budget. Measured in
-//! `cargo bench -p forge-cli --bench proxy_shipped` (docs/benchmarks.md); off by default because
-//! it spends CPU to save latency.
+//! A bounded spin before parking (`FORGE_PROXY_SPIN_US`, 0-1000 µs, default [`DEFAULT_SPIN`]; 0
+//! turns it off). With one client connection every request parks the thread twice (waiting for
+//! the upstream's answer, then for the client's next request), and on an idle VM each wake of a
+//! parked thread costs tens of µs. With a spin budget the thread, before it parks, first polls the
+//! readiness of the proxy's own sockets (a second epoll set holding every client and upstream
+//! socket, checked without blocking) for up to the budget, and parks only if nothing became ready.
+//!
+//! What keeps the spin from costing CPU where it buys nothing:
+//! - **Back-off per kind of wait.** A wait for an upstream's answer (some request of this thread
+//!   is waiting for one) and any other wait (a client's next request, a timer) each have their
+//!   own back-off: a spin that runs out doubles it (1, 2, 4 ... up to 64 waits of that kind parked
+//!   at once before the next spin); one that sees a socket ready clears it. A slow upstream (the
+//!   public internet: milliseconds) or a client that pauses between requests (an agent thinking)
+//!   costs one budget now and then, not one per request; an idle proxy spins about once per 64
+//!   timer wakes.
+//! - **Only with a CPU to spare** ([`ProxyThread::start`]): every 20 ms the thread reads the
+//!   number of runnable threads (`/proc/loadavg`) and spins only while it is at most the number
+//!   of CPUs this process may use. On a busy machine a spinning thread takes CPU from the threads
+//!   it waits for and is preempted anyway.
+//!
+//! A cross-thread wake (a task spawned from another thread, a policy narrowed) or a due timer
+//! waits at most the budget. Measured in `cargo bench -p forge-cli --bench proxy_shipped`
+//! (docs/benchmarks.md).
 
 use std::cell::Cell;
 use std::io;
@@ -51,6 +65,10 @@ struct SpinCounts {
     ready: AtomicU64,
     /// Spins that used up their budget (the thread then parked as usual).
     expired: AtomicU64,
+    /// Waits parked at once because recent spins of their kind ran out (the back-off).
+    skipped: AtomicU64,
+    /// Waits parked at once because the machine had no CPU to spare.
+    busy: AtomicU64,
 }
 
 impl Drop for Inner {
@@ -71,18 +89,124 @@ pub const SPIN_ENV: &str = "FORGE_PROXY_SPIN_US";
 /// The largest spin budget honoured.
 const MAX_SPIN: Duration = Duration::from_millis(1);
 
-/// The spin budget `FORGE_PROXY_SPIN_US` asks for: 0 (off) when unset, empty or not a number of
-/// µs; at most [`MAX_SPIN`].
+/// The spin budget when `FORGE_PROXY_SPIN_US` is unset.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(100);
+
+/// The most upstream waits parked at once after spins that ran out, before the next spin.
+const MAX_BACKOFF: u32 = 64;
+
+/// The spin budget `FORGE_PROXY_SPIN_US` asks for: [`DEFAULT_SPIN`] when unset, empty or not a
+/// number of µs; 0 is off; at most [`MAX_SPIN`].
 fn spin_from_env() -> Duration {
     std::env::var(SPIN_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(Duration::ZERO, |us| Duration::from_micros(us).min(MAX_SPIN))
+        .map_or(DEFAULT_SPIN, |us| Duration::from_micros(us).min(MAX_SPIN))
 }
 
 thread_local! {
     /// On a proxy thread with a spin budget: the epoll set of the proxy's sockets.
     static SPIN_SET: Cell<Option<RawFd>> = const { Cell::new(None) };
+    /// On a proxy thread with a spin budget: requests waiting for their upstream's answer.
+    static AWAITING: Cell<u32> = const { Cell::new(0) };
+    /// Per kind of wait (0: other, 1: an upstream's answer): waits still to park at once, and the
+    /// back-off the last spin that ran out set.
+    static BACKOFF: Cell<[(u32, u32); 2]> = const { Cell::new([(0, 0); 2]) };
+}
+
+/// Marks a request as waiting for its upstream's answer while it lives (see the module comment):
+/// the thread's parks meanwhile are upstream waits, with their own back-off. Outside a spinning
+/// proxy thread it does nothing.
+pub(crate) struct AwaitingUpstream {
+    counted: bool,
+}
+
+/// Start a wait for an upstream's answer (end it by dropping the value).
+pub(crate) fn awaiting_upstream() -> AwaitingUpstream {
+    let counted = SPIN_SET.with(Cell::get).is_some();
+    if counted {
+        AWAITING.with(|a| a.set(a.get().saturating_add(1)));
+    }
+    AwaitingUpstream { counted }
+}
+
+impl Drop for AwaitingUpstream {
+    fn drop(&mut self) {
+        // A spinning proxy thread runs a current-thread runtime, so the task holding this value
+        // (and this drop) runs on the thread that counted it.
+        if self.counted {
+            AWAITING.with(|a| a.set(a.get().saturating_sub(1)));
+        }
+    }
+}
+
+/// The park hook of a spinning proxy thread: spin when the back-off of this kind of wait (for an
+/// upstream's answer, or any other) allows it and, with `when_idle`, the machine has a CPU to
+/// spare.
+#[cfg(target_os = "linux")]
+fn before_park(set: RawFd, budget: Duration, counts: &SpinCounts, when_idle: bool) {
+    let kind = usize::from(AWAITING.with(Cell::get) > 0);
+    let (skip, backoff) = BACKOFF.with(|b| b.get()[kind]);
+    let set_backoff = |v: (u32, u32)| {
+        BACKOFF.with(|b| {
+            let mut all = b.get();
+            all[kind] = v;
+            b.set(all);
+        })
+    };
+    if skip > 0 {
+        set_backoff((skip - 1, backoff));
+        counts.skipped.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    if when_idle && !cpu_to_spare() {
+        counts.busy.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    if spin_until_ready(set, budget, counts) {
+        set_backoff((0, 0));
+    } else {
+        let next = (backoff.saturating_mul(2)).clamp(1, MAX_BACKOFF);
+        set_backoff((next, next));
+    }
+}
+
+/// How often the spinning thread looks at the machine's load.
+const LOAD_SAMPLE: Duration = Duration::from_millis(20);
+
+thread_local! {
+    /// When the load was last read, and whether a CPU was to spare then.
+    static SPARE: Cell<Option<(Instant, bool)>> = const { Cell::new(None) };
+}
+
+/// Whether the machine has a CPU to spare for a spin (read at most every [`LOAD_SAMPLE`]): the
+/// runnable threads (this one included) are at most the CPUs this process may use. Without
+/// `/proc/loadavg`, yes (the back-off still bounds the cost).
+#[cfg(target_os = "linux")]
+fn cpu_to_spare() -> bool {
+    let now = Instant::now();
+    if let Some((at, spare)) = SPARE.with(Cell::get) {
+        if now.duration_since(at) < LOAD_SAMPLE {
+            return spare;
+        }
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spare = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| runnable_of_loadavg(&l))
+        .is_none_or(|running| running <= cpus);
+    SPARE.with(|s| s.set(Some((now, spare))));
+    spare
+}
+
+/// The runnable threads in a `/proc/loadavg` line (`0.52 0.58 0.59 3/467 12345`: the 3).
+fn runnable_of_loadavg(line: &str) -> Option<usize> {
+    line.split_whitespace()
+        .nth(3)?
+        .split_once('/')?
+        .0
+        .parse()
+        .ok()
 }
 
 /// Add a socket of the proxy to the spin set of the proxy thread this runs on (nothing elsewhere,
@@ -107,9 +231,10 @@ pub(crate) fn watch_for_spin(sock: &impl AsRawFd) {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn watch_for_spin(_sock: &impl AsRawFd) {}
 
-/// Poll `set` without blocking until one of its sockets is readable or `budget` has passed.
+/// Poll `set` without blocking until one of its sockets is readable (true) or `budget` has
+/// passed (false).
 #[cfg(target_os = "linux")]
-fn spin_until_ready(set: RawFd, budget: Duration, counts: &SpinCounts) {
+fn spin_until_ready(set: RawFd, budget: Duration, counts: &SpinCounts) -> bool {
     let end = Instant::now() + budget;
     let mut ev = [libc::epoll_event { events: 0, u64: 0 }];
     // Bounded by `budget` (at most MAX_SPIN).
@@ -118,11 +243,11 @@ fn spin_until_ready(set: RawFd, budget: Duration, counts: &SpinCounts) {
         let n = unsafe { libc::epoll_wait(set, ev.as_mut_ptr(), 1, 0) };
         if n != 0 {
             counts.ready.fetch_add(1, Ordering::Relaxed);
-            return;
+            return true;
         }
         if Instant::now() >= end {
             counts.expired.fetch_add(1, Ordering::Relaxed);
-            return;
+            return false;
         }
         std::hint::spin_loop();
     }
@@ -130,13 +255,19 @@ fn spin_until_ready(set: RawFd, budget: Duration, counts: &SpinCounts) {
 
 impl ProxyThread {
     /// Start the thread (named `egress-proxy`) and its runtime (I/O and timers enabled), with the
-    /// spin budget of `FORGE_PROXY_SPIN_US` (default: none).
+    /// spin budget of `FORGE_PROXY_SPIN_US` (default [`DEFAULT_SPIN`]), spinning only while the
+    /// machine has a CPU to spare.
     pub fn start() -> io::Result<ProxyThread> {
-        Self::start_with_spin(spin_from_env())
+        Self::start_spinning(spin_from_env(), true)
     }
 
-    /// The same with a spin budget of `spin` (zero: park at once, as tokio does).
+    /// The same with a spin budget of `spin` (zero: always park at once, as tokio does), spinning
+    /// whatever the machine's load (the back-off still applies): for tests and measurements.
     pub fn start_with_spin(spin: Duration) -> io::Result<ProxyThread> {
+        Self::start_spinning(spin, false)
+    }
+
+    fn start_spinning(spin: Duration, when_idle: bool) -> io::Result<ProxyThread> {
         let spin = spin.min(MAX_SPIN);
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let stop = CancellationToken::new();
@@ -154,7 +285,7 @@ impl ProxyThread {
                 if let Some(set) = &set {
                     let fd = set.as_raw_fd();
                     SPIN_SET.with(|s| s.set(Some(fd)));
-                    builder.on_thread_park(move || spin_until_ready(fd, spin, &counts));
+                    builder.on_thread_park(move || before_park(fd, spin, &counts, when_idle));
                 }
                 let rt = match builder.build() {
                     Ok(rt) => rt,
@@ -195,6 +326,11 @@ impl ProxyThread {
         )
     }
 
+    /// How many waits parked without a spin because recent spins of their kind had run out.
+    pub fn spins_skipped(&self) -> u64 {
+        self.inner.spins.skipped.load(Ordering::Relaxed)
+    }
+
     /// The runtime the proxy's tasks are spawned on.
     pub fn handle(&self) -> &Handle {
         &self.inner.handle
@@ -217,4 +353,17 @@ fn spin_set() -> Option<OwnedFd> {
 #[cfg(not(target_os = "linux"))]
 fn spin_set() -> Option<OwnedFd> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runnable_of_loadavg;
+
+    #[test]
+    fn the_runnable_count_is_read_from_loadavg() {
+        assert_eq!(runnable_of_loadavg("0.52 0.58 0.59 3/467 12345\n"), Some(3));
+        assert_eq!(runnable_of_loadavg("7.10 6.00 5.00 12/900 1"), Some(12));
+        assert_eq!(runnable_of_loadavg("0.52 0.58 0.59"), None);
+        assert_eq!(runnable_of_loadavg("0.52 0.58 0.59 x/467 1"), None);
+    }
 }

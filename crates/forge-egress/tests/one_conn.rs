@@ -1,6 +1,7 @@
 //! The proxy at one client connection, as `forge egress serve` and `forge run` run it (on a
 //! [`ProxyThread`]): the answer is written before the observer's work for the decision (an audit
-//! event) and, with a spin budget, the thread polls its own sockets before it parks. In a test
+//! event) and, with a spin budget, the thread polls its own sockets before it parks, backing off
+//! where spins run out. In a test
 //! binary of their own: shipped.rs counts this process's proxy threads. Everything on loopback.
 
 mod common;
@@ -147,6 +148,78 @@ async fn a_spinning_proxy_thread_sees_its_own_sockets_become_ready_and_serves_ev
     tokio::time::timeout(STEP, handle.shutdown())
         .await
         .expect("shutdown within the step limit");
+}
+
+/// `n` requests on one keep-alive connection through a proxy on `thread` to `upstream`, with
+/// `pause` between an answer and the next request; every answer is checked.
+async fn sequential(
+    thread: &ProxyThread,
+    upstream: std::net::SocketAddr,
+    n: usize,
+    pause: Duration,
+) {
+    let entry = format!("127.0.0.1:{}", upstream.port());
+    let opts = ProxyOptions {
+        dialer: Arc::new(LoopbackDialer::default()),
+        thread: Some(thread.clone()),
+        ..Default::default()
+    };
+    let policy = EgressPolicy::allowlist([entry.as_str()]).unwrap();
+    let (proxy, handle) = EgressProxy::serve(Arc::new(policy), opts).await.unwrap();
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    let req = format!("GET http://{entry}/p HTTP/1.1\r\nHost: ignored\r\n\r\n");
+    for i in 0..n {
+        s.write_all(req.as_bytes()).await.unwrap();
+        let r = tokio::time::timeout(STEP, read_response(&mut s))
+            .await
+            .expect("an answer within the step limit")
+            .unwrap();
+        assert_eq!((r.status, r.body.as_str()), (200, "ok"), "request {i}");
+        tokio::time::sleep(pause).await;
+    }
+    drop(s);
+    tokio::time::timeout(STEP, handle.shutdown())
+        .await
+        .expect("shutdown within the step limit");
+}
+
+#[tokio::test]
+async fn a_client_that_pauses_backs_off_its_spins_and_upstream_waits_still_spin() {
+    const REQUESTS: usize = 30;
+    let up = keep_alive_upstream().await;
+    let thread = ProxyThread::start_with_spin(Duration::from_millis(1)).unwrap();
+    // The client pauses 20 ms after each answer: a spin on that wait runs out (1 ms) every time
+    // it is tried. Back-off 1, 2, 4, 8, 16 waits after each: about 5 for 30 pauses; without it,
+    // one per pause.
+    sequential(&thread, up, REQUESTS, Duration::from_millis(20)).await;
+    let (ready, expired) = thread.spin_counts();
+    let skipped = thread.spins_skipped();
+    assert!(
+        ready > 0,
+        "upstream waits spun and saw the answer: ready {ready}, expired {expired}"
+    );
+    assert!(
+        (expired as usize) <= REQUESTS / 3 && skipped >= 10,
+        "the client's pauses back the spin off: ready {ready}, expired {expired}, skipped {skipped}"
+    );
+}
+
+#[tokio::test]
+async fn spins_that_run_out_on_a_slow_upstream_back_off() {
+    const REQUESTS: usize = 40;
+    // Each answer comes 5 ms after its request, longer than the 1 ms budget: every spin runs out.
+    let up = keep_alive_upstream_after(Duration::from_millis(5)).await;
+    let thread = ProxyThread::start_with_spin(Duration::from_millis(1)).unwrap();
+    sequential(&thread, up, REQUESTS, Duration::ZERO).await;
+    let (ready, expired) = thread.spin_counts();
+    let skipped = thread.spins_skipped();
+    // Without the back-off, every request's wait runs one spin out at least (40); with it
+    // (1, 2, 4 ... parks of that kind at once after each spin that ran out), far fewer.
+    assert!(
+        (expired as usize) <= REQUESTS / 2 && skipped >= 20,
+        "ready {ready}, expired {expired}, skipped {skipped}"
+    );
 }
 
 #[test]

@@ -302,6 +302,12 @@ pub(crate) fn test_roots() -> Arc<rustls::RootCertStore> {
 
 /// A keep-alive upstream answering `ok` to every request (at most 1,000 per connection).
 pub(crate) async fn keep_alive_upstream() -> SocketAddr {
+    keep_alive_upstream_after(Duration::ZERO).await
+}
+
+/// The same, answering each request `delay` after its head arrived (a slow upstream).
+#[allow(dead_code)]
+pub(crate) async fn keep_alive_upstream_after(delay: Duration) -> SocketAddr {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(async move {
@@ -311,6 +317,9 @@ pub(crate) async fn keep_alive_upstream() -> SocketAddr {
                     let Ok(Ok(_)) = tokio::time::timeout(STEP, read_head(&mut s)).await else {
                         return;
                     };
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
                     if s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                         .await
                         .is_err()
