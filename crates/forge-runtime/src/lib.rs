@@ -77,7 +77,7 @@ pub use assemble::{
 };
 pub use audit::{
     events as audit_events, verify as verify_audit, verify_file as verify_audit_file, AuditLog,
-    VerifyError, VerifySummary,
+    Field as AuditField, VerifyError, VerifySummary,
 };
 pub use forms::{
     BatchRequest, BatchResult, FormEnv, FormError, FormRequest, LearnRequest, Progress, RowResult,

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::{LoopTools, SessionCloser};
 use crate::assemble::{AssembledTools, CallEvent, GuardrailEvent, ToolEvents, ToolRunner};
-use crate::audit::{events, AuditLog};
+use crate::audit::{events, AuditLog, Field};
 use crate::guardrails::Guardrails;
 use crate::profiles::{LoadedProfile, Profiles};
 use crate::task_scope::NavigationRecord;
@@ -151,21 +151,24 @@ impl EgressObserver for AuditEgressObserver {
             // Allowed by policy but the upstream failed: the policy allowed it.
             Outcome::Failed => events::EGRESS_ALLOWED,
         };
-        self.audit.emit(
+        // Written per request on the proxy's thread: the flat form builds no JSON value.
+        let ip = d.chosen.map(|a| a.ip().to_string());
+        let reason = d.reason.to_string();
+        self.audit.emit_flat(
             None,
             event,
-            json!({
-                "via": self.via,
-                "method": d.method,
-                "host": d.host,
-                "port": d.port,
-                "ip": d.chosen.map(|a| a.ip().to_string()),
-                "status": d.status,
-                "reason": d.reason.to_string(),
-                "bytes_up": d.bytes_up,
-                "bytes_down": d.bytes_down,
-                "duration_ms": d.duration.as_millis() as u64,
-            }),
+            &[
+                ("via", Field::Str(self.via)),
+                ("method", Field::Str(&d.method)),
+                ("host", Field::Str(&d.host)),
+                ("port", Field::U64(u64::from(d.port))),
+                ("ip", ip.as_deref().map_or(Field::Null, Field::Str)),
+                ("status", Field::U64(u64::from(d.status))),
+                ("reason", Field::Str(&reason)),
+                ("bytes_up", Field::U64(d.bytes_up)),
+                ("bytes_down", Field::U64(d.bytes_down)),
+                ("duration_ms", Field::U64(d.duration.as_millis() as u64)),
+            ],
         );
     }
 }
