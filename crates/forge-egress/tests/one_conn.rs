@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use common::*;
 use forge_egress::policy::EgressPolicy;
-use forge_egress::proxy::{Decision, EgressObserver, EgressProxy, Outcome, ProxyOptions};
+use forge_egress::proxy::{
+    Decision, EgressObserver, EgressProxy, Outcome, ProxyHandle, ProxyOptions,
+};
 use forge_egress::thread::ProxyThread;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -95,42 +97,69 @@ async fn the_client_gets_its_answer_before_the_observer_has_finished_with_the_de
         .expect("shutdown within the step limit");
 }
 
-#[tokio::test]
-async fn a_spinning_proxy_thread_sees_its_own_sockets_become_ready_and_serves_every_request() {
-    const REQUESTS: usize = 100;
-    let up = keep_alive_upstream().await;
-    let entry = format!("127.0.0.1:{}", up.port());
-    let names = Arc::new(Decisions::default());
-    let thread = ProxyThread::start_with_spin(Duration::from_millis(1)).unwrap();
+/// A proxy on `thread` allowing only `upstream`, telling `observer` its decisions.
+async fn spinning_proxy(
+    thread: &ProxyThread,
+    upstream: std::net::SocketAddr,
+    observer: Option<Arc<dyn EgressObserver>>,
+) -> (std::net::SocketAddr, ProxyHandle) {
+    let entry = format!("127.0.0.1:{}", upstream.port());
     let opts = ProxyOptions {
-        observer: Some(names.clone()),
+        observer,
         dialer: Arc::new(LoopbackDialer::default()),
         thread: Some(thread.clone()),
         ..Default::default()
     };
     let policy = EgressPolicy::allowlist([entry.as_str()]).unwrap();
-    let (proxy, handle) = EgressProxy::serve(Arc::new(policy), opts).await.unwrap();
+    EgressProxy::serve(Arc::new(policy), opts).await.unwrap()
+}
 
-    // One keep-alive client, one request at a time: the proxy thread waits for the upstream and
-    // for the client in turn, spinning first.
+/// `n` requests for `upstream` on one keep-alive connection to `proxy`, with `pause` between
+/// an answer and the next request; every answer is checked. The proxy thread waits for the
+/// upstream and for the client in turn.
+async fn sequential(
+    proxy: std::net::SocketAddr,
+    upstream: std::net::SocketAddr,
+    n: usize,
+    pause: Duration,
+) {
     let mut s = TcpStream::connect(proxy).await.unwrap();
     s.set_nodelay(true).unwrap();
-    let req = format!("GET http://{entry}/k HTTP/1.1\r\nHost: ignored\r\n\r\n");
-    for i in 0..REQUESTS {
+    let req = format!("GET http://{upstream}/p HTTP/1.1\r\nHost: ignored\r\n\r\n");
+    for i in 0..n {
         s.write_all(req.as_bytes()).await.unwrap();
         let r = tokio::time::timeout(STEP, read_response(&mut s))
             .await
             .expect("an answer within the step limit")
             .unwrap();
         assert_eq!((r.status, r.body.as_str()), (200, "ok"), "request {i}");
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
     }
+}
+
+async fn stop(handle: ProxyHandle) {
+    tokio::time::timeout(STEP, handle.shutdown())
+        .await
+        .expect("shutdown within the step limit");
+}
+
+#[tokio::test]
+async fn a_spinning_proxy_thread_sees_its_own_sockets_become_ready_and_serves_every_request() {
+    const REQUESTS: usize = 100;
+    let up = keep_alive_upstream().await;
+    let names = Arc::new(Decisions::default());
+    let thread = ProxyThread::start_with_spin(Duration::from_millis(1)).unwrap();
+    let (proxy, handle) = spinning_proxy(&thread, up, Some(names.clone())).await;
+    sequential(proxy, up, REQUESTS, Duration::ZERO).await;
     // Refusals, and a listener added from this (another) thread, still work while it spins.
     let refused = get_via(proxy, "http://169.254.169.254/latest", "ignored").await;
     assert_eq!(refused.status, 403);
     let extra = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let extra_addr = extra.local_addr().unwrap();
     let guard = handle.entry().serve_listener(extra).unwrap();
-    let via_extra = get_via(extra_addr, &format!("http://{entry}/b"), "ignored").await;
+    let via_extra = get_via(extra_addr, &format!("http://{up}/b"), "ignored").await;
     assert_eq!(via_extra.status, 200);
 
     for _ in 0..200 {
@@ -145,43 +174,7 @@ async fn a_spinning_proxy_thread_sees_its_own_sockets_become_ready_and_serves_ev
     let (ready, expired) = thread.spin_counts();
     assert!(ready > 0, "ready {ready}, expired {expired}");
     drop(guard);
-    tokio::time::timeout(STEP, handle.shutdown())
-        .await
-        .expect("shutdown within the step limit");
-}
-
-/// `n` requests on one keep-alive connection through a proxy on `thread` to `upstream`, with
-/// `pause` between an answer and the next request; every answer is checked.
-async fn sequential(
-    thread: &ProxyThread,
-    upstream: std::net::SocketAddr,
-    n: usize,
-    pause: Duration,
-) {
-    let entry = format!("127.0.0.1:{}", upstream.port());
-    let opts = ProxyOptions {
-        dialer: Arc::new(LoopbackDialer::default()),
-        thread: Some(thread.clone()),
-        ..Default::default()
-    };
-    let policy = EgressPolicy::allowlist([entry.as_str()]).unwrap();
-    let (proxy, handle) = EgressProxy::serve(Arc::new(policy), opts).await.unwrap();
-    let mut s = TcpStream::connect(proxy).await.unwrap();
-    s.set_nodelay(true).unwrap();
-    let req = format!("GET http://{entry}/p HTTP/1.1\r\nHost: ignored\r\n\r\n");
-    for i in 0..n {
-        s.write_all(req.as_bytes()).await.unwrap();
-        let r = tokio::time::timeout(STEP, read_response(&mut s))
-            .await
-            .expect("an answer within the step limit")
-            .unwrap();
-        assert_eq!((r.status, r.body.as_str()), (200, "ok"), "request {i}");
-        tokio::time::sleep(pause).await;
-    }
-    drop(s);
-    tokio::time::timeout(STEP, handle.shutdown())
-        .await
-        .expect("shutdown within the step limit");
+    stop(handle).await;
 }
 
 #[tokio::test]
@@ -193,7 +186,9 @@ async fn a_client_that_pauses_backs_off_its_spins() {
     // it is tried. Back-off 1, 2, 4, 8, 16 parks after each: about 5 for 30 pauses (a few more
     // on a loaded machine, where an upstream's answer can take longer than 1 ms too); without
     // it, at least one per pause.
-    sequential(&thread, up, REQUESTS, Duration::from_millis(20)).await;
+    let (proxy, handle) = spinning_proxy(&thread, up, None).await;
+    sequential(proxy, up, REQUESTS, Duration::from_millis(20)).await;
+    stop(handle).await;
     let (ready, expired) = thread.spin_counts();
     let skipped = thread.spins_skipped();
     assert!(
@@ -208,7 +203,9 @@ async fn spins_that_run_out_on_a_slow_upstream_back_off() {
     // Each answer comes 5 ms after its request, longer than the 1 ms budget: every spin runs out.
     let up = keep_alive_upstream_after(Duration::from_millis(5)).await;
     let thread = ProxyThread::start_with_spin(Duration::from_millis(1)).unwrap();
-    sequential(&thread, up, REQUESTS, Duration::ZERO).await;
+    let (proxy, handle) = spinning_proxy(&thread, up, None).await;
+    sequential(proxy, up, REQUESTS, Duration::ZERO).await;
+    stop(handle).await;
     let (ready, expired) = thread.spin_counts();
     let skipped = thread.spins_skipped();
     // Without the back-off, every request's wait runs one spin out at least (40); with it

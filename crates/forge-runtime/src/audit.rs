@@ -115,6 +115,25 @@ struct Inner {
     seq: u64,
 }
 
+impl Inner {
+    /// Write `body` (an event's JSON object, its `seq` and `prev_hash` included) as the chain's
+    /// next line; the line's hash, now the chain's head.
+    fn append(&mut self, body: &str, event: &str) -> String {
+        let hash = chain_hash(&self.prev_hash, body);
+        // body always starts with '{' and has at least the seq and prev_hash members.
+        let line = format!("{HASH_PREFIX}{hash}\",{}\n", body.get(1..).unwrap_or(""));
+        let res = self
+            .out
+            .write_all(line.as_bytes())
+            .and_then(|_| self.out.flush());
+        if let Err(e) = res {
+            tracing::error!("cannot write audit event {event}: {e}");
+        }
+        self.prev_hash = hash.clone();
+        hash
+    }
+}
+
 /// The audit log writer. Cheap to clone; all clones append to the same chain.
 #[derive(Clone)]
 pub struct AuditLog {
@@ -273,17 +292,7 @@ impl AuditLog {
             m.insert("prev_hash".into(), Value::String(inner.prev_hash.clone()));
         }
         let body = value.to_string();
-        let hash = chain_hash(&inner.prev_hash, &body);
-        // body always starts with '{' and has at least the members inserted above.
-        let line = format!("{HASH_PREFIX}{hash}\",{}\n", &body[1..]);
-        let res = inner
-            .out
-            .write_all(line.as_bytes())
-            .and_then(|_| inner.out.flush());
-        if let Err(e) = res {
-            tracing::error!("cannot write audit event {event}: {e}");
-        }
-        inner.prev_hash = hash.clone();
+        let hash = inner.append(&body, event);
         drop(inner);
         if let Some(t) = task_id {
             if let Value::Object(m) = &mut value {
@@ -371,16 +380,7 @@ impl AuditLog {
             }
         }
         body.push('}');
-        let hash = chain_hash(&inner.prev_hash, &body);
-        let line = format!("{HASH_PREFIX}{hash}\",{}\n", &body[1..]);
-        let res = inner
-            .out
-            .write_all(line.as_bytes())
-            .and_then(|_| inner.out.flush());
-        if let Err(e) = res {
-            tracing::error!("cannot write audit event {event}: {e}");
-        }
-        inner.prev_hash = hash.clone();
+        let hash = inner.append(&body, event);
         drop(inner);
         if let Some(t) = task_id {
             if let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(&body) {
