@@ -92,7 +92,7 @@ const MAX_SPIN: Duration = Duration::from_millis(1);
 /// The spin budget when `FORGE_PROXY_SPIN_US` is unset.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(100);
 
-/// The most upstream waits parked at once after spins that ran out, before the next spin.
+/// The most waits of one kind parked at once after spins of that kind ran out, before the next.
 const MAX_BACKOFF: u32 = 64;
 
 /// The spin budget `FORGE_PROXY_SPIN_US` asks for: [`DEFAULT_SPIN`] when unset, empty or not a
