@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use forge_build::*;
+use forge_testkit::files::{files_mentioning, read_tree};
 use forge_testkit::site::{Response, Site};
 
 use forge_skills::BrowserEngine::{self, Chromium, Lightpanda};
@@ -133,23 +134,6 @@ fn tool(name: &str) -> PathBuf {
     })
 }
 
-fn read_all(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn generated_dockerfiles_pass_hadolint() {
     let hadolint = tool("hadolint");
@@ -188,14 +172,10 @@ fn generated_dockerfiles_pass_hadolint() {
     );
 }
 
-/// Files of a build output that mention `word` (case-insensitive), the executables excepted
-/// (bin/forge is a stand-in here; the Lightpanda binary is a browser and names others).
+/// Files of a build output that mention `word`, the executables excepted (bin/forge is a
+/// stand-in here; the Lightpanda binary is a browser and names others).
 fn mentioning(all: &BTreeMap<String, Vec<u8>>, word: &str) -> Vec<String> {
-    all.iter()
-        .filter(|(n, _)| *n != "bin/forge" && *n != "lightpanda/lightpanda")
-        .filter(|(_, b)| String::from_utf8_lossy(b).to_lowercase().contains(word))
-        .map(|(n, _)| n.clone())
-        .collect()
+    files_mentioning(all, word, &["bin/forge", "lightpanda/lightpanda"])
 }
 
 #[test]
@@ -213,7 +193,7 @@ fn each_engine_is_in_the_image_only_when_the_agent_uses_it() {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("out");
         let result = build_on(tmp.path(), &out, engines, Some(&lp)).unwrap();
-        let all = read_all(&out);
+        let all = read_tree(&out);
         let dockerfile = String::from_utf8_lossy(&all["Dockerfile"]).into_owned();
         let manifest: serde_json::Value =
             serde_json::from_slice(&all["build-manifest.json"]).unwrap();
@@ -479,7 +459,7 @@ fn secrets_are_left_out_and_checksums_cover_every_file() {
     assert!(!out.join("agent/skills/demo/server.key").exists());
     assert_eq!(result.warnings.len(), 2, "{:?}", result.warnings);
 
-    let all = read_all(&out);
+    let all = read_tree(&out);
     let sums: serde_json::Value = serde_json::from_slice(&all["checksums.json"]).unwrap();
     let listed: Vec<&String> = sums["files"].as_object().unwrap().keys().collect();
     let on_disk: Vec<&String> = all.keys().filter(|k| *k != "checksums.json").collect();
@@ -521,7 +501,7 @@ fn same_timestamp_gives_identical_bytes_and_other_timestamps_only_touch_declared
     build(tmp.path(), &a, true, 1_700_000_000);
     build(tmp.path(), &b, true, 1_700_000_000);
     build(tmp.path(), &c, true, 1_800_000_000);
-    let (a, b, c) = (read_all(&a), read_all(&b), read_all(&c));
+    let (a, b, c) = (read_tree(&a), read_tree(&b), read_tree(&c));
     assert_eq!(a, b);
     assert_eq!(a.keys().collect::<Vec<_>>(), c.keys().collect::<Vec<_>>());
     let declared: Vec<&str> = DECLARED_TIMESTAMPS.iter().map(|(f, _)| *f).collect();

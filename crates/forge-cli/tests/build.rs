@@ -13,6 +13,7 @@ use assert_cmd::cargo::CommandCargoExt;
 
 use fixture_agents::{copy_dir, fixture};
 use forge_testkit::agents as fixture_agents;
+use forge_testkit::files::{files_mentioning, read_tree};
 
 /// Copies a fixture agent into a fresh temp dir (tests never write into the repository).
 fn agent(name: &str) -> (tempfile::TempDir, PathBuf) {
@@ -64,23 +65,6 @@ fn build(dir: &Path, out: &Path, epoch: Option<&str>) -> Output {
 fn build_ok(dir: &Path, out: &Path) {
     let o = build(dir, out, None);
     assert!(o.status.success(), "{}", text(&o));
-}
-
-fn read_all(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
 }
 
 fn json(path: &Path) -> serde_json::Value {
@@ -208,7 +192,7 @@ fn browser_agent_installs_chromium_in_one_clean_apt_layer() {
     assert!(deployment.contains("mountPath: /tmp"), "{deployment}");
 
     // Secrets never reach the build context.
-    let all = read_all(&out);
+    let all = read_tree(&out);
     assert!(all.keys().all(|k| !k.contains(".env")), "{:?}", all.keys());
     assert!(all
         .values()
@@ -223,34 +207,26 @@ fn non_browser_agent_output_never_mentions_chromium() {
     let (tmp, dir) = agent("build-plain");
     let out = tmp.path().join("out");
     build_ok(&dir, &out);
-    let all = read_all(&out);
+    let all = read_tree(&out);
     assert!(all.len() > 10, "{:?}", all.keys());
     // Every file, bin/forge included: here it is the small stand-in passed with --forge-bin.
     // (A real forge executable contains forge's own code, browser manager included, whatever
     // the agent; that is the one file where the word can appear.)
     assert!(all.contains_key("bin/forge"));
     let mentions = |files: &BTreeMap<String, Vec<u8>>| -> Vec<String> {
-        files
-            .iter()
-            .filter(|(_, b)| {
-                String::from_utf8_lossy(b)
-                    .to_lowercase()
-                    .contains("chromium")
-            })
-            .map(|(n, _)| n.clone())
-            .collect()
+        files_mentioning(files, "chromium", &[])
     };
     // Control: the same scan over a browser agent's output does find it.
     let (tmp2, browser_dir) = agent("build-curated");
     build_ok(&browser_dir, &tmp2.path().join("out"));
-    let found = mentions(&read_all(&tmp2.path().join("out")));
+    let found = mentions(&read_tree(&tmp2.path().join("out")));
     assert!(found.contains(&"Dockerfile".to_string()), "{found:?}");
     assert!(
         found.contains(&"build-manifest.json".to_string()),
         "{found:?}"
     );
     assert_eq!(mentions(&all), Vec::<String>::new());
-    assert_eq!(files_mentioning(&all, "lightpanda"), Vec::<String>::new());
+    assert_eq!(mentioning(&all, "lightpanda"), Vec::<String>::new());
     for (name, bytes) in &all {
         let t = String::from_utf8_lossy(bytes).to_lowercase();
         assert!(!t.contains("chromium"), "{name} mentions chromium:\n{t}");
@@ -404,7 +380,7 @@ fn two_builds_are_identical_except_declared_timestamps() {
         let o = build(&dir, out, Some(epoch));
         assert!(o.status.success(), "{}", text(&o));
     }
-    let (a, b, c) = (read_all(&a), read_all(&b), read_all(&c));
+    let (a, b, c) = (read_tree(&a), read_tree(&b), read_tree(&c));
     assert_eq!(
         a, b,
         "same SOURCE_DATE_EPOCH must give byte-identical output"
@@ -848,12 +824,8 @@ fn build_with_lightpanda(dir: &Path, out: &Path, lightpanda: Option<&Path>) -> O
 
 /// Files of an output that mention `word`, the two executables excepted (bin/forge contains all
 /// of forge's code; the Lightpanda binary is a browser and names others).
-fn files_mentioning(all: &BTreeMap<String, Vec<u8>>, word: &str) -> Vec<String> {
-    all.iter()
-        .filter(|(n, _)| *n != "bin/forge" && *n != "lightpanda/lightpanda")
-        .filter(|(_, b)| String::from_utf8_lossy(b).to_lowercase().contains(word))
-        .map(|(n, _)| n.clone())
-        .collect()
+fn mentioning(all: &BTreeMap<String, Vec<u8>>, word: &str) -> Vec<String> {
+    files_mentioning(all, word, &["bin/forge", "lightpanda/lightpanda"])
 }
 
 #[test]
@@ -871,9 +843,9 @@ fn a_lightpanda_agent_ships_lightpanda_unmodified_and_no_chromium() {
     assert!(t.contains("browser included: lightpanda)"), "{t}");
     assert!(t.contains("shipping Lightpanda"), "{t}");
     assert!(t.contains("AGPL-3.0-only"), "{t}");
-    let all = read_all(&out);
+    let all = read_tree(&out);
     assert!(all["lightpanda/lightpanda"] == fs::read(&lp).unwrap());
-    assert_eq!(files_mentioning(&all, "chromium"), Vec::<String>::new());
+    assert_eq!(mentioning(&all, "chromium"), Vec::<String>::new());
     let dockerfile = fs::read_to_string(out.join("Dockerfile")).unwrap();
     let layer = &apt_layers(&dockerfile)[0];
     assert!(!layer.contains("fonts-liberation"), "{layer}");
@@ -1037,8 +1009,8 @@ fn a_chromium_agent_ships_no_lightpanda_and_never_looks_for_it() {
         t.contains("warning: FORGE_BROWSER_ENGINE=lightpanda is set, but forge build takes the engines from forge.yaml"),
         "{t}"
     );
-    let all = read_all(&out);
-    assert_eq!(files_mentioning(&all, "lightpanda"), Vec::<String>::new());
+    let all = read_tree(&out);
+    assert_eq!(mentioning(&all, "lightpanda"), Vec::<String>::new());
     assert!(!out.join("lightpanda").exists());
     let manifest = json(&out.join("build-manifest.json"));
     assert_eq!(manifest["browser_engines"], serde_json::json!(["chromium"]));

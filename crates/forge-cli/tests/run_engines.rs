@@ -76,6 +76,24 @@ fn write_agent(dir: &Path, sites: &[&str], model_yaml: &str) -> std::path::PathB
     cfg
 }
 
+/// `forge run --once PROMPT` for an agent (see [`write_agent`]) allowed `sites`, its model the
+/// fake OpenAI server at `base`.
+async fn run_once(dir: &Path, sites: &[&str], base: &str, prompt: &str) -> Output {
+    let cfg = write_agent(
+        dir,
+        sites,
+        &format!("model:\n  provider: openai\n  name: gpt-fake\n  base_url: {base}/v1\n"),
+    );
+    let mut c = forge_testkit::forge!();
+    c.env("OPENAI_API_KEY", "sk-test-engines-0000")
+        .env_remove("FORGE_BROWSER_ENGINE")
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--once", prompt]);
+    run(c).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_browser_call_goes_to_its_skills_engine() {
     if !engines_available("each_browser_call_goes_to_its_skills_engine") {
@@ -120,22 +138,13 @@ async fn each_browser_call_goes_to_its_skills_engine() {
     });
     let fake = fake_llm::start(respond).await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let cfg = write_agent(
+    let out = run_once(
         dir.path(),
         &[&host],
-        &format!(
-            "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\n",
-            fake.base()
-        ),
-    );
-    let mut c = forge_testkit::forge!();
-    c.env("OPENAI_API_KEY", "sk-test-engines-0000")
-        .env_remove("FORGE_BROWSER_ENGINE")
-        .arg("run")
-        .arg("--config")
-        .arg(&cfg)
-        .args(["--once", "Read with one engine, fill with the other."]);
-    let out = run(c).await;
+        &fake.base(),
+        "Read with one engine, fill with the other.",
+    )
+    .await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
     assert_eq!(
@@ -284,22 +293,13 @@ async fn browser_task_for_a_skill_runs_its_sub_agent_on_that_skills_engine() {
     });
     let fake = fake_llm::start(respond).await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let cfg = write_agent(
+    let out = run_once(
         dir.path(),
         &[&host, &outside_host],
-        &format!(
-            "model:\n  provider: openai\n  name: gpt-fake\n  base_url: {}/v1\n",
-            fake.base()
-        ),
-    );
-    let mut c = forge_testkit::forge!();
-    c.env("OPENAI_API_KEY", "sk-test-engines-0000")
-        .env_remove("FORGE_BROWSER_ENGINE")
-        .arg("run")
-        .arg("--config")
-        .arg(&cfg)
-        .args(["--once", "Read it with a helper."]);
-    let out = run(c).await;
+        &fake.base(),
+        "Read it with a helper.",
+    )
+    .await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
     let tools = fake.request(0).body["tools"]

@@ -23,6 +23,7 @@
 //! `expect`s here name what failed. Printing is allowed (skip notes go to stderr, as in tests).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod files;
 pub mod gates;
 pub mod site;
 

@@ -381,6 +381,27 @@ mod tests {
         );
     }
 
+    /// A long page (9,000 px, 5,000 words of text) holding `elements`.
+    fn long_page(elements: Vec<Element>) -> Observation {
+        Observation {
+            layout_unknown: false,
+            url: "http://127.0.0.1/".into(),
+            title: "T".into(),
+            viewport: Viewport {
+                width: 1280.0,
+                height: 800.0,
+            },
+            scroll: Scroll {
+                y: 0.0,
+                height: 9000.0,
+            },
+            elements,
+            frames: vec![],
+            rows: vec![],
+            text: "word ".repeat(5000),
+        }
+    }
+
     #[test]
     fn render_summarises_offscreen_elements_and_respects_the_budget() {
         let mut elements = vec![el(
@@ -399,23 +420,7 @@ mod tests {
                 serde_json::json!({}),
             ));
         }
-        let obs = Observation {
-            layout_unknown: false,
-            url: "http://127.0.0.1/".into(),
-            title: "T".into(),
-            viewport: Viewport {
-                width: 1280.0,
-                height: 800.0,
-            },
-            scroll: Scroll {
-                y: 0.0,
-                height: 9000.0,
-            },
-            elements,
-            frames: vec![],
-            rows: vec![],
-            text: "word ".repeat(5000),
-        };
+        let obs = long_page(elements);
         let out = render(&obs, 6000);
         assert!(out.len() <= 6100, "{}", out.len());
         assert!(out.contains("e1 link \"Home\" -> /"));
@@ -561,23 +566,7 @@ mod tests {
             }
             elements.push(e);
         }
-        let mut obs = Observation {
-            layout_unknown: false,
-            url: "http://127.0.0.1/".into(),
-            title: "T".into(),
-            viewport: Viewport {
-                width: 1280.0,
-                height: 800.0,
-            },
-            scroll: Scroll {
-                y: 0.0,
-                height: 9000.0,
-            },
-            elements,
-            frames: vec![],
-            rows: vec![],
-            text: "word ".repeat(5000),
-        };
+        let mut obs = long_page(elements);
         crate::observe::forget_layout(&mut obs);
         let out = render(&obs, 6000);
         for invented in [
