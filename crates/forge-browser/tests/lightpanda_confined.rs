@@ -48,6 +48,14 @@ fn lightpanda_pids_under(root: &Path) -> Vec<u32> {
     out
 }
 
+/// `curl URL` inside the network namespace of `pid`, ignoring any proxy (a direct request).
+fn direct_curl(pid: u32, url: &str) -> Output {
+    in_netns_of(
+        pid,
+        &["curl", "-sS", "--max-time", "5", "--noproxy", "*", url],
+    )
+}
+
 /// Runs `args` inside the network namespace of `pid` (nsenter, no other namespace), with an
 /// empty environment (no proxy variables), bounded by curl's own `--max-time` and a 30 s wait.
 fn in_netns_of(pid: u32, args: &[&str]) -> Output {
@@ -188,24 +196,10 @@ fn a_process_in_lightpandas_namespace_ignoring_the_proxy_reaches_nothing() {
 
     // Ignoring the proxy: the canary on the host's loopback is not reachable from there.
     let direct = format!("http://127.0.0.1:{}/direct", canary.port());
-    let r = in_netns_of(
-        pid,
-        &["curl", "-sS", "--max-time", "5", "--noproxy", "*", &direct],
-    );
+    let r = direct_curl(pid, &direct);
     assert!(!r.status.success(), "direct curl must fail: {}", text(&r));
     // Nor is the allowlisted site itself, directly: the namespace has no route to it.
-    let r = in_netns_of(
-        pid,
-        &[
-            "curl",
-            "-sS",
-            "--max-time",
-            "5",
-            "--noproxy",
-            "*",
-            &site.url("/plain"),
-        ],
-    );
+    let r = direct_curl(pid, &site.url("/plain"));
     assert!(!r.status.success(), "direct curl must fail: {}", text(&r));
     assert_eq!(
         site.hits(),
@@ -213,18 +207,7 @@ fn a_process_in_lightpandas_namespace_ignoring_the_proxy_reaches_nothing() {
         "the site was reached directly"
     );
     // Nor any other address (no route out of the namespace).
-    let r = in_netns_of(
-        pid,
-        &[
-            "curl",
-            "-sS",
-            "--max-time",
-            "5",
-            "--noproxy",
-            "*",
-            "http://10.255.255.1:80/",
-        ],
-    );
+    let r = direct_curl(pid, "http://10.255.255.1:80/");
     assert!(!r.status.success(), "{}", text(&r));
 
     // Control, same namespace: through the proxy listener the allowlisted site answers (so the

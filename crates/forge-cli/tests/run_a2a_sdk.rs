@@ -18,26 +18,8 @@ fn sdk_available() -> bool {
     forge_testkit::python_has("import a2a.client, httpx")
 }
 
-/// Kills the server when the test ends, however it ends.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SIGTERM first so forge shuts its browser down (no orphaned Chromium), then make sure.
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// Stops the server when the test ends, however it ends (SIGTERM, then kill).
+use forge_testkit::cli::Terminating as Server;
 
 fn parts_text(msg: &Value) -> String {
     msg["parts"]

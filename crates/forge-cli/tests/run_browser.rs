@@ -300,30 +300,8 @@ async fn a_fake_anthropic_model_drives_the_browser_in_two_steps() {
     assert_eq!(fake.count(), 2);
 }
 
-/// Kills the server when the test ends, however it ends.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // Already ended (and reaped: its pid may be another process's now).
-        if let Ok(Some(_)) = self.0.try_wait() {
-            return;
-        }
-        // SIGTERM first so forge shuts its browser down (no orphaned Chromium), then make sure.
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// Stops the server when the test ends, however it ends (SIGTERM, then kill).
+use forge_testkit::cli::Terminating as Server;
 
 async fn rpc(url: &str, body: Value) -> Value {
     let addr = url

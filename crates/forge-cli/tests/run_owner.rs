@@ -8,30 +8,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// Stops the server (SIGTERM, then kill) when the test ends, however it ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// Stops the server when the test ends, however it ends (SIGTERM, then kill).
+use forge_testkit::cli::Terminating as Server;
 
 fn spawn(dir: &std::path::Path) -> Server {
     spawn_on(dir, None)

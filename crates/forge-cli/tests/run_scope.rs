@@ -222,26 +222,8 @@ async fn max_steps_2_on_a_5_step_script_is_incomplete_with_2_steps() {
     );
 }
 
-/// Kills the server when the test ends, however it ends.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SIGTERM first so forge shuts its browser down (no orphaned Chromium), then make sure.
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// Stops the server when the test ends, however it ends (SIGTERM, then kill).
+use forge_testkit::cli::Terminating as Server;
 
 async fn rpc(url: &str, body: Value) -> Value {
     let addr = url

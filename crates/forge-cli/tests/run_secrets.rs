@@ -11,7 +11,7 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,28 +24,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const USER: &str = "alice.k7q3";
 const PASSWORD: &str = "Pw9x2LmQ4vZ";
 
-/// Kills the server when the test ends, however it ends (SIGTERM first, so Chromium goes too).
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(Some(_)) = self.0.try_wait() {
-            return;
-        }
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// Stops the server when the test ends, however it ends (SIGTERM, then kill).
+use forge_testkit::cli::Terminating as Server;
 
 fn portal(r: &Request) -> Response {
     match (r.method.as_str(), r.path.as_str()) {

@@ -15,7 +15,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -35,28 +35,8 @@ const TOKEN: &str = "watch-page-test-token-0123456789abcdef";
 
 static FIXTURE: OnceLock<Option<Shared>> = OnceLock::new();
 
-/// Kills the server when the test ends, however it ends (SIGTERM first: forge closes Chromium).
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(Some(_)) = self.0.try_wait() {
-            return;
-        }
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+// Stops the server when the test ends, however it ends (SIGTERM, then kill).
+use forge_testkit::cli::Terminating as Server;
 
 fn artifacts_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")

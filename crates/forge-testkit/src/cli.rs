@@ -71,6 +71,10 @@ pub struct Terminating(pub std::process::Child);
 
 impl Drop for Terminating {
     fn drop(&mut self) {
+        // Already ended and reaped: its pid may be another process's now.
+        if let Ok(Some(_)) = self.0.try_wait() {
+            return;
+        }
         let _ = std::process::Command::new("kill")
             .arg("-TERM")
             .arg(self.0.id().to_string())
