@@ -67,8 +67,6 @@ struct SpinCounts {
     expired: AtomicU64,
     /// Waits parked at once because recent spins of their kind ran out (the back-off).
     skipped: AtomicU64,
-    /// Waits parked at once because the machine had no CPU to spare.
-    busy: AtomicU64,
 }
 
 impl Drop for Inner {
@@ -160,7 +158,6 @@ fn before_park(set: RawFd, budget: Duration, counts: &SpinCounts, when_idle: boo
         return;
     }
     if when_idle && !cpu_to_spare() {
-        counts.busy.fetch_add(1, Ordering::Relaxed);
         return;
     }
     if spin_until_ready(set, budget, counts) {
@@ -177,6 +174,9 @@ const LOAD_SAMPLE: Duration = Duration::from_millis(20);
 thread_local! {
     /// When the load was last read, and whether a CPU was to spare then.
     static SPARE: Cell<Option<(Instant, bool)>> = const { Cell::new(None) };
+    /// The CPUs this process may use, read once per thread (std reads the affinity mask and the
+    /// cgroup's quota files for it).
+    static CPUS: usize = std::thread::available_parallelism().map_or(1, |n| n.get());
 }
 
 /// Whether the machine has a CPU to spare for a spin (read at most every [`LOAD_SAMPLE`]): the
@@ -190,7 +190,7 @@ fn cpu_to_spare() -> bool {
             return spare;
         }
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = CPUS.with(|c| *c);
     let spare = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|l| runnable_of_loadavg(&l))
