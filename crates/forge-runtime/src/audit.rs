@@ -143,6 +143,9 @@ pub struct AuditLog {
     tap: Arc<crate::ui::tap::Tap>,
     /// The file the log is appended to, when it is one (the watch page verifies it).
     path: Option<Arc<PathBuf>>,
+    /// What the watch page's last check of that file verified (see [`verify_file_since`]); held
+    /// while a check runs, so concurrent views check one after another and each resumes.
+    verified: Arc<Mutex<Option<Verified>>>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -204,6 +207,11 @@ impl AuditLog {
         self.path.as_deref().map(PathBuf::as_path)
     }
 
+    /// What the last check of this log's file verified, for the next check to resume from.
+    pub(crate) fn verified(&self) -> Arc<Mutex<Option<Verified>>> {
+        self.verified.clone()
+    }
+
     /// Give the watch page an event of `task_id` that the log file does not keep (a tool call's
     /// arguments, the model's text): scrubbed exactly as a logged event, never written.
     pub(crate) fn watch_only(&self, task_id: &str, event: &str, fields: Value) {
@@ -230,6 +238,7 @@ impl AuditLog {
             scrubber: Arc::new(Mutex::new(Scrubber::from_env())),
             tap: Arc::new(crate::ui::tap::Tap::default()),
             path: None,
+            verified: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -509,23 +518,53 @@ pub struct VerifyError {
 /// Check the hash chain of a log: every line well formed, `seq` increasing by one from 1,
 /// `prev_hash` equal to the previous line's hash (zeros for the first), and `hash` correct.
 pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
-    let mut prev = GENESIS_HASH.to_string();
-    let mut counts = std::collections::BTreeMap::<String, u64>::new();
-    let mut blocked = std::collections::BTreeSet::<String>::new();
-    let mut lineno = 0u64;
-    for (idx, line) in reader.lines().enumerate() {
-        lineno = idx as u64 + 1;
+    let mut v = Verifier::default();
+    for line in reader.lines() {
+        let line = line.map_err(|e| VerifyError {
+            line: v.lineno + 1,
+            reason: format!("cannot read: {e}"),
+        })?;
+        v.line(&line)?;
+    }
+    v.summary()
+}
+
+/// [`verify`]'s state after some lines, so that a check can resume where an earlier one ended
+/// ([`verify_file_since`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Verifier {
+    prev: String,
+    counts: std::collections::BTreeMap<String, u64>,
+    blocked: std::collections::BTreeSet<String>,
+    lineno: u64,
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Verifier {
+            prev: GENESIS_HASH.to_string(),
+            counts: Default::default(),
+            blocked: Default::default(),
+            lineno: 0,
+        }
+    }
+}
+
+impl Verifier {
+    /// Check the next line (without its newline); its hash when it holds.
+    fn line(&mut self, line: &str) -> Result<String, VerifyError> {
+        self.lineno += 1;
+        let lineno = self.lineno;
         let err = |reason: String| VerifyError {
             line: lineno,
             reason,
         };
-        let line = line.map_err(|e| err(format!("cannot read: {e}")))?;
         if line.trim().is_empty() {
             return Err(err(
                 "empty line (lines were removed or the file was edited)".into(),
             ));
         }
-        let (hash, body) = split_line(&line).ok_or_else(|| {
+        let (hash, body) = split_line(line).ok_or_else(|| {
             err("not an audit line: it must start with {\"hash\":\"<64 hex>\",".into())
         })?;
         let value: Value =
@@ -543,14 +582,14 @@ pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
             .get("prev_hash")
             .and_then(Value::as_str)
             .ok_or_else(|| err("no prev_hash".into()))?;
-        if line_prev != prev {
+        if line_prev != self.prev {
             return Err(err(
                 "prev_hash does not match the previous line's hash (chain broken: a line before \
                  it was altered or removed)"
                     .into(),
             ));
         }
-        let computed = chain_hash(&prev, &body);
+        let computed = chain_hash(&self.prev, &body);
         if computed != hash {
             return Err(err(
                 "hash does not match the line's content (the line was altered)".into(),
@@ -563,27 +602,32 @@ pub fn verify(reader: impl BufRead) -> Result<VerifySummary, VerifyError> {
             .to_string();
         if event == events::EGRESS_BLOCKED {
             if let Some(h) = value.get("host").and_then(Value::as_str) {
-                blocked.insert(h.to_string());
+                self.blocked.insert(h.to_string());
             }
         }
-        *counts.entry(event).or_default() += 1;
-        prev = hash.to_string();
+        *self.counts.entry(event).or_default() += 1;
+        self.prev = computed;
+        Ok(self.prev.clone())
     }
-    if lineno == 0 {
-        return Err(VerifyError {
-            line: 0,
-            reason: "the log is empty".into(),
-        });
+
+    /// The summary of the lines checked so far (an error for none: an empty log).
+    fn summary(&self) -> Result<VerifySummary, VerifyError> {
+        if self.lineno == 0 {
+            return Err(VerifyError {
+                line: 0,
+                reason: "the log is empty".into(),
+            });
+        }
+        let get = |k: &str| self.counts.get(k).copied().unwrap_or(0);
+        Ok(VerifySummary {
+            events: self.lineno,
+            head: self.prev.clone(),
+            sessions_started: get(events::SESSION_START),
+            sessions_ended: get(events::SESSION_END),
+            counts: self.counts.iter().map(|(k, n)| (k.clone(), *n)).collect(),
+            blocked_hosts: self.blocked.iter().cloned().collect(),
+        })
     }
-    let get = |k: &str| counts.get(k).copied().unwrap_or(0);
-    Ok(VerifySummary {
-        events: lineno,
-        head: prev,
-        sessions_started: get(events::SESSION_START),
-        sessions_ended: get(events::SESSION_END),
-        counts: counts.into_iter().collect(),
-        blocked_hosts: blocked.into_iter().collect(),
-    })
 }
 
 /// [`verify`] on a file.
@@ -593,6 +637,193 @@ pub fn verify_file(path: &Path) -> Result<VerifySummary, VerifyError> {
         reason: format!("cannot open {}: {e}", path.display()),
     })?;
     verify(BufReader::new(file))
+}
+
+/// What a check of an audit file keeps for the next one ([`verify_file_since`]): the file (device
+/// and inode), how many of its bytes verified (whole lines), their SHA-256, and the chain's state
+/// after them.
+#[derive(Debug, Clone)]
+pub(crate) struct Verified {
+    id: (u64, u64),
+    len: u64,
+    digest: [u8; 32],
+    state: Verifier,
+}
+
+/// The outcome of [`verify_file_since`].
+#[derive(Debug)]
+pub(crate) struct FileCheck {
+    /// What [`verify_file`] gives for the file.
+    pub result: Result<VerifySummary, VerifyError>,
+    /// How many of the wanted events are in the file with the hash they were recorded with.
+    pub found: usize,
+    /// Lines checked one by one (parsed and chained); the lines of an unchanged prefix are only
+    /// hashed.
+    pub parsed: u64,
+}
+
+/// [`verify_file`], plus how many of `wanted` (sequence number -> hash, as the watch page recorded
+/// a task's events) are in the file as recorded. With `since` from an earlier check of the same
+/// file (same device and inode, not shorter), the bytes that verified then are read again and
+/// hashed with SHA-256 instead of parsed: if their digest is unchanged, only the lines after them
+/// are checked one by one; if any byte of them changed, the whole file is checked as
+/// `verify_file` checks it. So the result is `verify_file`'s either way, at a fraction of the cost
+/// for a long log that only grew (the watch page checks it on every task view). `since` is left
+/// for the next check (none after an error, or when the file does not end with a newline).
+pub(crate) fn verify_file_since(
+    path: &Path,
+    wanted: &std::collections::HashMap<u64, String>,
+    since: &mut Option<Verified>,
+) -> FileCheck {
+    let failed = |reason: String| FileCheck {
+        result: Err(VerifyError { line: 0, reason }),
+        found: 0,
+        parsed: 0,
+    };
+    let earlier = since.take();
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) => return failed(format!("cannot open {}: {e}", path.display())),
+    };
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return failed(format!("cannot read {}: {e}", path.display())),
+    };
+    let id = file_id(&meta);
+    let mut reader = BufReader::new(file);
+    let mut start = (Verifier::default(), Sha256::new(), 0u64, 0usize);
+    if let Some(prev) = earlier.filter(|p| Some(p.id) == id && p.len <= meta.len()) {
+        let mut found = 0;
+        match unchanged_prefix(&mut reader, &prev, wanted, &mut found) {
+            Ok(Some(hasher)) => start = (prev.state, hasher, prev.len, found),
+            // Changed (or unreadable): check every line from the start.
+            Ok(None) | Err(_) => {
+                if let Err(e) = reader.seek(SeekFrom::Start(0)) {
+                    return failed(format!("cannot read {}: {e}", path.display()));
+                }
+            }
+        }
+    }
+    let (mut state, mut hasher, mut len, mut found) = start;
+    let mut parsed = 0u64;
+    let mut whole_lines = true;
+    let mut buf = Vec::new();
+    // Bounded by the file's length: each pass consumes at least one byte.
+    loop {
+        buf.clear();
+        let n = match reader.read_until(b'\n', &mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => {
+                return FileCheck {
+                    result: Err(VerifyError {
+                        line: state.lineno + 1,
+                        reason: format!("cannot read: {e}"),
+                    }),
+                    found,
+                    parsed,
+                }
+            }
+        };
+        whole_lines = buf.last() == Some(&b'\n');
+        // What `BufRead::lines` gives: the line without "\n" or "\r\n".
+        let mut text = buf.as_slice();
+        if let Some(t) = text.strip_suffix(b"\n") {
+            text = t.strip_suffix(b"\r").unwrap_or(t);
+        }
+        let checked = match std::str::from_utf8(text) {
+            Ok(t) => state.line(t),
+            Err(_) => Err(VerifyError {
+                line: state.lineno + 1,
+                reason: "cannot read: stream did not contain valid UTF-8".into(),
+            }),
+        };
+        parsed += 1;
+        match checked {
+            Ok(hash) => {
+                if wanted.get(&state.lineno) == Some(&hash) {
+                    found += 1;
+                }
+            }
+            Err(e) => {
+                return FileCheck {
+                    result: Err(e),
+                    found,
+                    parsed,
+                }
+            }
+        }
+        hasher.update(&buf);
+        len += n as u64;
+    }
+    let result = state.summary();
+    if let (Ok(_), Some(id), true) = (&result, id, whole_lines) {
+        *since = Some(Verified {
+            id,
+            len,
+            digest: hasher.finalize().into(),
+            state,
+        });
+    }
+    FileCheck {
+        result,
+        found,
+        parsed,
+    }
+}
+
+/// Read the `prev.len` bytes that verified last time, hashing them; the hasher if their digest
+/// and line count are unchanged (then those lines are the lines verified, each line N with
+/// `seq` N), counting into `found` the wanted events among them.
+fn unchanged_prefix(
+    reader: &mut BufReader<File>,
+    prev: &Verified,
+    wanted: &std::collections::HashMap<u64, String>,
+    found: &mut usize,
+) -> std::io::Result<Option<Sha256>> {
+    let mut hasher = Sha256::new();
+    let mut lines = 0u64;
+    let mut hits = 0usize;
+    let mut prefix = reader.by_ref().take(prev.len);
+    let mut buf = Vec::new();
+    // Bounded by `prev.len` bytes: each pass consumes at least one byte.
+    loop {
+        buf.clear();
+        if prefix.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        hasher.update(&buf);
+        if buf.last() == Some(&b'\n') {
+            lines += 1;
+            let at = HASH_PREFIX.len();
+            if let Some(w) = wanted.get(&lines) {
+                if buf.starts_with(HASH_PREFIX.as_bytes())
+                    && buf.get(at..at + 64) == Some(w.as_bytes())
+                {
+                    hits += 1;
+                }
+            }
+        }
+    }
+    let digest: [u8; 32] = hasher.clone().finalize().into();
+    if prefix.limit() == 0 && digest == prev.digest && lines == prev.state.lineno {
+        *found += hits;
+        Ok(Some(hasher))
+    } else {
+        Ok(None)
+    }
+}
+
+/// A file's device and inode (none where the platform has no such identity: no reuse there).
+#[cfg(unix)]
+fn file_id(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((meta.dev(), meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_id(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
 }
 
 /// Replaces secret values with `[SECRET]` in every string of an event.
@@ -823,5 +1054,129 @@ mod tests {
         assert!(split_line(&format!("{{\"hash\":\"{h}\",\"seq\":1}}")).is_some());
         assert!(split_line(&format!("{{\"hash\":\"{}\",\"seq\":1}}", "A".repeat(64))).is_none());
         assert!(split_line("{\"hash\":\"abc\",\"seq\":1}").is_none());
+    }
+
+    /// A log file with `n` events, every third of task `t1`.
+    fn log_with(path: &Path, n: usize) -> AuditLog {
+        let log = AuditLog::open_file(path).unwrap();
+        append(&log, 0, n);
+        log
+    }
+
+    fn append(log: &AuditLog, from: usize, n: usize) {
+        for i in from..from + n {
+            let task = (i % 3 == 0).then_some("t1");
+            log.emit(
+                task,
+                "tool_exec",
+                serde_json::json!({"tool": "file_create", "i": i}),
+            );
+        }
+    }
+
+    /// The (seq, hash) the watch page recorded for `t1`.
+    fn wanted_of(log: &AuditLog) -> std::collections::HashMap<u64, String> {
+        log.tap()
+            .events("t1")
+            .unwrap()
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    e["seq"].as_u64().unwrap(),
+                    e["hash"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_file_check_resumes_after_what_it_verified_and_gives_what_verify_file_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.ndjson");
+        let log = log_with(&path, 60);
+        let mut since = None;
+        let wanted = wanted_of(&log);
+        let first = verify_file_since(&path, &wanted, &mut since);
+        assert_eq!(first.result, verify_file(&path));
+        assert_eq!((first.found, first.parsed), (20, 60));
+        append(&log, 60, 15);
+        let wanted = wanted_of(&log);
+        let second = verify_file_since(&path, &wanted, &mut since);
+        assert_eq!(second.result, verify_file(&path));
+        assert_eq!(second.result.as_ref().unwrap().events, 75);
+        // Only the 15 new lines were parsed; the task's 25 events were found in both parts.
+        assert_eq!((second.found, second.parsed), (25, 15));
+        // A hash the page recorded that the file does not hold is not found.
+        let mut forged = wanted.clone();
+        // (Lines 4 and 70 are t1's: one before the resume point, one after.)
+        assert!(forged.insert(4, "0".repeat(64)).is_some());
+        assert!(forged.insert(70, "0".repeat(64)).is_some());
+        let third = verify_file_since(&path, &forged, &mut since);
+        assert_eq!((third.found, third.parsed), (23, 0));
+    }
+
+    #[test]
+    fn a_byte_changed_before_the_resume_point_is_caught_as_verify_file_catches_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.ndjson");
+        let log = log_with(&path, 30);
+        let mut since = None;
+        let wanted = wanted_of(&log);
+        assert!(verify_file_since(&path, &wanted, &mut since).result.is_ok());
+        // Line 4's "file_create" becomes "file_delete" (same length, same file, same inode).
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines[3] = lines[3].replacen("file_create", "file_delete", 1);
+        let mut f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all((lines.join("\n") + "\n").as_bytes()).unwrap();
+        drop(f);
+        append(&log, 30, 3);
+        let after = verify_file_since(&path, &wanted_of(&log), &mut since);
+        let expected = verify_file(&path);
+        assert_eq!(expected.as_ref().unwrap_err().line, 4, "{expected:?}");
+        assert_eq!(after.result, expected);
+        assert!(since.is_none(), "nothing is kept after an error");
+        // Put back, the next check is a whole one again (nothing was kept to resume from).
+        lines[3] = lines[3].replacen("file_delete", "file_create", 1);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let tail: Vec<&str> = text.lines().skip(30).collect();
+        std::fs::write(&path, lines.join("\n") + "\n" + &tail.join("\n") + "\n").unwrap();
+        let again = verify_file_since(&path, &wanted_of(&log), &mut since);
+        assert_eq!(again.result, verify_file(&path));
+        assert_eq!((again.result.unwrap().events, again.parsed), (33, 33));
+    }
+
+    #[test]
+    fn a_replaced_or_shortened_file_is_checked_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.ndjson");
+        let log = log_with(&path, 20);
+        let wanted = wanted_of(&log);
+        let mut since = None;
+        assert!(verify_file_since(&path, &wanted, &mut since).result.is_ok());
+        // The same bytes under a new inode: checked whole.
+        let copy = dir.path().join("copy");
+        std::fs::copy(&path, &copy).unwrap();
+        std::fs::rename(&copy, &path).unwrap();
+        let replaced = verify_file_since(&path, &wanted, &mut since);
+        assert_eq!((replaced.result.is_ok(), replaced.parsed), (true, 20));
+        // Cut to its first 12 lines: shorter than what verified, checked whole.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let head: Vec<&str> = text.lines().take(12).collect();
+        std::fs::write(&path, head.join("\n") + "\n").unwrap();
+        let cut = verify_file_since(&path, &wanted, &mut since);
+        assert_eq!(cut.result, verify_file(&path));
+        assert_eq!(
+            (cut.result.unwrap().events, cut.parsed, cut.found),
+            (12, 12, 4)
+        );
+        // A last line without its newline is checked but not kept to resume from.
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"hash\":\"ab").unwrap();
+        drop(f);
+        let partial = verify_file_since(&path, &wanted, &mut since);
+        assert_eq!(partial.result, verify_file(&path));
+        assert!(partial.result.is_err() && since.is_none());
     }
 }
