@@ -8,8 +8,11 @@
 //! `message/send`. Three cases, each after a warm-up: the page's record only (nobody watching),
 //! one watcher doing what the page does (an open event stream; on each `task` event it fetches
 //! the task list and the task's detail, which verifies the audit file), and the audit log off
-//! the file (to tell the verification apart). Printed: per-task latency (median, p90) and the
-//! process's CPU time per task (user + system, getrusage; it includes the watcher's own reads).
+//! the file (to tell the verification apart), and one watcher with an audit file that already
+//! holds 100,000 events (a server that has run a while). Printed: per-task latency (median, p90) and the
+//! process's CPU time per task (user + system, getrusage; it includes the watcher's own reads);
+//! after each case with an audit file, the median time of one view of a task's detail (its
+//! audit check included) with nothing else running.
 
 // Bench: prints its measurements (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -37,7 +40,11 @@ fn cpu() -> Duration {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
-async fn serve(dir: &std::path::Path, file_audit: bool) -> SocketAddr {
+/// Events already in the audit file before the server starts, in the long-log cases (a server
+/// that has run for a while: the watch page checks the whole file on each task view).
+const EARLIER_EVENTS: usize = 100_000;
+
+async fn serve(dir: &std::path::Path, file_audit: bool, earlier: usize) -> SocketAddr {
     let script = dir.join("s.yaml");
     let mut turns = String::from("turns:\n");
     for _ in 0..(TASKS + WARMUP) {
@@ -47,6 +54,12 @@ async fn serve(dir: &std::path::Path, file_audit: bool) -> SocketAddr {
     let mut reg = Registry::new();
     reg.register(Arc::new(forge_tools::builtins::file_create::FileCreate));
     let audit = if file_audit {
+        if earlier > 0 {
+            let before = AuditLog::open_file(&dir.join("audit.ndjson")).expect("audit file");
+            for i in 0..earlier {
+                before.emit(None, "tool_exec", json!({"tool": "file_create", "i": i}));
+            }
+        }
         AuditLog::open_file(&dir.join("audit.ndjson")).expect("audit file")
     } else {
         AuditLog::to_writer(Box::new(std::io::sink()))
@@ -89,13 +102,17 @@ async fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> String 
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-async fn task(addr: SocketAddr, n: usize) {
+/// Send task `n`; its id.
+async fn task(addr: SocketAddr, n: usize) -> String {
     let msg = json!({"kind": "message", "role": "user", "messageId": format!("m{n}"), "parts": [{"kind": "text", "text": "write"}]});
     let body =
         json!({"jsonrpc": "2.0", "id": n, "method": "message/send", "params": {"message": msg}})
             .to_string();
     let out = http(addr, "POST", "/", &body).await;
     assert!(out.contains("\"completed\""), "{out}");
+    let json = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let v: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+    v["result"]["id"].as_str().unwrap_or_default().to_string()
 }
 
 /// A watcher doing what the page does; returns the number of detail fetches made.
@@ -129,9 +146,9 @@ fn watch(addr: SocketAddr, stop: Arc<AtomicBool>, fetches: Arc<AtomicU64>) {
     });
 }
 
-async fn case(name: &str, file_audit: bool, watcher: bool) {
+async fn case(name: &str, file_audit: bool, watcher: bool, earlier: usize) {
     let dir = tempfile::tempdir().expect("tmp");
-    let addr = serve(dir.path(), file_audit).await;
+    let addr = serve(dir.path(), file_audit, earlier).await;
     for i in 0..WARMUP {
         task(addr, i).await;
     }
@@ -144,9 +161,10 @@ async fn case(name: &str, file_audit: bool, watcher: bool) {
     let cpu0 = cpu();
     let t0 = Instant::now();
     let mut lat = Vec::with_capacity(TASKS);
+    let mut last = String::new();
     for i in 0..TASKS {
         let t = Instant::now();
-        task(addr, WARMUP + i).await;
+        last = task(addr, WARMUP + i).await;
         lat.push(t.elapsed());
     }
     let wall = t0.elapsed();
@@ -161,7 +179,31 @@ async fn case(name: &str, file_audit: bool, watcher: bool) {
         wall,
         fetches.load(Ordering::SeqCst)
     );
+    // One view of the last task's detail (its audit check included), with nothing else running.
+    if file_audit && !last.is_empty() {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut views = Vec::with_capacity(DETAIL_VIEWS);
+        let mut lines = 0;
+        for _ in 0..DETAIL_VIEWS {
+            let t = Instant::now();
+            let out = http(addr, "GET", &format!("/ui/api/tasks/{last}"), "").await;
+            views.push(t.elapsed());
+            let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+            let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+            assert_eq!(v["audit"]["verified"], true, "{out}");
+            lines = v["audit"]["lines"].as_u64().unwrap_or(0);
+        }
+        views.sort();
+        println!(
+            "{:<44} one detail view (audit check of {lines} lines): median {:>8.2?}",
+            "",
+            views[DETAIL_VIEWS / 2]
+        );
+    }
 }
+
+/// Detail views timed after each case with an audit file.
+const DETAIL_VIEWS: usize = 21;
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -172,9 +214,16 @@ fn main() {
     rt.block_on(async {
         for round in 0..2 {
             println!("round {round}");
-            case("audit file, nobody watching", true, false).await;
-            case("audit file, one watcher", true, true).await;
-            case("audit to a sink, one watcher", false, true).await;
+            case("audit file, nobody watching", true, false, 0).await;
+            case("audit file, one watcher", true, true, 0).await;
+            case("audit to a sink, one watcher", false, true, 0).await;
+            case(
+                "audit file of 100,000 earlier events, one watcher",
+                true,
+                true,
+                EARLIER_EVENTS,
+            )
+            .await;
         }
     });
 }
