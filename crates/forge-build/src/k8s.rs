@@ -243,6 +243,31 @@ pub(crate) const CONFINEMENT_NEEDS: &str =
      allowing unshare and clone with CLONE_NEWUSER|CLONE_NEWNET on a node that allows unprivileged \
      user namespaces; without it the pod runs proxy-only (see docs/build.md)";
 
+/// The container's requests and limits: sized for Chromium when the image carries it (one
+/// browser process tree for all sessions, 0.5-0.6 GB of PSS on the corpus pass), smaller for an
+/// agent whose browser skills all run on Lightpanda (one process per session, 67-72 MB of PSS at
+/// its peak on the same pass: docs/benchmarks.md, "Lightpanda against Chromium on the corpus";
+/// forge itself stays under 50 MiB of RSS in the fleet and flood benches): the request holds
+/// forge and about two sessions, the limit forge and the default 8 sessions
+/// (`browser.max_sessions`) with room to spare; CPU a quarter of Chromium's request and half its
+/// limit (Lightpanda used 4.2-4.5x less CPU on that pass).
+fn resources(spec: &BuildSpec) -> Value {
+    let (req_cpu, req_mem, lim_cpu, lim_mem) = if spec.needs_chromium() {
+        ("500m", "1Gi", "2", "2Gi")
+    } else if spec.needs_lightpanda() {
+        ("250m", "256Mi", "1", "1Gi")
+    } else {
+        ("100m", "128Mi", "1", "512Mi")
+    };
+    map([
+        (
+            "requests",
+            map([("cpu", s(req_cpu)), ("memory", s(req_mem))]),
+        ),
+        ("limits", map([("cpu", s(lim_cpu)), ("memory", s(lim_mem))])),
+    ])
+}
+
 fn deployment(spec: &BuildSpec, image: &str) -> Value {
     let browser = spec.needs_browser();
     let (required, optional) = secret_env_names(spec);
@@ -268,20 +293,7 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
             ),
         ]));
     }
-    let resources = if browser {
-        map([
-            ("requests", map([("cpu", s("500m")), ("memory", s("1Gi"))])),
-            ("limits", map([("cpu", s("2")), ("memory", s("2Gi"))])),
-        ])
-    } else {
-        map([
-            (
-                "requests",
-                map([("cpu", s("100m")), ("memory", s("128Mi"))]),
-            ),
-            ("limits", map([("cpu", s("1")), ("memory", s("512Mi"))])),
-        ])
-    };
+    let resources = resources(spec);
     // No /dev/shm volume, for browser agents either: Chromium runs with --disable-dev-shm-usage
     // and a 64 MiB /dev/shm does not crash it (scripts/measure-dev-shm.sh, docs/benchmarks.md),
     // while a memory-backed one would count against the pod's memory limit.
@@ -291,7 +303,15 @@ fn deployment(spec: &BuildSpec, image: &str) -> Value {
         mount("forge-state", "/app/.forge"),
     ];
     let mut volumes = vec![
-        empty_dir("tmp", if browser { "1Gi" } else { "256Mi" }),
+        // Chromium's throwaway profiles live in /tmp; Lightpanda keeps no profile on disk.
+        empty_dir(
+            "tmp",
+            if spec.needs_chromium() {
+                "1Gi"
+            } else {
+                "256Mi"
+            },
+        ),
         empty_dir("home", "256Mi"),
         empty_dir("forge-state", "1Gi"),
     ];

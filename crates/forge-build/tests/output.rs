@@ -684,3 +684,43 @@ fn symlinks_leaving_the_skills_dir_are_not_copied() {
         result.warnings
     );
 }
+
+#[test]
+fn the_pod_is_sized_for_the_engines_the_image_carries() {
+    let Some(lp) = forge_testkit::require_lightpanda_program(
+        "the_pod_is_sized_for_the_engines_the_image_carries",
+    ) else {
+        return;
+    };
+    // (requests cpu, requests memory, limits cpu, limits memory, /tmp size) per engine set.
+    let expected = [
+        ("no browser", ["100m", "128Mi", "1", "512Mi", "256Mi"]),
+        ("chromium only", ["500m", "1Gi", "2", "2Gi", "1Gi"]),
+        ("lightpanda only", ["250m", "256Mi", "1", "1Gi", "256Mi"]),
+        ("both", ["500m", "1Gi", "2", "2Gi", "1Gi"]),
+    ];
+    for ((name, engines), (name2, want)) in ENGINE_SETS.into_iter().zip(expected) {
+        assert_eq!(name, name2);
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        build_on(tmp.path(), &out, engines, Some(&lp)).unwrap();
+        let text = fs::read_to_string(out.join("k8s/deployment.yaml")).unwrap();
+        let d: serde_json::Value = serde_norway::from_str(&text).unwrap();
+        let pod = &d["spec"]["template"]["spec"];
+        let r = &pod["containers"][0]["resources"];
+        let tmp_size = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "tmp")
+            .map(|v| v["emptyDir"]["sizeLimit"].clone());
+        let got = [
+            r["requests"]["cpu"].clone(),
+            r["requests"]["memory"].clone(),
+            r["limits"]["cpu"].clone(),
+            r["limits"]["memory"].clone(),
+            tmp_size.unwrap_or_default(),
+        ];
+        assert_eq!(got, want.map(serde_json::Value::from), "{name}:\n{text}");
+    }
+}
