@@ -3,18 +3,22 @@
 //! playing the model. Each browser call goes to its skill's engine: the loopback site records
 //! each request's User-Agent, and Lightpanda's differs from Chromium's. A tool the chosen engine
 //! cannot serve is an error naming the skill, the engine and the fix; `forge tool list` says
-//! which engine serves what. Real Chromium, real Lightpanda, real proxy; fails instead of
-//! skipping under FORGE_REQUIRE_BROWSER=1.
+//! which engine serves what. The same routing holds for `forge tool call` and for an MCP client
+//! of `forge mcp serve`. Real Chromium, real Lightpanda, real proxy; fails instead of skipping
+//! under FORGE_REQUIRE_BROWSER=1.
 
 // Test: prints skip notes and diagnostics (the workspace denies printing in library code).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
+use forge_testkit::cli::Terminating;
 use forge_testkit::llm::{self as fake_llm, Reply, Responder};
+use forge_testkit::mcp::RawSession;
 use forge_testkit::site::{Response, Site};
 use serde_json::{json, Value};
 
@@ -400,4 +404,92 @@ async fn forge_tool_call_routes_by_skill_like_the_agent_loop() {
         ua("/call-former").contains("Chrome") && !ua("/call-former").contains("Lightpanda"),
         "{seen:?}"
     );
+}
+
+/// The same routing for an MCP client of `forge mcp serve --transport http`: each browser call
+/// goes to the engine of the skill it names, one MCP session keeps a page on each engine, and a
+/// tool the skill's engine cannot serve is an error naming the skill, the engine and the fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_clients_browser_calls_go_to_their_skills_engine() {
+    if !engines_available("an_mcp_clients_browser_calls_go_to_their_skills_engine") {
+        return;
+    }
+    let (site, seen) = ua_site();
+    let host = format!("127.0.0.1:{}", site.port());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = write_agent(
+        dir.path(),
+        &[&host],
+        "model:\n  provider: openai\n  name: gpt-fake\n",
+    );
+    let mut c = forge_testkit::forge!();
+    c.env_remove("FORGE_BROWSER_ENGINE")
+        .current_dir(dir.path())
+        .args([
+            "mcp",
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+            "--config",
+        ])
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut server = Terminating(c.spawn().expect("start forge mcp serve"));
+    let stdout = server.0.stdout.take().expect("piped stdout");
+    let first = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        line
+    })
+    .await
+    .expect("join");
+    let port: u16 = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .and_then(|url| url.trim_end_matches("/mcp").rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no URL with a port in {first:?}"));
+
+    let mut s = RawSession::open(port).await;
+    for (path, skill) in [("/mcp-reader", "reader"), ("/mcp-former", "former")] {
+        let r = s
+            .call(
+                "browser_navigate",
+                json!({"url": site.url(path), "skill": skill}),
+            )
+            .await;
+        assert_ne!(r["isError"], true, "{skill}: {r}");
+        assert!(r.to_string().contains(&format!("served {path}")), "{r}");
+    }
+    // One MCP session, two engines: the reader's page is still its own.
+    let state = s
+        .call("browser_state", json!({"skill": "reader"}))
+        .await
+        .to_string();
+    assert!(
+        state.contains("/mcp-reader") && !state.contains("/mcp-former"),
+        "{state}"
+    );
+    let shot = s
+        .call("browser_screenshot", json!({"skill": "reader"}))
+        .await;
+    let shot_text = shot.to_string();
+    assert_eq!(shot["isError"], true, "{shot_text}");
+    assert!(
+        shot_text.contains("skill reader runs on lightpanda")
+            && shot_text.contains("browser_engine: chromium"),
+        "the error names the skill, the engine and the fix: {shot_text}"
+    );
+    // Which process served each call: Lightpanda's User-Agent differs from Chromium's.
+    let seen = seen.lock().expect("seen").clone();
+    let ua = |p: &str| seen.get(p).cloned().unwrap_or_default();
+    assert!(ua("/mcp-reader").contains("Lightpanda"), "{seen:?}");
+    assert!(
+        ua("/mcp-former").contains("Chrome") && !ua("/mcp-former").contains("Lightpanda"),
+        "{seen:?}"
+    );
+    drop(server);
 }

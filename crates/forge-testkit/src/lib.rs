@@ -18,6 +18,8 @@
 //!   (never a test dependency) and a process's on-CPU time.
 //! - cli (cli.rs, feature `cli`): `forge` command builders with a hermetic environment
 //!   ([`forge!`], [`forge_assert!`]), and `url_port` (the port of the URL a start-up line prints).
+//! - mcp (mcp.rs, feature `mcp`): a raw MCP-over-HTTP session ([`mcp::RawSession`]) for tests
+//!   of `forge mcp serve --transport http`.
 //!
 //! Test support panics when its setup fails (a test cannot go on without its server): the
 //! `expect`s here name what failed. Printing is allowed (skip notes go to stderr, as in tests).
@@ -35,6 +37,8 @@ pub mod browser;
 pub mod cli;
 #[cfg(feature = "llm")]
 pub mod llm;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 #[cfg(feature = "pg")]
 pub mod pg;
 #[cfg(feature = "squid")]
