@@ -13,11 +13,12 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fake_llm::{Reply, Responder};
+use forge_testkit::cli::Terminating as Server;
 use forge_testkit::llm as fake_llm;
 use forge_testkit::site::{Request, Response, Site};
 use serde_json::{json, Value};
@@ -33,29 +34,6 @@ const TRACKER: &str = "trkQ2w8Ej5Hn1Pd";
 const PREF: &str = "prefU6y1Ta9Wc3Ro";
 const KEY: &str = "ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12";
 const OTHER_KEY: &str = "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f";
-
-/// Stops the server (SIGTERM first, so Chromium goes too) when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(Some(_)) = self.0.try_wait() {
-            return;
-        }
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.0.id().to_string())
-            .status();
-        for _ in 0..150 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn cookie_has(r: &Request, pair: &str) -> bool {
     r.headers

@@ -66,7 +66,8 @@ pub fn url_port(line: &str) -> u16 {
 }
 
 /// A started `forge` (or other) process that is stopped when the test ends, however it ends:
-/// SIGTERM first (so forge shuts its Chromium down), up to 10 s for it to exit, then SIGKILL.
+/// SIGTERM first (so forge shuts its Chromium down and saves what it keeps, such as login
+/// profiles), up to 15 s for it to exit, then SIGKILL.
 pub struct Terminating(pub std::process::Child);
 
 impl Drop for Terminating {
@@ -79,7 +80,7 @@ impl Drop for Terminating {
             .arg("-TERM")
             .arg(self.0.id().to_string())
             .status();
-        for _ in 0..100 {
+        for _ in 0..150 {
             if let Ok(Some(_)) = self.0.try_wait() {
                 return;
             }
