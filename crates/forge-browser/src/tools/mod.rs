@@ -767,7 +767,7 @@ pub(crate) enum WaitFor {
     Download,
 }
 
-/// The `wait_for` property of the tools that can wait after acting: its three forms and the cap
+/// The `wait_for` property of the tools that can wait after acting: its four forms and the cap
 /// in one short description (no per-form schema, to keep `tools/list` small; [`wait_for_arg`]
 /// checks the shape, the cap and "exactly one", and its errors show the forms).
 pub(crate) fn wait_for_prop() -> Value {
