@@ -124,7 +124,7 @@ pub fn routed_browser_tools(
                     json!({
                         "type": "string",
                         "enum": skill_names,
-                        "description": format!("The skill this call is for (its browser engine; default {})", routes.default),
+                        "description": format!("Run on this skill's engine (default {})", routes.default),
                     }),
                 );
             }

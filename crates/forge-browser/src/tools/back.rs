@@ -23,7 +23,7 @@ impl BrowserAction for Back {
     }
 
     fn description(&self) -> &'static str {
-        "Go back one page in the tab's history."
+        "Go back one page."
     }
 
     fn input_schema(&self) -> Value {

@@ -25,7 +25,7 @@ impl BrowserAction for Click {
     }
 
     fn description(&self) -> &'static str {
-        "Mouse-click an element; reports navigation, new tabs, dialogs, then observes."
+        "Mouse-click an element (`force`: even if covered); reports navigation, tabs, dialogs."
     }
 
     fn input_schema(&self) -> Value {
@@ -38,10 +38,7 @@ impl BrowserAction for Click {
             "click_count".into(),
             json!({"type": "integer", "minimum": 1, "maximum": 3}),
         );
-        p.insert(
-            "force".into(),
-            json!({"type": "boolean", "description": "Even if covered."}),
-        );
+        p.insert("force".into(), json!({"type": "boolean"}));
         p.insert("wait_for".into(), wait_for_prop());
         schema(p, &[])
     }

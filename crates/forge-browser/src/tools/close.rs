@@ -23,7 +23,7 @@ impl Tool for Close {
     }
 
     fn description(&self) -> &str {
-        "End this conversation's browser (tabs, cookies, logins); the next browser call starts fresh."
+        "End this conversation's browser (tabs, cookies, logins); next calls start anew."
     }
 
     fn input_schema(&self) -> Value {

@@ -66,21 +66,15 @@ impl BrowserAction for Drag {
     }
 
     fn description(&self) -> &'static str {
-        "Drag `from` onto `to`, or by offset `by` (px): sortable lists, sliders, drag-and-drop."
+        "Drag `from` onto `to` (each a ref or CSS) or by `by` px: lists, sliders, drag-and-drop."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert(
-            "from".into(),
-            json!({"type": "string", "description": "Ref or CSS."}),
-        );
-        p.insert(
-            "to".into(),
-            json!({"type": "string", "description": "Ref or CSS (or by)."}),
-        );
+        p.insert("from".into(), json!({"type": "string"}));
+        p.insert("to".into(), json!({"type": "string"}));
         p.insert("by".into(), json!({"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x", "y"]}));
-        p.insert("steps".into(), json!({"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "description": "Default 12."}));
+        p.insert("steps".into(), json!({"type": "integer", "minimum": 1, "maximum": MAX_STEPS, "default": DEFAULT_STEPS}));
         schema(p, &["from"])
     }
 

@@ -7,6 +7,9 @@ use serde_json::{json, Value};
 use super::{schema, str_arg, BrowserAction, Cx, MAX_BUDGET};
 use crate::error::{failed, invalid, R};
 
+/// `max_chars` when the input gives none (also the schema's `default`).
+const DEFAULT_EXTRACT: usize = 8000;
+
 pub(crate) struct Extract;
 
 #[async_trait]
@@ -16,29 +19,20 @@ impl BrowserAction for Extract {
     }
 
     fn description(&self) -> &'static str {
-        "Read the page's text, links, or one element's HTML, paginated."
+        "Read the page's text, links or a `selector`'s HTML; `offset` from a 'pass offset=N' line; `page` N of the last downloaded PDF."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
+        p.insert("selector".into(), json!({"type": "string"}));
+        p.insert("frame".into(), json!({"type": "string"}));
         p.insert(
-            "selector".into(),
-            json!({"type": "string", "description": "One element (required for html)."}),
+            "mode".into(),
+            json!({"type": "string", "enum": ["text", "links", "html"], "default": "text"}),
         );
-        p.insert(
-            "frame".into(),
-            json!({"type": "string", "description": "Read frame f2 (of the latest observation) instead of the page."}),
-        );
-        p.insert("mode".into(), json!({"type": "string", "enum": ["text", "links", "html"], "description": "Default text."}));
-        p.insert("max_chars".into(), json!({"type": "integer", "minimum": 200, "maximum": MAX_BUDGET, "description": "Default 8000."}));
-        p.insert(
-            "offset".into(),
-            json!({"type": "integer", "minimum": 0, "description": "From a 'pass offset=N' line."}),
-        );
-        p.insert(
-            "page".into(),
-            json!({"type": "integer", "minimum": 1, "description": "Read the last downloaded PDF from this page."}),
-        );
+        p.insert("max_chars".into(), json!({"type": "integer", "minimum": 200, "maximum": MAX_BUDGET, "default": DEFAULT_EXTRACT}));
+        p.insert("offset".into(), json!({"type": "integer", "minimum": 0}));
+        p.insert("page".into(), json!({"type": "integer", "minimum": 1}));
         schema(p, &[])
     }
 
@@ -85,7 +79,7 @@ impl BrowserAction for Extract {
             .get("max_chars")
             .and_then(Value::as_u64)
             .map(|n| (n as usize).clamp(200, MAX_BUDGET))
-            .unwrap_or(8000);
+            .unwrap_or(DEFAULT_EXTRACT);
         let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
         let total = content.chars().count();
         if offset > total {
@@ -124,7 +118,7 @@ async fn read_pdf_page(cx: &mut Cx<'_>, p: &Value, input: &Value) -> R<ToolOutpu
         .get("max_chars")
         .and_then(Value::as_u64)
         .map(|n| (n as usize).clamp(200, MAX_BUDGET))
-        .unwrap_or(8000);
+        .unwrap_or(DEFAULT_EXTRACT);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

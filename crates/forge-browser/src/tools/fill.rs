@@ -28,20 +28,14 @@ impl BrowserAction for Fill {
     }
 
     fn description(&self) -> &'static str {
-        "Type `value` into a text field with real keys, replacing it. Password/payment fields are refused unless allowed. Instead of `value`, `secret: NAME` types a secret forge holds (listed in the system prompt) into a field on an origin that secret is bound to. Date/time/datetime-local/month/week: yyyy-mm-dd, hh:mm, yyyy-mm-ddThh:mm, yyyy-mm, yyyy-Www; color: #rrggbb."
+        "Type `value` (or secret `secret`, on its origins only) into a field with real keys, replacing it; `submit` presses Enter. Password/card fields only if allowed. Formats: yyyy-mm-dd, hh:mm, yyyy-mm-ddThh:mm, yyyy-mm, yyyy-Www, #rrggbb."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = target_props();
         p.insert("value".into(), json!({"type": "string"}));
-        p.insert(
-            "secret".into(),
-            json!({"type": "string", "description": "Name of a secret to type instead of `value`."}),
-        );
-        p.insert(
-            "submit".into(),
-            json!({"type": "boolean", "description": "Press Enter after."}),
-        );
+        p.insert("secret".into(), json!({"type": "string"}));
+        p.insert("submit".into(), json!({"type": "boolean"}));
         p.insert("wait_for".into(), wait_for_prop());
         schema(p, &[])
     }

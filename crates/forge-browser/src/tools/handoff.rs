@@ -47,15 +47,12 @@ impl Tool for Handoff {
     }
 
     fn description(&self) -> &str {
-        "Hand the current tab to a person for a step you must not do yourself (a second factor, a CAPTCHA, a consent or login prompt); waits until they press Done, then returns their note and a fresh observation."
+        "Let a person do a step you must not (2FA, CAPTCHA, consent, login), told in `reason`; waits for Done, returns their note."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert(
-            "reason".into(),
-            json!({"type": "string", "description": "What the person should do, in one sentence (they see it)."}),
-        );
+        p.insert("reason".into(), json!({"type": "string"}));
         schema(p, &["reason"])
     }
 

@@ -19,7 +19,7 @@ impl BrowserAction for Hover {
     }
 
     fn description(&self) -> &'static str {
-        "Move the mouse over an element (menus, tooltips), then observe."
+        "Hover the mouse over an element (menus, tooltips)."
     }
 
     fn input_schema(&self) -> Value {

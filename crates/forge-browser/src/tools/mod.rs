@@ -767,14 +767,14 @@ pub(crate) enum WaitFor {
     Download,
 }
 
-/// The `wait_for` property of the tools that can wait after acting: its three forms and the cap
+/// The `wait_for` property of the tools that can wait after acting: its four forms and the cap
 /// in one short description (no per-form schema, to keep `tools/list` small; [`wait_for_arg`]
 /// checks the shape, the cap and "exactly one", and its errors show the forms).
 pub(crate) fn wait_for_prop() -> Value {
     json!({
         "type": "object",
         "description": format!(
-            "Then wait ≤{}s: {{\"text\":s}} appears, {{\"gone\":ref}}, {{\"ms\":n}} or {{\"download\":true}} ends",
+            "Then ≤{}s: {{text:s}}|{{gone:ref}}|{{ms:n}}|{{download:true}}",
             WAIT_CAP.as_secs()
         )
     })
@@ -814,19 +814,18 @@ pub(crate) fn wait_for_arg(input: &Value) -> R<Option<WaitFor>> {
     }
 }
 
-/// The `ref` and `selector` properties of a tool that acts on one element.
+/// The `ref`, `selector` and `frame` properties of a tool that acts on one element, with no
+/// descriptions: a ref is shown in every observation, and `browser_navigate`'s description says
+/// once that refs look like e12, frames like f2 and selectors are CSS (docs/benchmarks.md, "MCP").
 pub(crate) fn target_props() -> serde_json::Map<String, Value> {
     let v = json!({
         "ref": {"type": "string"},
-        "selector": {"type": "string", "description": "CSS"},
-        "frame": {"type": "string", "description": "With selector: match it in frame f2 of the observation."}
+        "selector": {"type": "string"},
+        "frame": {"type": "string"}
     });
     v.as_object().cloned().unwrap_or_default()
 }
 
-/// An object schema with `props` and `required` (left out when empty: nothing is required).
-/// No `"additionalProperties": false`: forge does not validate inputs against the schema, every
-/// tool ignores unknown keys, and leaving it out keeps `tools/list` small (docs/benchmarks.md, "MCP").
 /// A field holding a secret shows `value=(secret NAME)`, also when the observation cut its value
 /// (a cut value that is the start of a secret of the same full length). Page text, names and
 /// titles are redacted here too, before rendering cuts them to the budget (a value cut in half
@@ -879,6 +878,9 @@ fn mask_secret_values(obs: &mut observe::Observation, secrets: &forge_tools::Sec
     }
 }
 
+/// An object schema with `props` and `required` (left out when empty: nothing is required).
+/// No `"additionalProperties": false`: forge does not validate inputs against the schema, every
+/// tool ignores unknown keys, and leaving it out keeps `tools/list` small (docs/benchmarks.md, "MCP").
 pub(crate) fn schema(props: serde_json::Map<String, Value>, required: &[&str]) -> Value {
     if required.is_empty() {
         return json!({"type": "object", "properties": props});

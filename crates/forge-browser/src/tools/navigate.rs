@@ -21,19 +21,16 @@ impl BrowserAction for Navigate {
     }
 
     fn description(&self) -> &'static str {
-        "Open a URL; returns status and an observation (refs like e12, text)."
+        "Open a URL and observe it (text, refs like e12, frames like f2). Selectors are CSS; `wait_for`: CSS or text."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
         p.insert("url".into(), json!({"type": "string"}));
-        p.insert(
-            "wait_for".into(),
-            json!({"type": "string", "description": "Text or CSS selector to wait for."}),
-        );
+        p.insert("wait_for".into(), json!({"type": "string"}));
         p.insert(
             "timeout_ms".into(),
-            json!({"type": "integer", "minimum": 1, "description": "Default 45000."}),
+            json!({"type": "integer", "minimum": 1, "default": 45000}),
         );
         schema(p, &["url"])
     }

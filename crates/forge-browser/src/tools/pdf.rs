@@ -22,20 +22,14 @@ impl BrowserAction for Pdf {
     }
 
     fn description(&self) -> &'static str {
-        "Save the current page as a PDF in the agent's files; returns its path."
+        "Save the page as PDF `filename` in the files; `page_ranges` e.g. 1-3,5."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert(
-            "filename".into(),
-            json!({"type": "string", "description": "A .pdf name."}),
-        );
+        p.insert("filename".into(), json!({"type": "string"}));
         p.insert("landscape".into(), json!({"type": "boolean"}));
-        p.insert(
-            "page_ranges".into(),
-            json!({"type": "string", "description": "e.g. \"1-3, 5\"; default all."}),
-        );
+        p.insert("page_ranges".into(), json!({"type": "string"}));
         schema(p, &["filename"])
     }
 

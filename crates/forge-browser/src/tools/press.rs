@@ -22,12 +22,12 @@ impl BrowserAction for Press {
     }
 
     fn description(&self) -> &'static str {
-        "Press a key or chord, after focusing `ref` if given."
+        "Press `key` (Enter, ArrowDown, Control+A...), after focusing `ref` if given."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert("key".into(), json!({"type": "string", "description": "Enter, Escape, ArrowDown, Control+A, Shift+Tab or a character."}));
+        p.insert("key".into(), json!({"type": "string"}));
         p.insert("ref".into(), json!({"type": "string"}));
         p.insert("wait_for".into(), wait_for_prop());
         schema(p, &["key"])

@@ -21,20 +21,14 @@ impl BrowserAction for Screenshot {
     }
 
     fn description(&self) -> &'static str {
-        "Save a PNG (viewport, full page or element) to the agent's files; returns its path."
+        "Save a PNG (viewport, full page or element) as `filename` in the files."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert(
-            "selector".into(),
-            json!({"type": "string", "description": "Only this element."}),
-        );
+        p.insert("selector".into(), json!({"type": "string"}));
         p.insert("full_page".into(), json!({"type": "boolean"}));
-        p.insert(
-            "filename".into(),
-            json!({"type": "string", "description": "A .png name."}),
-        );
+        p.insert("filename".into(), json!({"type": "string"}));
         schema(p, &[])
     }
 

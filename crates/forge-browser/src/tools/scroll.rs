@@ -184,22 +184,22 @@ impl BrowserAction for Scroll {
     }
 
     fn description(&self) -> &'static str {
-        "Wheel-scroll the page, or the box (list, chat) holding `ref`; reports the position."
+        "Wheel-scroll the page or the box (list, chat) holding `ref`, by pages or px."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = target_props();
         p.insert(
             "direction".into(),
-            json!({"type": "string", "enum": ["up", "down", "left", "right"], "description": "Default down."}),
+            json!({"type": "string", "enum": ["up", "down", "left", "right"], "default": "down"}),
         );
         p.insert(
             "amount".into(),
-            json!({"description": "page (default) or px", "anyOf": [{"type": "string", "enum": ["page"]}, {"type": "number", "minimum": 1}]}),
+            json!({"default": "page", "anyOf": [{"type": "string", "enum": ["page"]}, {"type": "number", "minimum": 1}]}),
         );
         p.insert(
             "to".into(),
-            json!({"type": "string", "enum": ["top", "bottom"], "description": "Instead of amount."}),
+            json!({"type": "string", "enum": ["top", "bottom"]}),
         );
         schema(p, &[])
     }

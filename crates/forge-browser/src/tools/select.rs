@@ -16,12 +16,15 @@ impl BrowserAction for Select {
     }
 
     fn description(&self) -> &'static str {
-        "Choose an option in a <select>."
+        "Choose `option` (label or value; a list if multiple) in a <select>."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = target_props();
-        p.insert("option".into(), json!({"description": "Label or value; list for multi-select.", "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}));
+        p.insert(
+            "option".into(),
+            json!({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+        );
         schema(p, &["option"])
     }
 

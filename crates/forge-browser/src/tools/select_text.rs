@@ -45,7 +45,7 @@ impl BrowserAction for SelectText {
         p.insert("text".into(), json!({"type": "string"}));
         p.insert(
             "occurrence".into(),
-            json!({"type": "integer", "minimum": 1, "description": "Which match (default 1)."}),
+            json!({"type": "integer", "minimum": 1, "default": 1}),
         );
         schema(p, &[])
     }

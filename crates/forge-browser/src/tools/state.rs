@@ -19,20 +19,14 @@ impl BrowserAction for State {
     }
 
     fn description(&self) -> &'static str {
-        "Observe the page again, optionally scrolling first."
+        "Observe the page; first scroll `scroll` pages (<0: up) or to ref `scroll_to`."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert("max_chars".into(), json!({"type": "integer", "minimum": 500, "maximum": MAX_BUDGET, "description": "Default 6000."}));
-        p.insert(
-            "scroll".into(),
-            json!({"type": "number", "description": "Pages; negative is up."}),
-        );
-        p.insert(
-            "scroll_to".into(),
-            json!({"type": "string", "description": "Ref to scroll into view."}),
-        );
+        p.insert("max_chars".into(), json!({"type": "integer", "minimum": 500, "maximum": MAX_BUDGET, "default": DEFAULT_BUDGET}));
+        p.insert("scroll".into(), json!({"type": "number"}));
+        p.insert("scroll_to".into(), json!({"type": "string"}));
         p.insert("wait_for".into(), wait_for_prop());
         schema(p, &[])
     }

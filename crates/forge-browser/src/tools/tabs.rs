@@ -19,16 +19,13 @@ impl BrowserAction for Tabs {
     }
 
     fn description(&self) -> &'static str {
-        "List, switch to, open (new) or close tabs."
+        "List, switch to, open (new) or close (default: active) tab `tab`, e.g. t2."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = serde_json::Map::new();
-        p.insert("action".into(), json!({"type": "string", "enum": ["list", "switch", "close", "new"], "description": "Default list."}));
-        p.insert(
-            "tab".into(),
-            json!({"type": "string", "description": "e.g. t2; close defaults to active."}),
-        );
+        p.insert("action".into(), json!({"type": "string", "enum": ["list", "switch", "close", "new"], "default": "list"}));
+        p.insert("tab".into(), json!({"type": "string"}));
         schema(p, &[])
     }
 

@@ -29,15 +29,12 @@ impl BrowserAction for Upload {
     }
 
     fn description(&self) -> &'static str {
-        "Fill a file input with a file from this conversation's files dir."
+        "Fill a file input with `filename` from the files dir."
     }
 
     fn input_schema(&self) -> Value {
         let mut p = target_props();
-        p.insert(
-            "filename".into(),
-            json!({"type": "string", "description": "Relative, e.g. report.pdf."}),
-        );
+        p.insert("filename".into(), json!({"type": "string"}));
         schema(p, &["filename"])
     }
 
