@@ -1032,11 +1032,7 @@
     const t = target(args);
     if (t.error) return t;
     const el = t.el;
-    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
-    // Scroll enclosing frames too, so the point is inside the top viewport.
-    for (let w = el.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
-      w.frameElement.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
-    }
+    intoViewForPointer(el);
     const st = style(el);
     const r = el.getBoundingClientRect();
     if (st.display === 'none' || st.visibility !== 'visible' || r.width <= 0 || r.height <= 0) {
@@ -1478,10 +1474,7 @@
       if (t.error) return { error: t.error, which: 'to' };
     }
     const el = f.el;
-    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
-    for (let w = el.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
-      w.frameElement.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
-    }
+    intoViewForPointer(el);
     if (actHidden(el)) return { error: 'not-visible', which: 'from', ref: f.ref };
     if (t && actHidden(t.el)) return { error: 'not-visible', which: 'to', ref: t.ref };
     const by = args.by || { x: 0, y: 0 };
@@ -1853,6 +1846,14 @@
   // Scroll every container around `node` so the rect `rectOf()` returns is centred in it (when
   // it is not already inside), then bring enclosing frames into view.
   function reveal(node, rectOf) {
+    revealWithin(node, rectOf);
+    for (let w = node.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+      w.frameElement.scrollIntoView({ block: 'nearest', inline: 'nearest', behavior: 'instant' });
+    }
+  }
+
+  // The scrolling part of `reveal`: only the containers of `node`'s own document.
+  function revealWithin(node, rectOf) {
     for (const c of scrollersOf(node)) {
       const r = rectOf();
       if (!r) return;
@@ -1860,8 +1861,34 @@
       if (r.top < b.top || r.bottom > b.bottom) c.scrollTop += (r.top + r.bottom) / 2 - (b.top + b.bottom) / 2;
       if (r.left < b.left || r.right > b.right) c.scrollLeft += (r.left + r.right) / 2 - (b.left + b.right) / 2;
     }
-    for (let w = node.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
-      w.frameElement.scrollIntoView({ block: 'nearest', inline: 'nearest', behavior: 'instant' });
+  }
+
+  // Whether this document is a frame of another origin than its parent's (in Chromium, a frame
+  // in another process).
+  function crossOriginChild() {
+    if (window.top === window) return false;
+    try { return !window.parent.document; } catch (_) { return true; }
+  }
+
+  // Scroll `el` into view for a pointer action (click, hover, drag): centred, and its enclosing
+  // frames too, up to the top page. In a frame of another origin than its parent, only this
+  // document's containers (and those of same-origin frames between `el` and this document) move:
+  // Chromium carries an element's scrollIntoView on to the embedding page through the browser
+  // process, after this call has returned, so the frame would move after the top page measured
+  // where it is. The top page's `frameBox` scrolls the frame into view itself, and forge waits for
+  // that scroll to be painted before the pointer moves (frames.rs).
+  function intoViewForPointer(el) {
+    if (!crossOriginChild()) {
+      el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+      for (let w = el.ownerDocument.defaultView; w && w.frameElement; w = w.frameElement.ownerDocument.defaultView) {
+        w.frameElement.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+      }
+      return;
+    }
+    for (let node = el, i = 0; node && i < 16; i++) {
+      const n = node;
+      revealWithin(n, () => n.getBoundingClientRect());
+      node = n.ownerDocument.defaultView.frameElement;
     }
   }
 
