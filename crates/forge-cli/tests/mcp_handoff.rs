@@ -112,15 +112,7 @@ struct Stream {
 
 impl Stream {
     async fn post(port: u16, session: Option<&str>, body: &str) -> Self {
-        let mut req = format!(
-            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-06-18\r\ncontent-length: {}\r\nconnection: close\r\n",
-            body.len()
-        );
-        if let Some(s) = session {
-            req.push_str(&format!("mcp-session-id: {s}\r\n"));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
+        let req = forge_testkit::mcp::request_bytes(port, session, body);
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .expect("connect");

@@ -37,9 +37,12 @@ async fn run(mut cmd: Command) -> Output {
         .expect("join")
 }
 
+/// The User-Agent a [`ua_site`] saw for each path.
+type Seen = Arc<Mutex<HashMap<String, String>>>;
+
 /// A loopback site that records the User-Agent of each path it serves. Bounded: 60 connections.
-fn ua_site() -> (Site, Arc<Mutex<HashMap<String, String>>>) {
-    let seen: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+fn ua_site() -> (Site, Seen) {
+    let seen: Seen = Arc::default();
     let rec = seen.clone();
     let site = Site::builder().max_connections(60).start(move |r| {
         let ua = r.headers.get("user-agent").cloned().unwrap_or_default();
@@ -78,6 +81,21 @@ fn write_agent(dir: &Path, sites: &[&str], model_yaml: &str) -> std::path::PathB
     )
     .expect("write forge.yaml");
     cfg
+}
+
+/// The two-engine agent (see [`write_agent`]) allowed a fresh [`ua_site`], for callers that
+/// call its tools directly (no model is asked): the site, what it saw, the agent's directory and
+/// its forge.yaml.
+fn agent_without_model_calls() -> (Site, Seen, tempfile::TempDir, std::path::PathBuf) {
+    let (site, seen) = ua_site();
+    let host = format!("127.0.0.1:{}", site.port());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = write_agent(
+        dir.path(),
+        &[&host],
+        "model:\n  provider: openai\n  name: gpt-fake\n",
+    );
+    (site, seen, dir, cfg)
 }
 
 /// `forge run --once PROMPT` for an agent (see [`write_agent`]) allowed `sites`, its model the
@@ -355,14 +373,7 @@ async fn forge_tool_call_routes_by_skill_like_the_agent_loop() {
     if !engines_available("forge_tool_call_routes_by_skill_like_the_agent_loop") {
         return;
     }
-    let (site, seen) = ua_site();
-    let host = format!("127.0.0.1:{}", site.port());
-    let dir = tempfile::tempdir().expect("temp dir");
-    let cfg = write_agent(
-        dir.path(),
-        &[&host],
-        "model:\n  provider: openai\n  name: gpt-fake\n",
-    );
+    let (site, seen, dir, cfg) = agent_without_model_calls();
     let script = dir.path().join("calls.jsonl");
     let lines = [
         json!({"tool": "browser_navigate", "args": {"url": site.url("/call-reader"), "skill": "reader"}}),
@@ -414,14 +425,7 @@ async fn an_mcp_clients_browser_calls_go_to_their_skills_engine() {
     if !engines_available("an_mcp_clients_browser_calls_go_to_their_skills_engine") {
         return;
     }
-    let (site, seen) = ua_site();
-    let host = format!("127.0.0.1:{}", site.port());
-    let dir = tempfile::tempdir().expect("temp dir");
-    let cfg = write_agent(
-        dir.path(),
-        &[&host],
-        "model:\n  provider: openai\n  name: gpt-fake\n",
-    );
+    let (site, seen, dir, cfg) = agent_without_model_calls();
     let mut c = forge_testkit::forge!();
     c.env_remove("FORGE_BROWSER_ENGINE")
         .current_dir(dir.path())

@@ -18,8 +18,9 @@ pub struct RawSession {
     next: u64,
 }
 
-/// POST `body` to /mcp (with `session` when given); returns the head and the de-chunked body.
-pub async fn post(port: u16, session: Option<&str>, body: &str) -> (String, String) {
+/// The bytes of an MCP POST of `body` to /mcp on 127.0.0.1:`port` (with `session` when given),
+/// on a connection the server closes after its answer.
+pub fn request_bytes(port: u16, session: Option<&str>, body: &str) -> String {
     let mut req = format!(
         "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-06-18\r\ncontent-length: {}\r\nconnection: close\r\n",
         body.len()
@@ -29,6 +30,12 @@ pub async fn post(port: u16, session: Option<&str>, body: &str) -> (String, Stri
     }
     req.push_str("\r\n");
     req.push_str(body);
+    req
+}
+
+/// POST `body` to /mcp (with `session` when given); returns the head and the de-chunked body.
+pub async fn post(port: u16, session: Option<&str>, body: &str) -> (String, String) {
+    let req = request_bytes(port, session, body);
     let mut s = TcpStream::connect(("127.0.0.1", port))
         .await
         .expect("connect to forge mcp serve");
