@@ -200,14 +200,7 @@ async fn open_session(port: u16, capabilities: Value) -> String {
             .any(|v| v["id"] == 1 && v["result"]["capabilities"]["logging"].is_object()),
         "the server declares logging (its notices are log messages): {m:?}"
     );
-    let id = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no mcp-session-id in {head}"));
+    let id = forge_testkit::mcp::session_id(&head);
     let mut n = Stream::post(
         port,
         Some(&id),

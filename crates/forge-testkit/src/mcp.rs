@@ -83,20 +83,24 @@ pub fn rpc_answer(body: &str, id: u64) -> Value {
         .unwrap_or_else(|| panic!("no answer {id} in {body}"))
 }
 
+/// The `mcp-session-id` of an answer's head; panics naming the head when it has none.
+pub fn session_id(head: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no mcp-session-id in {head}"))
+}
+
 impl RawSession {
     /// Initialize a session (and send `notifications/initialized`).
     pub async fn open(port: u16) -> Self {
         let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
         let (head, body) = post(port, None, init).await;
         assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
-        let id = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("mcp-session-id")
-                    .then(|| v.trim().to_string())
-            })
-            .unwrap_or_else(|| panic!("no mcp-session-id in {head}"));
+        let id = session_id(&head);
         let (head, _) = post(
             port,
             Some(&id),
