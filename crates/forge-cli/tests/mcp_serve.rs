@@ -364,13 +364,7 @@ async fn a_non_loopback_bind_requires_the_bearer_token() {
         &["--host", "0.0.0.0", "--config", cfg.to_str().unwrap()],
         &[],
     );
-    let port: u16 = url
-        .trim_end_matches("/mcp")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let port = forge_testkit::cli::url_port(&url);
     let line = rest.first().cloned().unwrap_or_default();
     assert!(line.contains("bearer token required (from"), "{line}");
     let file_token = std::fs::read_to_string(dir.path().join(".forge/runtime.token")).unwrap();
@@ -761,13 +755,7 @@ async fn two_http_sessions_cannot_see_upload_or_overwrite_each_others_files() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_browser_agent(dir.path(), site);
     let (_server, url, _) = start_http(dir.path(), &["--config", cfg.to_str().unwrap()], &[]);
-    let port: u16 = url
-        .trim_end_matches("/mcp")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let port = forge_testkit::cli::url_port(&url);
     let mut one = RawSession::open(port).await;
     let mut two = RawSession::open(port).await;
     assert_ne!(one.id, two.id);
@@ -934,12 +922,7 @@ async fn the_form_skills_are_mcp_tools_of_an_agent_with_the_browser() {
     let dir = tempfile::tempdir().unwrap();
     write_browser_agent(dir.path(), site.addr);
     let (_server, url, _) = start_http(dir.path(), &[], &[]);
-    let port: u16 = url
-        .trim_end_matches("/mcp")
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("a port");
+    let port = forge_testkit::cli::url_port(&url);
     let mut s = RawSession::open(port).await;
     let listed = s.request("tools/list", serde_json::json!({})).await;
     let names: Vec<&str> = listed["result"]["tools"]
@@ -1026,13 +1009,7 @@ async fn the_http_transport_serves_the_watch_page_for_its_sessions() {
         ],
         &[],
     );
-    let port: u16 = url
-        .trim_end_matches("/mcp")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let port = forge_testkit::cli::url_port(&url);
     let mut one = RawSession::open(port).await;
     let r = one
         .call(

@@ -450,12 +450,7 @@ async fn an_mcp_clients_browser_calls_go_to_their_skills_engine() {
     })
     .await
     .expect("join");
-    let port: u16 = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .and_then(|url| url.trim_end_matches("/mcp").rsplit(':').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no URL with a port in {first:?}"));
+    let port = forge_testkit::cli::url_port(&first);
 
     let mut s = RawSession::open(port).await;
     for (path, skill) in [("/mcp-reader", "reader"), ("/mcp-former", "former")] {

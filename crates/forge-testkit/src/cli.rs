@@ -55,12 +55,14 @@ macro_rules! forge_assert {
     };
 }
 
-/// The port of the first `http://host:port/` URL in `line` (a line `forge run` or `forge mcp
-/// serve` prints at start-up); panics naming the line when it has none.
+/// The port of the first `http://host:port[/path]` URL in `line` (a line `forge run` or `forge
+/// mcp serve` prints at start-up, such as `http://127.0.0.1:PORT/mcp`); panics naming the line
+/// when it has none.
 pub fn url_port(line: &str) -> u16 {
     line.split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .and_then(|url| url.trim_end_matches('/').rsplit(':').next())
+        .find_map(|w| w.strip_prefix("http://"))
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|authority| authority.rsplit(':').next())
         .and_then(|port| port.parse().ok())
         .unwrap_or_else(|| panic!("a URL with a port in {line:?}"))
 }
